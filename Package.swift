@@ -1,0 +1,33 @@
+// swift-tools-version: 6.2
+import PackageDescription
+
+// Every target builds in the Swift 6 language mode (complete strict concurrency).
+// The package depends on nothing but the toolchain.
+let package = Package(
+  name: "AuthCoordinator",
+  platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9)],
+  products: [
+    .library(name: "AuthCoordinator", targets: ["AuthCoordinator"]),
+    .library(name: "TokenStore", targets: ["TokenStore"]),
+    .library(name: "AuthCoordinatorTestKit", targets: ["AuthCoordinatorTestKit"]),
+    .executable(name: "authcoord", targets: ["authcoord"]),
+  ],
+  targets: [
+    // A pthread-backed lock shared by the library modules (package access only).
+    .target(name: "SyncPrimitives"),
+    .target(name: "TokenStore", dependencies: ["SyncPrimitives"]),
+    .target(name: "AuthCoordinator", dependencies: ["TokenStore", "SyncPrimitives"]),
+    .target(name: "AuthCoordinatorTestKit", dependencies: ["AuthCoordinator", "SyncPrimitives"]),
+    .executableTarget(name: "authcoord", dependencies: ["AuthCoordinator", "AuthCoordinatorTestKit"]),
+    .testTarget(name: "TokenStoreTests", dependencies: ["TokenStore"]),
+    .testTarget(
+      name: "AuthCoordinatorTests",
+      dependencies: ["AuthCoordinator", "AuthCoordinatorTestKit", "SyncPrimitives"]
+    ),
+    .testTarget(
+      name: "ConcurrencyTests",
+      dependencies: ["AuthCoordinator", "AuthCoordinatorTestKit", "SyncPrimitives"]
+    ),
+  ],
+  swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,95 @@
+/// The one error type the coordinator throws (besides `CancellationError` for a cancelled
+/// caller).
+///
+/// Match on ``code``: codes are stable strings, so a new code is not a breaking change. Two errors
+/// are equal when their codes are equal. The error that caused it, if any, is kept in
+/// ``underlying``.
+///
+/// ```swift
+/// do {
+///   let model = try await coordinator.authModel(for: key)
+/// } catch let error as AuthCoordinatorError where error.code == .userCancelled {
+///   // the user tapped "cancel" in Alipay
+/// }
+/// ```
+///
+/// Messages never contain an access token or an auth code.
+public struct AuthCoordinatorError: Error, Hashable, Sendable, CustomStringConvertible {
+  /// A stable, machine-readable reason.
+  public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    /// The code's stable name, such as `timed_out`.
+    public var rawValue: String
+    /// Creates a code from its stable name.
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    /// The authorization, the exchange, or the caller's own timeout ran out.
+    public static let timedOut = Code(rawValue: "timed_out")
+    /// The user cancelled in Alipay (`account_open_auth_6000`, ResultStatus 6001).
+    public static let userCancelled = Code(rawValue: "user_cancelled")
+    /// The installed Alipay is too old (`account_open_auth_4002`).
+    public static let alipayTooOld = Code(rawValue: "alipay_too_old")
+    /// Alipay or the authorizer reported a failure (`account_open_auth_8000`, ResultStatus 4000,
+    /// 5000, 8000, 6004 and anything unexpected).
+    public static let authorizationFailed = Code(rawValue: "authorization_failed")
+    /// Alipay reported a network error (ResultStatus 6002).
+    public static let networkError = Code(rawValue: "network_error")
+    /// The user came back from Alipay without completing it, or the flow was interrupted
+    /// (`account_open_auth_5000`).
+    public static let abandoned = Code(rawValue: "abandoned")
+    /// The container rejected tokens as fast as they were obtained; the loop guard stopped it.
+    public static let refreshLoop = Code(rawValue: "refresh_loop")
+    /// The account logged out, unbound or switched while the request waited.
+    public static let signedOut = Code(rawValue: "signed_out")
+    /// The integrator's server did not turn the auth code into a model.
+    public static let exchangeFailed = Code(rawValue: "exchange_failed")
+    /// A callback URL could not be parsed or did not belong to a pending request.
+    public static let invalidCallback = Code(rawValue: "invalid_callback")
+    /// The token store failed.
+    public static let storeFailed = Code(rawValue: "store_failed")
+
+    /// The stable name.
+    public var description: String { rawValue }
+  }
+
+  /// Why the request failed.
+  public var code: Code
+  /// A human-readable explanation, free of secrets.
+  public var message: String
+  /// The error that caused this one, if any.
+  public var underlying: (any Error & Sendable)?
+
+  /// Creates an error.
+  ///
+  /// - Parameters:
+  ///   - code: The stable reason.
+  ///   - message: An explanation without secrets.
+  ///   - underlying: The cause, if any.
+  public init(_ code: Code, _ message: String = "", underlying: (any Error & Sendable)? = nil) {
+    self.code = code
+    self.message = message
+    self.underlying = underlying
+  }
+
+  /// Equal when the codes are equal.
+  public static func == (lhs: Self, rhs: Self) -> Bool { lhs.code == rhs.code }
+
+  /// Hashes the code.
+  public func hash(into hasher: inout Hasher) { hasher.combine(code) }
+
+  /// `AuthCoordinatorError(code): message (underlying: ...)`.
+  public var description: String {
+    var text = "AuthCoordinatorError(\(code.rawValue))"
+    if !message.isEmpty { text += ": \(message)" }
+    if let underlying { text += " (underlying: \(underlying))" }
+    return text
+  }
+}
+
+extension AuthCoordinatorError {
+  /// Shorthand for a timeout error.
+  static func timedOut(_ message: String) -> Self { .init(.timedOut, message) }
+  /// Shorthand for a signed-out error.
+  static func signedOut(_ key: AccountKey) -> Self {
+    .init(.signedOut, "account \(key.mcUid) signed out while the request waited")
+  }
+}

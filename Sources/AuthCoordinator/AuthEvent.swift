@@ -1,0 +1,50 @@
+/// Something that happened inside the coordinator, for logs and metrics.
+///
+/// Events never carry an access token or an auth code. Cache hits and joins are not events
+/// (they are counted in ``AuthCoordinator/Statistics``), so the stream stays quiet on the hot path.
+public enum AuthEvent: Sendable, Hashable {
+  /// A flight started for `key`, to load the store or to authorize.
+  case flightStarted(key: AccountKey, flight: UInt64)
+  /// The authorizer was called.
+  case authorizationStarted(key: AccountKey, flight: UInt64, reason: AuthorizationReason)
+  /// The flight produced a model and served its waiters.
+  case flightSucceeded(key: AccountKey, flight: UInt64, waiters: Int)
+  /// The flight failed; its waiters got `code`.
+  case flightFailed(key: AccountKey, flight: UInt64, code: AuthCoordinatorError.Code)
+  /// The flight ran past its deadline.
+  case flightTimedOut(key: AccountKey, flight: UInt64, phase: FlightPhase)
+  /// The flight was cancelled: its last waiter left, or the account signed out.
+  case flightCancelled(key: AccountKey, flight: UInt64, reason: CancelReason)
+  /// A result arrived for a flight that no longer counts (timed out, cancelled, signed out);
+  /// it was discarded.
+  case lateResultDiscarded(key: AccountKey, flight: UInt64)
+  /// The refresh-loop guard refused to start another authorization.
+  case refreshLoopStopped(key: AccountKey)
+  /// The store failed; the coordinator carried on without it.
+  case storeFailed(key: AccountKey?, operation: StoreOperation, message: String)
+  /// An account status change was applied.
+  case accountStatusChanged(AccountStatusChange)
+  /// An idle key was evicted from memory.
+  case evicted(key: AccountKey)
+
+  /// The phase a flight was in.
+  public enum FlightPhase: String, Sendable, Hashable {
+    /// Waiting for the authorizer (the user is in Alipay).
+    case authorization
+    /// Exchanging the auth code at the integrator's server.
+    case exchange
+  }
+
+  /// Why a flight was cancelled.
+  public enum CancelReason: String, Sendable, Hashable {
+    /// Every waiter left.
+    case lastWaiterLeft
+    /// The account logged out, unbound, or everything was signed out.
+    case signedOut
+  }
+
+  /// The store operation that failed.
+  public enum StoreOperation: String, Sendable, Hashable {
+    case load, save, remove, removeAll
+  }
+}

@@ -1,0 +1,78 @@
+import SyncPrimitives
+
+/// Why the coordinator asks for a new model.
+public enum AuthorizationReason: String, Sendable, Hashable, CustomStringConvertible {
+  /// Nothing was cached or stored for the key.
+  case missing
+  /// The cached model expired (or is within the refresh leeway of expiring).
+  case expired
+  /// The container rejected the token it was given (`NeedRefreshToken`).
+  case forcedRefresh
+
+  /// The reason's name.
+  public var description: String { rawValue }
+}
+
+/// One authorization the coordinator asks an ``Authorizer`` for.
+public struct AuthorizationRequest: Sendable {
+  /// The account to authorize.
+  public let key: AccountKey
+  /// Why the model is needed.
+  public let reason: AuthorizationReason
+  /// A unique id for this authorization, fit to be sent as `target_id` or `state` and matched
+  /// against the callback.
+  public let requestID: String
+
+  let exchangeSignal: ExchangeSignal?
+
+  /// Creates a request, for calling an authorizer directly (in tests, for example).
+  ///
+  /// - Parameters:
+  ///   - key: The account.
+  ///   - reason: Why a model is needed.
+  ///   - requestID: A unique id for this authorization.
+  public init(key: AccountKey, reason: AuthorizationReason, requestID: String) {
+    self.init(key: key, reason: reason, requestID: requestID, exchangeSignal: nil)
+  }
+
+  init(key: AccountKey, reason: AuthorizationReason, requestID: String, exchangeSignal: ExchangeSignal?) {
+    self.key = key
+    self.reason = reason
+    self.requestID = requestID
+    self.exchangeSignal = exchangeSignal
+  }
+
+  /// Runs the auth-code exchange under the exchange deadline instead of the authorization one.
+  ///
+  /// Call it once the user is back from Alipay with an auth code: from then on the flight is
+  /// bounded by ``AuthCoordinator/Configuration/exchangeTimeout`` counted from this call.
+  ///
+  /// ```swift
+  /// let code = try await provider.authCode(for: request)
+  /// return try await request.exchange { try await exchanger.exchange(code, for: request) }
+  /// ```
+  ///
+  /// - Parameter body: The exchange.
+  /// - Returns: What `body` returns.
+  /// - Throws: What `body` throws.
+  public func exchange<T>(_ body: () async throws -> T) async throws -> T {
+    exchangeSignal?.begin()
+    return try await body()
+  }
+}
+
+/// Tells the coordinator's deadline watcher that a flight entered its exchange phase.
+final class ExchangeSignal: Sendable {
+  private let onBegin: @Sendable () -> Void
+  private let fired = LockedState(false)
+
+  init(_ onBegin: @escaping @Sendable () -> Void) { self.onBegin = onBegin }
+
+  func begin() {
+    let first = fired.withLock { fired -> Bool in
+      defer { fired = true }
+      return !fired
+    }
+    if first { onBegin() }
+  }
+}

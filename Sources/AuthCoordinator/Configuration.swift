@@ -1,0 +1,64 @@
+import Foundation
+
+extension AuthCoordinator {
+  /// What a flight does when its last waiter leaves (by cancellation or its own timeout).
+  public enum AbandonPolicy: Sendable, Hashable {
+    /// Cancel the authorizer and forget the flight (the default).
+    case cancel
+    /// Let the authorizer finish and cache its model for the next caller.
+    case finishAndCache
+  }
+
+  /// The coordinator's settings, with documented defaults.
+  ///
+  /// ```swift
+  /// var configuration = AuthCoordinator.Configuration()
+  /// configuration.authorizationTimeout = .seconds(120)
+  /// configuration.maxForcedAuthorizations = 2
+  /// ```
+  public struct Configuration: Sendable {
+    /// How long an authorization may take, counted from the call into the authorizer.
+    /// Default 5 minutes: the user may be reading Alipay's consent page.
+    public var authorizationTimeout: Duration = .seconds(300)
+    /// How long the auth-code exchange may take, counted from
+    /// ``AuthorizationRequest/exchange(_:)``. Default 30 seconds.
+    public var exchangeTimeout: Duration = .seconds(30)
+    /// A model counts as expired this long before its `expiresAt`. Default 60 seconds.
+    public var refreshLeeway: Duration = .seconds(60)
+    /// How many authorizations started by forced refreshes of one key are allowed within
+    /// ``loopWindow``; the next one fails fast with
+    /// ``AuthCoordinatorError/Code-swift.struct/refreshLoop``. Default 3.
+    public var maxForcedAuthorizations: Int = 3
+    /// The sliding window of the refresh-loop guard, on ``clock``. Default 60 seconds.
+    public var loopWindow: Duration = .seconds(60)
+    /// How many idle keys (no flight in progress) stay in memory; beyond it the least recently
+    /// used are evicted. Their models stay in the store. Default 10,000.
+    public var maxIdleKeys: Int = 10_000
+    /// What happens to a flight whose last waiter left. Default ``AbandonPolicy/cancel``.
+    public var whenAbandoned: AbandonPolicy = .cancel
+    /// The modes that ``AccountStatusChange/logout(mcUid:)`` clears from the store for keys the
+    /// coordinator has not seen since launch. Default `[.platformOnly]`.
+    public var accountModes: [AuthMode] = [.platformOnly]
+    /// The clock of every deadline, window and grace period. Default `ContinuousClock()`.
+    public var clock: any Clock<Duration> = ContinuousClock()
+    /// The wall-clock source that ``AuthModel/expiresAt`` is compared with. Default `Date()`.
+    /// Tests tie it to their manual clock.
+    public var now: @Sendable () -> Date = { Date() }
+
+    /// Creates a configuration with the defaults, changing the ones given.
+    ///
+    /// - Parameters:
+    ///   - authorizationTimeout: See ``authorizationTimeout``.
+    ///   - exchangeTimeout: See ``exchangeTimeout``.
+    ///   - refreshLeeway: See ``refreshLeeway``.
+    public init(
+      authorizationTimeout: Duration = .seconds(300),
+      exchangeTimeout: Duration = .seconds(30),
+      refreshLeeway: Duration = .seconds(60)
+    ) {
+      self.authorizationTimeout = authorizationTimeout
+      self.exchangeTimeout = exchangeTimeout
+      self.refreshLeeway = refreshLeeway
+    }
+  }
+}

@@ -1,0 +1,43 @@
+extension AuthCoordinator {
+  /// A snapshot of the coordinator's counters.
+  ///
+  /// Flights balance: `flightsStarted == flightsSucceeded + flightsFailed + flightsCancelled +
+  /// flightsTimedOut + flightsInProgress` at every snapshot.
+  public struct Statistics: Sendable, Hashable {
+    /// Requests answered from memory without a flight.
+    public var cacheHits = 0
+    /// Requests that joined a flight already in progress.
+    public var coalescedCallers = 0
+    /// Flights started (store loads and authorizations).
+    public var flightsStarted = 0
+    /// Flights that produced a model.
+    public var flightsSucceeded = 0
+    /// Flights that failed.
+    public var flightsFailed = 0
+    /// Flights cancelled by their last waiter leaving or by a sign-out.
+    public var flightsCancelled = 0
+    /// Flights that ran past their deadline.
+    public var flightsTimedOut = 0
+    /// Flights in progress now.
+    public var flightsInProgress = 0
+    /// Calls into the authorizer.
+    public var authorizationsStarted = 0
+    /// Callers parked on a flight now.
+    public var waitingCallers = 0
+    /// Callers that left early (cancelled or their own timeout).
+    public var callersLeftEarly = 0
+    /// Forced refreshes refused by the loop guard.
+    public var refreshLoopsStopped = 0
+    /// Results that arrived after their flight stopped counting and were discarded.
+    public var lateResultsDiscarded = 0
+    /// Store operations that failed.
+    public var storeFailures = 0
+    /// Idle keys evicted from memory.
+    public var evictions = 0
+    /// Keys held in memory now.
+    public var keysInMemory = 0
+
+    /// An all-zero snapshot.
+    public init() {}
+  }
+}

@@ -1,0 +1,94 @@
+import Foundation
+
+/// The Alipay login state a mini-program needs: who the user is at Alipay, the access token,
+/// and the host app's own user id.
+///
+/// `AuthModel` is the Swift form of the mPaaS `NBIAuthModel`. Its `description`,
+/// `debugDescription` and reflection (`dump`, `Mirror`) never show the access token, so a model
+/// can be logged or interpolated into a message without leaking the credential.
+///
+/// ```swift
+/// let model = AuthModel(uid: "2088000000000001", accessToken: token, mcUid: "u1",
+///                       expiresAt: Date().addingTimeInterval(15 * 24 * 3600))
+/// print(model)  // AuthModel(uid: 2088000000000001, mcUid: u1, accessToken: <redacted>, ...)
+/// ```
+public struct AuthModel: Sendable, Hashable, Codable {
+  /// The Alipay user id (`user_id`, 16 digits beginning with 2088 in practice).
+  public var uid: String
+  /// The Alipay access token for this user and this app. Never printed by the library.
+  public var accessToken: String
+  /// The host app's own user id (`extraInfo["mcUid"]` in the SDK's model).
+  public var mcUid: String
+  /// When the token stops being valid, or `nil` when the server did not say.
+  ///
+  /// A model without an expiry is valid until the container rejects it (a forced refresh).
+  public var expiresAt: Date?
+  /// Further string values passed through to the mini-program container.
+  public var extraInfo: [String: String]
+
+  /// Creates a model.
+  ///
+  /// - Parameters:
+  ///   - uid: The Alipay user id.
+  ///   - accessToken: The Alipay access token.
+  ///   - mcUid: The host app's own user id.
+  ///   - expiresAt: When the token expires, if known.
+  ///   - extraInfo: Further values for the container.
+  public init(
+    uid: String,
+    accessToken: String,
+    mcUid: String,
+    expiresAt: Date? = nil,
+    extraInfo: [String: String] = [:]
+  ) {
+    self.uid = uid
+    self.accessToken = accessToken
+    self.mcUid = mcUid
+    self.expiresAt = expiresAt
+    self.extraInfo = extraInfo
+  }
+
+  /// Whether the model can still be handed out at `date`, given a safety margin.
+  ///
+  /// A model is valid while ``expiresAt`` is `nil` or later than `date + leeway`.
+  ///
+  /// - Parameters:
+  ///   - date: The current wall-clock time.
+  ///   - leeway: How long before the expiry the model already counts as expired.
+  /// - Returns: `true` when the token may be served.
+  @inlinable
+  public func isValid(at date: Date, leeway: TimeInterval = 0) -> Bool {
+    guard let expiresAt else { return true }
+    return expiresAt.timeIntervalSince(date) > leeway
+  }
+
+  /// The access token's length and a short fingerprint safe to log, never the token itself.
+  public var redactedToken: String {
+    "<redacted \(accessToken.utf8.count) bytes>"
+  }
+}
+
+extension AuthModel: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+  /// A summary that shows everything but the access token.
+  public var description: String {
+    var parts = ["uid: \(uid)", "mcUid: \(mcUid)", "accessToken: \(redactedToken)"]
+    if let expiresAt { parts.append("expiresAt: \(expiresAt)") }
+    if !extraInfo.isEmpty { parts.append("extraInfo: \(extraInfo.keys.sorted())") }
+    return "AuthModel(\(parts.joined(separator: ", ")))"
+  }
+
+  /// The same as ``description``: the token is redacted in debug output too.
+  public var debugDescription: String { description }
+
+  /// A reflection that replaces the token, so `dump(model)` does not reveal it.
+  public var customMirror: Mirror {
+    Mirror(
+      self,
+      children: [
+        "uid": uid, "accessToken": redactedToken, "mcUid": mcUid,
+        "expiresAt": expiresAt as Any, "extraInfo": extraInfo,
+      ],
+      displayStyle: .struct
+    )
+  }
+}

@@ -1,0 +1,2 @@
+import Testing
+@Test func placeholderTokenStoreTests() { #expect(Bool(true)) }
