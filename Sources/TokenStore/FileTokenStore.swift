@@ -1,3 +1,7 @@
+import Dispatch
+import Foundation
+import SyncPrimitives
+
 #if canImport(Darwin)
   import Darwin
 #elseif canImport(Glibc)
@@ -5,9 +9,6 @@
 #elseif canImport(Musl)
   import Musl
 #endif
-import Dispatch
-import Foundation
-import SyncPrimitives
 
 /// A ``TokenStore`` that keeps every key of one store in one file, safe against crashes,
 /// garbage, downgrades and concurrent writers in other processes.
@@ -39,12 +40,16 @@ import SyncPrimitives
 /// - **Newer versions** (``TokenStoreError/Code/unsupportedVersion``): the file is reported
 ///   and read as empty but never replaced; every change throws instead, so running an older
 ///   app does not destroy what a newer one stored.
-/// - **Not a regular file** (a symbolic link, directory, FIFO: ``TokenStoreError/Code/notARegularFile``)
-///   or **unreadable** (``TokenStoreError/Code/permissionDenied``): every operation throws;
-///   the store never follows a link at the final path component and never writes there.
+/// - **Not a regular file** (a symbolic link, directory, FIFO:
+///   ``TokenStoreError/Code/notARegularFile``) or **unreadable**
+///   (``TokenStoreError/Code/permissionDenied``): every operation throws; the store never
+///   follows a link at the final path component and never writes there.
 ///
 /// Reading a bad file does not throw from ``model(for:)``: the issue goes to `onIssue`. Use
 /// ``validate()`` or ``loadAll()`` to surface it in tools and tests.
+///
+/// Operations are not cancellable once started: a cancelled task still waits for its write to
+/// finish (or fail), so no half-done change is ever left behind.
 ///
 /// > Important: The enclosing directory is created (mode `0700`) when missing. Symbolic links
 /// > in the directory part of the path are followed; only the final component is checked.
@@ -402,7 +407,8 @@ public final class FileTokenStore: TokenStore {
     }
     // The umask may have removed bits but never adds any; make it exactly 0600.
     guard fchmod(fd, mode_t(0o600)) == 0 else {
-      throw systemError("fchmod", errno, "The temporary file's mode cannot be set.",
+      throw systemError(
+        "fchmod", errno, "The temporary file's mode cannot be set.",
         path: temporaryPath)
     }
     let writeError = data.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) -> Int32? in
@@ -418,16 +424,19 @@ public final class FileTokenStore: TokenStore {
       return nil
     }
     if let writeError {
-      throw systemError("write", writeError, "The temporary file cannot be written.",
+      throw systemError(
+        "write", writeError, "The temporary file cannot be written.",
         path: temporaryPath)
     }
     guard fullSync(fd) == 0 else {
-      throw systemError("fsync", errno, "The temporary file cannot be synced.",
+      throw systemError(
+        "fsync", errno, "The temporary file cannot be synced.",
         path: temporaryPath)
     }
     isOpen = false
     guard close(fd) == 0 else {
-      throw systemError("close", errno, "The temporary file cannot be closed.",
+      throw systemError(
+        "close", errno, "The temporary file cannot be closed.",
         path: temporaryPath)
     }
     guard rename(temporaryPath, path) == 0 else {
@@ -441,14 +450,18 @@ public final class FileTokenStore: TokenStore {
   private func syncDirectory() {
     let fd = open(directoryPath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
     guard fd >= 0 else {
-      report(systemError("open", errno, "The store's directory cannot be synced.",
-        path: directoryPath))
+      report(
+        systemError(
+          "open", errno, "The store's directory cannot be synced.",
+          path: directoryPath))
       return
     }
     defer { close(fd) }
     if fsync(fd) != 0 {
-      report(systemError("fsync", errno, "The store's directory cannot be synced.",
-        path: directoryPath))
+      report(
+        systemError(
+          "fsync", errno, "The store's directory cannot be synced.",
+          path: directoryPath))
     }
   }
 

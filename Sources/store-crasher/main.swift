@@ -1,6 +1,7 @@
 // store-crasher: a helper for the FileTokenStore crash and multi-process tests.
 //
-//   store-crasher write <path> --key <mcUid> [--start <i>] [--count <n>] [--self-kill-after-us <µs>]
+//   store-crasher write <path> --key <mcUid> [--start <i>] [--count <n>]
+//                       [--self-kill-after-us <µs>]
 //     Saves model i, i+1, ... for the key in a tight loop (forever unless --count is given) and
 //     prints each index to stdout, unbuffered, once its save has returned. Model i has uid
 //     2088 followed by i in 12 digits and access token "tok-i" (a fake token: the tests need to
@@ -11,7 +12,13 @@
 //     Drops to the given user id first (when run as root), then loads the store and prints
 //     "ok <number of models>" or "error <code>".
 //
+// Two writers: the tests start two `write` processes on one store at once, with different
+// --key values (no update may be lost) or the same key (no torn file).
+//
 // Exit status: 0 on success, 2 on a usage error, 1 when a save throws.
+
+import Foundation
+import TokenStore
 
 #if canImport(Darwin)
   import Darwin
@@ -20,8 +27,6 @@
 #elseif canImport(Musl)
   import Musl
 #endif
-import Foundation
-import TokenStore
 
 /// Writes a line to stdout with one unbuffered `write(2)`, so a SIGKILL never loses a line
 /// that was reported as written.
@@ -29,7 +34,9 @@ func emit(_ line: String) {
   var bytes = Array((line + "\n").utf8)
   var offset = 0
   while offset < bytes.count {
-    let written = bytes.withUnsafeMutableBytes { write(1, $0.baseAddress! + offset, $0.count - offset) }
+    let written = bytes.withUnsafeMutableBytes {
+      write(1, $0.baseAddress! + offset, $0.count - offset)
+    }
     if written < 0 {
       if errno == EINTR { continue }
       exit(1)

@@ -1,3 +1,8 @@
+import Foundation
+import Testing
+
+@testable import TokenStore
+
 #if canImport(Darwin)
   import Darwin
 #elseif canImport(Glibc)
@@ -5,10 +10,6 @@
 #elseif canImport(Musl)
   import Musl
 #endif
-import Foundation
-import Testing
-
-@testable import TokenStore
 
 @Suite struct FileTokenStoreTests {
   // MARK: - Normal operation
@@ -189,8 +190,9 @@ import Testing
     #expect(try await store.model(for: key(1)) == nil)
     #expect(issues.codes == [.fileTooLarge])
     let aside = try #require(try dir.contents().first { $0.contains(".corrupt-") })
-    let size = try FileManager.default.attributesOfItem(
-      atPath: dir.file(aside).path(percentEncoded: false))[.size] as? Int
+    let size =
+      try FileManager.default.attributesOfItem(
+        atPath: dir.file(aside).path(percentEncoded: false))[.size] as? Int
     #expect(size == 100 * 1024 * 1024)
     try await store.save(sampleModel(1), for: key(1))
     #expect(try await store.loadAll().count == 1)

@@ -128,7 +128,8 @@ import Testing
       #expect(decodeError(frame(Data(body.utf8)))?.code == .corruptFile, "\(body)")
     }
     let entry =
-      #"{"key":{"mcUid":"u","mode":"m"},"model":{"uid":"1","accessToken":"t","mcUid":"u","extraInfo":{}}}"#
+      #"{"key":{"mcUid":"u","mode":"m"},"#
+      + #""model":{"uid":"1","accessToken":"t","mcUid":"u","extraInfo":{}}}"#
     let duplicate = #"{"entries":["# + entry + "," + entry + "]}"
     #expect(decodeError(frame(Data(duplicate.utf8)))?.code == .corruptFile)
     let single = #"{"entries":["# + entry + "]}"

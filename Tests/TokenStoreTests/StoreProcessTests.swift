@@ -1,3 +1,8 @@
+import Foundation
+import Testing
+
+@testable import TokenStore
+
 #if canImport(Darwin)
   import Darwin
 #elseif canImport(Glibc)
@@ -5,10 +10,6 @@
 #elseif canImport(Musl)
   import Musl
 #endif
-import Foundation
-import Testing
-
-@testable import TokenStore
 
 // These tests run the `store-crasher` executable of this package (Sources/store-crasher) as child
 // processes. `swift build --build-tests` and `swift test` build every target of the package, so
@@ -45,7 +46,9 @@ import Testing
       let selfKill = iteration.isMultiple(of: 2)
       let reportsBeforeKill = Int.random(in: 0...5, using: &generator)
       if selfKill {
-        arguments += ["--self-kill-after-us", String(UInt32.random(in: 0..<30_000, using: &generator))]
+        arguments += [
+          "--self-kill-after-us", String(UInt32.random(in: 0..<30_000, using: &generator)),
+        ]
       }
       let run = try CrasherRun(crasher, arguments)
       var saved: [Int] = []
@@ -111,7 +114,8 @@ import Testing
       #expect(lines.dropLast() == (0..<count).map(String.init)[...])
       #expect(writer.wait().status == 0)
     }
-    let models = try StoreFileFormat.decode(try #require(FileManager.default.contents(atPath: path)))
+    let models = try StoreFileFormat.decode(
+      try #require(FileManager.default.contents(atPath: path)))
     #expect(models.count == 2)
     #expect(models[AccountKey(mcUid: "a")] == crasherModel(count - 1, mcUid: "a"))
     #expect(models[AccountKey(mcUid: "b")] == crasherModel(count - 1, mcUid: "b"))
@@ -128,14 +132,16 @@ import Testing
     let count = 150
     let writers = try [0, 100_000].map { start in
       try CrasherRun(
-        crasher, ["write", path, "--key", "same", "--start", String(start), "--count", String(count)])
+        crasher,
+        ["write", path, "--key", "same", "--start", String(start), "--count", String(count)])
     }
     let reads = try readWhileRunning(path, writers)
     for writer in writers {
       #expect(writer.remainingLines().last == "done")
       #expect(writer.wait().status == 0)
     }
-    let models = try StoreFileFormat.decode(try #require(FileManager.default.contents(atPath: path)))
+    let models = try StoreFileFormat.decode(
+      try #require(FileManager.default.contents(atPath: path)))
     let last = crasherIndex(models[AccountKey(mcUid: "same")])
     #expect(last == count - 1 || last == 100_000 + count - 1)
     #expect(models.count == 1)
@@ -198,9 +204,12 @@ import Testing
       candidates.append(executable.deletingLastPathComponent().appending(path: "store-crasher"))
     }
     for bundle in Bundle.allBundles where bundle.bundleURL.pathExtension == "xctest" {
-      candidates.append(bundle.bundleURL.deletingLastPathComponent().appending(path: "store-crasher"))
+      candidates.append(
+        bundle.bundleURL.deletingLastPathComponent().appending(path: "store-crasher"))
     }
-    return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path(percentEncoded: false)) }
+    return candidates.first {
+      FileManager.default.isExecutableFile(atPath: $0.path(percentEncoded: false))
+    }
   }
 }
 

@@ -1,3 +1,8 @@
+import Foundation
+import Testing
+
+@testable import TokenStore
+
 #if canImport(Darwin)
   import Darwin
 #elseif canImport(Glibc)
@@ -5,10 +10,6 @@
 #elseif canImport(Musl)
   import Musl
 #endif
-import Foundation
-import Testing
-
-@testable import TokenStore
 
 /// A fresh directory under the system's temporary directory, removed by ``remove()``.
 struct TemporaryDirectory {
