@@ -249,6 +249,7 @@ public final class FileTokenStore: TokenStore {
   /// Reads the file and turns every absorbed problem into a snapshot plus a report.
   private func load(
     moveAside: Bool,
+    forWriting: Bool = false,
     issue: inout TokenStoreError?
   ) throws(TokenStoreError) -> Snapshot {
     switch try readDisk() {
@@ -260,16 +261,27 @@ public final class FileTokenStore: TokenStore {
       issue = error
       report(error)
       return Snapshot(identity: identity, models: [:], writeBlocker: error)
-    case .bad(let identity, var error):
+    case .bad(let identity, var problem):
       guard moveAside else {
-        issue = error
-        report(error)
+        issue = problem
+        report(problem)
         return Snapshot(identity: identity, models: [:])
       }
-      let aside = try moveAsideBadFile()
-      error.message += " It was moved to \(aside) and the store starts empty."
-      issue = error
-      report(error)
+      let aside: String
+      do throws(TokenStoreError) {
+        aside = try moveAsideBadFile()
+      } catch {
+        // A write must not replace a file it could not keep for diagnosis: fail it. A read
+        // reports the file and carries on as if the store were empty.
+        if forWriting { throw error }
+        problem.message += " It could not be moved aside (\(error.code)); the store reads as empty."
+        issue = problem
+        report(problem)
+        return Snapshot(identity: identity, models: [:])
+      }
+      problem.message += " It was moved to \(aside) and the store starts empty."
+      issue = problem
+      report(problem)
       return Snapshot(identity: nil, models: [:])
     }
   }
@@ -366,7 +378,7 @@ public final class FileTokenStore: TokenStore {
         removeStaleTemporaryFilesOnce()
         // Re-read under the lock: another process may have written since our last read.
         var issue: TokenStoreError?
-        let current = try load(moveAside: true, issue: &issue)
+        let current = try load(moveAside: true, forWriting: true, issue: &issue)
         state.withLock { $0.cache = current }
         if let blocker = current.writeBlocker { throw blocker }
         var models = current.models

@@ -311,6 +311,37 @@ import Testing
     #expect(try Data(contentsOf: dir.file()) == before)
   }
 
+  #if os(Linux)
+    /// In a directory nothing may be renamed or created in (`chattr +i`, which binds root too),
+    /// a corrupt file cannot be moved aside: reads report it and read as empty, writes fail, and
+    /// the file stays as it was.
+    @Test(.enabled(if: immutableDirectoriesWork(), "needs root and chattr +i (ext4 and the like)"))
+    func corruptFileThatCannotBeMovedAsideIsReportedAndKept() async throws {
+      let dir = try TemporaryDirectory()
+      defer { dir.remove() }
+      let garbage = Data("garbage".utf8)
+      try garbage.write(to: dir.file())
+      try garbage.write(to: dir.file("locked.store"))
+      try Data().write(to: dir.file("locked.store.lock"))  // the lock can be taken, not the move
+      #expect(setImmutable(dir.url, true))
+      defer { setImmutable(dir.url, false) }
+      for name in ["tokens.store", "locked.store"] {
+        let issues = IssueLog()
+        let store = FileTokenStore(url: dir.file(name), onIssue: issues.handler)
+        #expect(try await store.model(for: key(1)) == nil, "\(name)")
+        #expect(issues.codes == [.corruptFile], "\(name)")
+        // Without a lock file there is no lock, so no move is even tried.
+        let tried = issues.all.first?.message.contains("could not be moved aside")
+        #expect(tried == (name == "locked.store"), "\(name)")
+        await #expect(throws: TokenStoreError(.permissionDenied, "")) {
+          try await store.save(sampleModel(1), for: key(1))
+        }
+        #expect(try Data(contentsOf: dir.file(name)) == garbage)
+      }
+      #expect(try dir.contents() == ["locked.store", "locked.store.lock", "tokens.store"])
+    }
+  #endif
+
   // MARK: - Never lose a good model
 
   @Test func failedSaveLeavesThePreviousFileIntact() async throws {

@@ -114,3 +114,31 @@ func testSeed(_ name: String) -> UInt64 {
 func randomBytes(_ count: Int, using generator: inout SeededGenerator) -> Data {
   Data((0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) })
 }
+
+#if os(Linux)
+  /// Runs `chattr +i` / `chattr -i` on `url`.
+  ///
+  /// - Returns: Whether chattr succeeded.
+  @discardableResult
+  func setImmutable(_ url: URL, _ immutable: Bool) -> Bool {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/chattr")
+    process.arguments = [immutable ? "+i" : "-i", url.path(percentEncoded: false)]
+    process.standardError = FileHandle.nullDevice
+    guard (try? process.run()) != nil else { return false }
+    process.waitUntilExit()
+    return process.terminationStatus == 0
+  }
+
+  /// Whether `chattr +i` on a directory stops this process from creating files in it.
+  func immutableDirectoriesWork() -> Bool {
+    guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/bin/chattr"),
+      let dir = try? TemporaryDirectory()
+    else { return false }
+    defer { dir.remove() }
+    guard setImmutable(dir.url, true) else { return false }
+    defer { setImmutable(dir.url, false) }
+    return !FileManager.default.createFile(
+      atPath: dir.file("probe").path(percentEncoded: false), contents: nil)
+  }
+#endif
