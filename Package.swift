@@ -19,6 +19,7 @@ let package = Package(
     .target(name: "AuthCoordinator", dependencies: ["TokenStore", "SyncPrimitives"]),
     .target(name: "AuthCoordinatorTestKit", dependencies: ["AuthCoordinator", "SyncPrimitives"]),
     .executableTarget(name: "authcoord", dependencies: ["AuthCoordinator", "AuthCoordinatorTestKit"]),
+    .executableTarget(name: "store-crasher", dependencies: ["TokenStore"]),
     .testTarget(name: "TokenStoreTests", dependencies: ["TokenStore"]),
     .testTarget(
       name: "AuthCoordinatorTests",
