@@ -43,7 +43,8 @@ private func check(_ callback: SafepayCallback) {
     precondition(callback.resultStatus == .success, "success needs ResultStatus 9000")
     precondition(callback.resultCode == "200", "success needs result_code 200")
     precondition(!code.value.isEmpty, "success needs an auth code")
-    precondition(!callback.description.contains(code.value) || code.value.count < 4,
+    precondition(
+      !callback.description.contains(code.value) || code.value.count < 4,
       "the description must not show the auth code")
   case .failure(let error):
     precondition(error.code != .init(rawValue: ""), "errors carry a code")

@@ -11,7 +11,9 @@ import Testing
     let provider: AlipayAuthCodeProvider
     let router: AlipayCallbackRouter
 
-    init(_ script: FakeAlipayApp.Script, deliverDuringOpen: Bool = false, grace: Duration = .seconds(3)) {
+    init(
+      _ script: FakeAlipayApp.Script, deliverDuringOpen: Bool = false, grace: Duration = .seconds(3)
+    ) {
       let alipay = FakeAlipayApp(script: script, deliverDuringOpen: deliverDuringOpen)
       self.alipay = alipay
       provider = makeProvider(clock: clock, grace: grace) { await alipay.open($0) }
@@ -62,7 +64,9 @@ import Testing
     #expect(await events.next() == .openFailed(requestID: "req-x"))
     #expect(rig.provider.pendingRequestIDs.isEmpty)
     // A callback for it afterwards is late.
-    #expect(rig.router.handle(Callback.success("req-x")) == .authResult(.rejected(reason: .late, requestID: "req-x")))
+    #expect(
+      rig.router.handle(Callback.success("req-x"))
+        == .authResult(.rejected(reason: .late, requestID: "req-x")))
   }
 
   @Test func builderErrorPropagatesAndLeavesNothingPending() async {
@@ -99,7 +103,9 @@ import Testing
     task.cancel()
     await #expect(throws: CancellationError.self) { try await task.value }
     #expect(rig.provider.pendingRequestIDs.isEmpty)
-    #expect(rig.router.handle(Callback.success("req-k")) == .authResult(.rejected(reason: .late, requestID: "req-k")))
+    #expect(
+      rig.router.handle(Callback.success("req-k"))
+        == .authResult(.rejected(reason: .late, requestID: "req-k")))
   }
 
   @Test func cancelledBeforeStartThrowsCancellation() async {
@@ -136,34 +142,50 @@ import Testing
     _ = await readEvents(&events) { $0 == .opened(requestID: "req-f") }
 
     // Exactly one request is pending, and a callback without any id still does not complete it.
-    #expect(rig.router.handle(Callback.success(nil)) == .authResult(.rejected(reason: .missingRequestID, requestID: nil)))
-    #expect(rig.router.handle(Callback.success("someone-else")) == .authResult(.rejected(reason: .unknownRequestID, requestID: "someone-else")))
-    let conflicting = Callback.safepay(Callback.payload(result: Callback.authResult(targetID: "req-f", state: "x")))
-    #expect(rig.router.handle(conflicting) == .authResult(.rejected(reason: .conflictingRequestIDs, requestID: nil)))
-    #expect(rig.provider.deliver(InsideResult(code: "account_open_auth_9000", fields: ["auth_code": "F"])) == .rejected(reason: .missingRequestID, requestID: nil))
-    let malformed = Callback.safepay(Callback.json(["memo": ["result": Callback.authResult(targetID: "req-f")]]))
-    #expect(rig.router.handle(malformed) == .authResult(.rejected(reason: .malformed, requestID: nil)))
+    #expect(
+      rig.router.handle(Callback.success(nil))
+        == .authResult(.rejected(reason: .missingRequestID, requestID: nil)))
+    #expect(
+      rig.router.handle(Callback.success("someone-else"))
+        == .authResult(.rejected(reason: .unknownRequestID, requestID: "someone-else")))
+    let conflicting = Callback.safepay(
+      Callback.payload(result: Callback.authResult(targetID: "req-f", state: "x")))
+    #expect(
+      rig.router.handle(conflicting)
+        == .authResult(.rejected(reason: .conflictingRequestIDs, requestID: nil)))
+    #expect(
+      rig.provider.deliver(InsideResult(code: "account_open_auth_9000", fields: ["auth_code": "F"]))
+        == .rejected(reason: .missingRequestID, requestID: nil))
+    let malformed = Callback.safepay(
+      Callback.json(["memo": ["result": Callback.authResult(targetID: "req-f")]]))
+    #expect(
+      rig.router.handle(malformed) == .authResult(.rejected(reason: .malformed, requestID: nil)))
     #expect(rig.router.handle(URL(string: "demoapp://safepay/?%7Bbroken")!) == .payment)
 
     var reasons: [BridgeEvent.RejectReason] = []
     for _ in 0..<6 {
       if case .callbackRejected(let reason, _)? = await events.next() { reasons.append(reason) }
     }
-    #expect(reasons == [
-      .missingRequestID, .unknownRequestID, .conflictingRequestIDs, .missingRequestID,
-      .malformed, .malformed,
-    ])
+    #expect(
+      reasons == [
+        .missingRequestID, .unknownRequestID, .conflictingRequestIDs, .missingRequestID,
+        .malformed, .malformed,
+      ])
     #expect(rig.provider.pendingRequestIDs == ["req-f"])
 
     // The genuine callback still completes it.
-    #expect(rig.router.handle(Callback.success("req-f", code: "REAL")) == .authResult(.matched(requestID: "req-f")))
+    #expect(
+      rig.router.handle(Callback.success("req-f", code: "REAL"))
+        == .authResult(.matched(requestID: "req-f")))
     #expect(try await task.value.value == "REAL")
   }
 
   @Test func duplicateCallbackIsRejected() async throws {
     let rig = Rig(.authorize(code: "ONE", echoID: true), deliverDuringOpen: true)
     _ = try await rig.provider.authCode(for: makeRequest("req-d"))
-    #expect(rig.router.handle(Callback.success("req-d", code: "TWO")) == .authResult(.rejected(reason: .duplicate, requestID: "req-d")))
+    #expect(
+      rig.router.handle(Callback.success("req-d", code: "TWO"))
+        == .authResult(.rejected(reason: .duplicate, requestID: "req-d")))
   }
 
   @Test func callbacksRouteToTheirOwnRequests() async throws {

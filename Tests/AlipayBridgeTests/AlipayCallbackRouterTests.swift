@@ -45,7 +45,8 @@ import Testing
     let provider = hooks.provider
     let task = Task { try await provider.authCode(for: makeRequest("route")) }
     _ = await readEvents(&events) { $0 == .opened(requestID: "route") }
-    #expect(hooks.router.handle(Callback.success("route")) == .authResult(.matched(requestID: "route")))
+    #expect(
+      hooks.router.handle(Callback.success("route")) == .authResult(.matched(requestID: "route")))
     _ = try await task.value
     #expect(hooks.payment.all.isEmpty)
     #expect(hooks.accountConnect.all.isEmpty)
@@ -73,15 +74,19 @@ import Testing
   @Test func malformedAuthResultGoesNowhere() {
     let hooks = Hooks()
     let payload = Callback.json(["memo": ["result": Callback.authResult(targetID: "r")]])
-    #expect(hooks.router.handle(Callback.safepay(payload)) == .authResult(.rejected(reason: .malformed, requestID: nil)))
+    #expect(
+      hooks.router.handle(Callback.safepay(payload))
+        == .authResult(.rejected(reason: .malformed, requestID: nil)))
     #expect(hooks.payment.all.isEmpty)
   }
 
   /// 10,000 random and mutated URLs: nothing crashes and nothing completes the pending request.
   @Test func randomGarbageNeverCrashesOrCompletes() async throws {
-    let seed = UInt64(ProcessInfo.processInfo.environment["ALIPAY_FUZZ_SEED"] ?? "")
+    let seed =
+      UInt64(ProcessInfo.processInfo.environment["ALIPAY_FUZZ_SEED"] ?? "")
       ?? UInt64.random(in: 1...UInt64.max)
-    print("randomGarbageNeverCrashesOrCompletes seed: \(seed) (rerun with ALIPAY_FUZZ_SEED=\(seed))")
+    print(
+      "randomGarbageNeverCrashesOrCompletes seed: \(seed) (rerun with ALIPAY_FUZZ_SEED=\(seed))")
     var rng = SplitMix64(seed: seed)
 
     let hooks = Hooks()
@@ -97,7 +102,8 @@ import Testing
       "demoapp://safepay/?\(Callback.payload(result: Callback.authResult(targetID: "raw")))",
       "demoapp://a.inside.com/x",
     ]
-    let alphabet = Array("%{}[]\"&=?/#:\\,0123456789abcdefABCDEF safepay.inside.com\u{0}\u{7f}é漢😀")
+    let alphabet = Array(
+      "%{}[]\"&=?/#:\\,0123456789abcdefABCDEF safepay.inside.com\u{0}\u{7f}é漢😀")
     var matched = 0
     for _ in 0..<10_000 {
       var text: String

@@ -34,7 +34,9 @@ import Testing
     #expect(await pending.events.next() == .abandonedAfterReturn(requestID: "r"))
     #expect(pending.provider.pendingRequestIDs.isEmpty)
     // The callback that shows up afterwards is late.
-    #expect(pending.router.handle(Callback.success("r")) == .authResult(.rejected(reason: .late, requestID: "r")))
+    #expect(
+      pending.router.handle(Callback.success("r"))
+        == .authResult(.rejected(reason: .late, requestID: "r")))
   }
 
   @Test func callbackWithinGraceWins() async throws {
@@ -42,7 +44,9 @@ import Testing
     pending.provider.appDidBecomeActive()
     await pending.clock.waitForSleepers(1)
     pending.clock.advance(by: .seconds(2))
-    #expect(pending.router.handle(Callback.success("r", code: "IN-TIME")) == .authResult(.matched(requestID: "r")))
+    #expect(
+      pending.router.handle(Callback.success("r", code: "IN-TIME"))
+        == .authResult(.matched(requestID: "r")))
     #expect(try await pending.task.value.value == "IN-TIME")
     pending.clock.advance(by: .seconds(10))
     #expect(pending.clock.sleeperCount == 0)
@@ -141,14 +145,14 @@ import Testing
   @Test func abandonedBeforeParkingIsStillAbandoned() {
     // The state machine: the grace timer fires before the waiter parks.
     var machine = PendingAuthorizations<Int, Int>()
-    let step1 = machine.register("r")
-    #expect(step1)
-    let step2 = machine.advance("r", to: .opening)
-    #expect(step2)
+    let registered = machine.register("r")
+    #expect(registered)
+    let advanced = machine.advance("r", to: .opening)
+    #expect(advanced)
     let armed = machine.becameActive()
     #expect(armed.map(\.id) == ["r"])
-    let step3 = machine.attach("r", token: armed[0].token, timer: 7)
-    #expect(step3)
+    let attached = machine.attach("r", token: armed[0].token, timer: 7)
+    #expect(attached)
     guard case .abandonedBeforeParking("r") = machine.graceExpired("r", token: armed[0].token)
     else {
       Issue.record("expected abandonment")

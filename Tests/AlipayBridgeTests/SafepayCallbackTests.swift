@@ -123,7 +123,9 @@ import Testing
   }
 
   @Test func flatPayloadIsRead() throws {
-    let payload = Callback.json(["result": Callback.authResult(targetID: "f"), "ResultStatus": "9000"])
+    let payload = Callback.json([
+      "result": Callback.authResult(targetID: "f"), "ResultStatus": "9000",
+    ])
     #expect(try SafepayCallback(url: Callback.safepay(payload)).requestID == "f")
   }
 
@@ -169,8 +171,9 @@ import Testing
     #expect(throws: AuthCoordinatorError(.invalidCallback)) {
       try SafepayCallback(url: Callback.safepay(payload))
     }
-    #expect(SafepayCallback.classify(Callback.safepay(payload).absoluteString)
-      == .safepay(.failure(.malformedAuth("the auth result has no ResultStatus"))))
+    #expect(
+      SafepayCallback.classify(Callback.safepay(payload).absoluteString)
+        == .safepay(.failure(.malformedAuth("the auth result has no ResultStatus"))))
   }
 
   @Test func repeatedAuthFieldsWithDifferentValuesAreMalformed() {

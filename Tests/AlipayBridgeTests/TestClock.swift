@@ -36,7 +36,8 @@ final class TestClock: Clock, @unchecked Sendable {
       return nextID
     }
     try await withTaskCancellationHandler {
-      try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+      try await withCheckedThrowingContinuation {
+        (continuation: CheckedContinuation<Void, any Error>) in
         let (resumeNow, ready) = lock.withLock { () -> (Bool, [CheckedContinuation<Void, Never>]) in
           if deadline <= current || Task.isCancelled { return (true, []) }
           sleepers[id] = Sleeper(deadline: deadline, continuation: continuation)

@@ -5,10 +5,10 @@ import Foundation
 ///
 /// | URL | disposition | what happens |
 /// |---|---|---|
-/// | host contains `.inside.com` | ``URLDisposition/accountConnect`` | the account-connect hook gets it |
-/// | `safepay` host, auth result | ``URLDisposition/authResult(_:)`` | matched against pending requests |
-/// | `safepay` host, payment result | ``URLDisposition/payment`` | the payment hook gets it |
-/// | `safepay` host, unreadable | ``URLDisposition/payment`` | reported as malformed, then the payment hook gets it |
+/// | host has `.inside.com` | ``URLDisposition/accountConnect`` | to the account-connect hook |
+/// | `safepay`, auth result | ``URLDisposition/authResult(_:)`` | matched to pending requests |
+/// | `safepay`, payment result | ``URLDisposition/payment`` | to the payment hook |
+/// | `safepay`, unreadable | ``URLDisposition/payment`` | reported, then to the payment hook |
 /// | anything else | ``URLDisposition/notOurs`` | nothing |
 ///
 /// A `safepay` URL this library cannot read still goes to the payment hook (the vendor SDK is

@@ -5,7 +5,9 @@
 ///
 /// ```swift
 /// for await event in provider.events {
-///   if case .callbackRejected(let reason, _) = event { log.warning("callback rejected: \(reason)") }
+///   if case .callbackRejected(let reason, _) = event {
+///     log.warning("callback rejected: \(reason)")
+///   }
 /// }
 /// ```
 public enum BridgeEvent: Sendable, Hashable {

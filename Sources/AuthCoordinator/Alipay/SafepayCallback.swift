@@ -89,7 +89,8 @@ public struct SafepayCallback: Sendable, Hashable, CustomStringConvertible,
   /// to (see ``SafepayResultStatus``).
   public var outcome: Result<AuthCode, AuthCoordinatorError> {
     guard kind == .auth else {
-      return .failure(AuthCoordinatorError(.invalidCallback, "a payment result, not an auth result"))
+      return .failure(
+        AuthCoordinatorError(.invalidCallback, "a payment result, not an auth result"))
     }
     guard let status = resultStatus else {
       return .failure(AuthCoordinatorError(.invalidCallback, "the callback has no ResultStatus"))
@@ -105,7 +106,8 @@ public struct SafepayCallback: Sendable, Hashable, CustomStringConvertible,
     }
     if let successFlag, successFlag.lowercased() != "true" {
       return .failure(
-        AuthCoordinatorError(.authorizationFailed, "Alipay result says success=\(Self.clip(successFlag))"))
+        AuthCoordinatorError(
+          .authorizationFailed, "Alipay result says success=\(Self.clip(successFlag))"))
     }
     guard let authCodeValue else {
       return .failure(
@@ -114,8 +116,8 @@ public struct SafepayCallback: Sendable, Hashable, CustomStringConvertible,
     return .success(AuthCode(authCodeValue, appID: appID, userID: userID))
   }
 
-  /// A summary without the auth code, such as
-  /// `SafepayCallback(auth, status: 9000 (success), result_code: 200, requestID: r1, auth_code: present)`.
+  /// A summary without the auth code, such as `SafepayCallback(auth, status: 9000 (success),
+  /// result_code: 200, target_id: r1, auth_code: present)`.
   public var description: String {
     var text = "SafepayCallback(\(kind.rawValue)"
     if let resultStatus { text += ", status: \(resultStatus)" }
@@ -306,7 +308,8 @@ public struct SafepayCallback: Sendable, Hashable, CustomStringConvertible,
     switch value {
     case let text as String: return text
     case let number as Int: return String(number)
-    case let number as Double where number.isFinite && number == number.rounded()
+    case let number as Double
+    where number.isFinite && number == number.rounded()
       && abs(number) < 1e15:
       return String(Int(number))
     case let number as NSNumber: return number.stringValue
