@@ -25,6 +25,7 @@ let package = Package(
       name: "AuthCoordinatorTests",
       dependencies: ["AuthCoordinator", "AuthCoordinatorTestKit", "SyncPrimitives"]
     ),
+    .testTarget(name: "AlipayBridgeTests", dependencies: ["AuthCoordinator"]),
     .testTarget(
       name: "ConcurrencyTests",
       dependencies: ["AuthCoordinator", "AuthCoordinatorTestKit", "SyncPrimitives"]
