@@ -20,6 +20,8 @@ let package = Package(
     .target(name: "AuthCoordinatorTestKit", dependencies: ["AuthCoordinator", "SyncPrimitives"]),
     .executableTarget(name: "authcoord", dependencies: ["AuthCoordinator", "AuthCoordinatorTestKit"]),
     .testTarget(name: "TokenStoreTests", dependencies: ["TokenStore"]),
+    // Runs the HTTP exchanger against Resources/token_server.py (needs python3 on PATH).
+    .testTarget(name: "ExchangerTests", dependencies: ["AuthCoordinator"], exclude: ["Resources"]),
     .testTarget(
       name: "AuthCoordinatorTests",
       dependencies: ["AuthCoordinator", "AuthCoordinatorTestKit", "SyncPrimitives"]
