@@ -56,7 +56,8 @@ struct ExchangeDecodingTests {
 
   @Test func redactsCodeVariantsAndKeyedTokens() {
     let code = "ab+c/d=e"
-    let text = #"{"x":"ab+c/d=e","y":"ab%2Bc%2Fd%3De","z":"ab+c\/d=e","accessToken":"T1","#
+    let text =
+      #"{"x":"ab+c/d=e","y":"ab%2Bc%2Fd%3De","z":"ab+c\/d=e","accessToken":"T1","#
       + #""refresh_token": "R2"} access_token=T3&token=T4"#
     let redacted = BodyRedaction.redact(text, secrets: [code])
     for secret in ["ab+c", "ab%2B", "T1", "R2", "T3", "T4"] {

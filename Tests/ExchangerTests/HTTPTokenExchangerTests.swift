@@ -163,9 +163,11 @@ struct HTTPTokenExchangerTests {
     #expect(params["auth_code"] == nil)
   }
 
-  @Test("a slow server times out at the client's timeout", arguments: [
-    HTTPTokenExchanger.Encoding.getQuery, .postForm,
-  ])
+  @Test(
+    "a slow server times out at the client's timeout",
+    arguments: [
+      HTTPTokenExchanger.Encoding.getQuery, .postForm,
+    ])
   func slowServerTimesOut(_ encoding: HTTPTokenExchanger.Encoding) async throws {
     let server = try TokenServer.running()
     let exchanger = exchanger(

@@ -45,8 +45,10 @@ enum BodyRedaction {
     }
     let range = NSRange(result.startIndex..., in: result)
     return expression.stringByReplacingMatches(
-      in: result, range: range, withTemplate: "$1$2" + NSRegularExpression.escapedTemplate(
-        for: marker))
+      in: result, range: range,
+      withTemplate: "$1$2"
+        + NSRegularExpression.escapedTemplate(
+          for: marker))
   }
 
   /// Each secret as is, percent-encoded (as in a query or form) and JSON-escaped, longest first.

@@ -90,7 +90,8 @@ final class BoundedDataTask: NSObject, URLSessionDataDelegate, @unchecked Sendab
       // swift-corelibs-foundation does not call a per-task delegate for a plain data task, so
       // the task runs on a one-off session with this object as its delegate, made from the given
       // session's configuration and invalidated as soon as its one task ends.
-      let oneOff = URLSession(configuration: session.configuration, delegate: self,
+      let oneOff = URLSession(
+        configuration: session.configuration, delegate: self,
         delegateQueue: nil)
       let task = oneOff.dataTask(with: request)
       oneOff.finishTasksAndInvalidate()
