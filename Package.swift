@@ -18,10 +18,20 @@ let package = Package(
     .target(name: "TokenStore", dependencies: ["SyncPrimitives"]),
     .target(name: "AuthCoordinator", dependencies: ["TokenStore", "SyncPrimitives"]),
     .target(name: "AuthCoordinatorTestKit", dependencies: ["AuthCoordinator", "SyncPrimitives"]),
-    .executableTarget(name: "authcoord", dependencies: ["AuthCoordinator", "AuthCoordinatorTestKit"]),
+    // Info.plist checks for account connect, behind `authcoord doctor`.
+    .target(name: "AppConfigDoctor"),
+    .executableTarget(
+      name: "authcoord",
+      dependencies: ["AuthCoordinator", "AuthCoordinatorTestKit", "AppConfigDoctor"]
+    ),
     .testTarget(name: "TokenStoreTests", dependencies: ["TokenStore"]),
     // Runs the HTTP exchanger against Resources/token_server.py (needs python3 on PATH).
     .testTarget(name: "ExchangerTests", dependencies: ["AuthCoordinator"], exclude: ["Resources"]),
+    .testTarget(
+      name: "AppConfigDoctorTests",
+      dependencies: ["AppConfigDoctor", "authcoord"],
+      exclude: ["Fixtures"]
+    ),
     .testTarget(
       name: "AuthCoordinatorTests",
       dependencies: ["AuthCoordinator", "AuthCoordinatorTestKit", "SyncPrimitives"]
