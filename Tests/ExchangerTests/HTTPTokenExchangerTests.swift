@@ -181,6 +181,14 @@ struct HTTPTokenExchangerTests {
     #expect(elapsed < .seconds(4), "took \(elapsed)")
   }
 
+  @Test("a fast reply within a sub-second timeout succeeds")
+  func subSecondTimeout() async throws {
+    let server = try TokenServer.running()
+    let exchanger = exchanger(server, "/ok", timeout: .milliseconds(900))
+    let model = try await exchanger.exchange(makeCode(), for: request())
+    #expect(model.accessToken == TokenServer.token)
+  }
+
   @Test("HTTP 500 carries the status and a redacted excerpt")
   func serverError() async throws {
     let server = try TokenServer.running()

@@ -103,6 +103,7 @@ final class BoundedDataTask: NSObject, URLSessionDataDelegate, @unchecked Sendab
     }
     if cancelled {
       finish(.failed(.cancelled))
+      task.cancel()  // completes the never-started task, so a one-off session can invalidate
       return
     }
     let timer = DispatchWorkItem { [weak self] in self?.timeOut() }
