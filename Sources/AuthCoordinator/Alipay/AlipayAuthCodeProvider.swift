@@ -145,7 +145,7 @@ public final class AlipayAuthCodeProvider: AuthCodeProvider, Sendable {
     }
     guard await open(url) else {
       end(id)
-      broadcaster.yield(.openFailed(requestID: id))
+      broadcaster.emit(.openFailed(requestID: id))
       try Task.checkCancellation()
       throw AuthCoordinatorError(
         .authorizationFailed,
@@ -153,7 +153,7 @@ public final class AlipayAuthCodeProvider: AuthCodeProvider, Sendable {
           + "missing from LSApplicationQueriesSchemes)")
     }
     if state.withLock({ $0.advance(id, to: .opened) }) {
-      broadcaster.yield(.opened(requestID: id))
+      broadcaster.emit(.opened(requestID: id))
     }
     return try await withCheckedThrowingContinuation { continuation in
       switch state.withLock({ $0.park(id, continuation) }) {
@@ -210,12 +210,12 @@ public final class AlipayAuthCodeProvider: AuthCodeProvider, Sendable {
     switch action {
     case .resume(let waiter, let outcome, let id, let timer):
       timer?.cancel()
-      broadcaster.yield(.callbackMatched(requestID: id))
+      broadcaster.emit(.callbackMatched(requestID: id))
       waiter.resume(with: outcome.mapError { $0 })
       return .matched(requestID: id)
     case .kept(let id, let timer):
       timer?.cancel()
-      broadcaster.yield(.callbackMatched(requestID: id))
+      broadcaster.emit(.callbackMatched(requestID: id))
       return .matched(requestID: id)
     case .reject(let reason, let id):
       return reject(reason, requestID: id)
@@ -224,7 +224,7 @@ public final class AlipayAuthCodeProvider: AuthCodeProvider, Sendable {
 
   private func reject(_ reason: BridgeEvent.RejectReason, requestID: String?) -> CallbackMatch {
     let shown = requestID.map { SafepayCallback.clip($0) }
-    broadcaster.yield(.callbackRejected(reason: reason, requestID: shown))
+    broadcaster.emit(.callbackRejected(reason: reason, requestID: shown))
     return .rejected(reason: reason, requestID: shown)
   }
 
@@ -256,10 +256,10 @@ public final class AlipayAuthCodeProvider: AuthCodeProvider, Sendable {
     case .none:
       break
     case .abandon(let waiter, let id):
-      broadcaster.yield(.abandonedAfterReturn(requestID: id))
+      broadcaster.emit(.abandonedAfterReturn(requestID: id))
       waiter.resume(throwing: Machine.abandonedError)
     case .abandonedBeforeParking(let id):
-      broadcaster.yield(.abandonedAfterReturn(requestID: id))
+      broadcaster.emit(.abandonedAfterReturn(requestID: id))
     }
   }
 }
