@@ -1,0 +1,103 @@
+import AuthCoordinator
+import Foundation
+
+/// A SIMULATION of the Alipay app, in process. It stands in for `UIApplication.open`: it reads
+/// the request id from the integrator's auth URL, lets the simulated user think for a while on
+/// the demo's clock, and then opens the host app with a `safepay` callback URL built as
+/// PROTOCOL.md documents. The URL goes through the real router and parser.
+final class SimulatedAlipayApp: Sendable {
+  enum UserBehaviour: Sendable {
+    /// Authorizes after `after` on the clock.
+    case authorizes(after: Duration)
+    /// Leaves for Alipay and never comes back to the app.
+    case neverReturns
+    /// Comes back to the app after `after` without authorizing (no callback).
+    case returnsWithoutAuthorizing(after: Duration)
+  }
+
+  let scheme: String
+  let clock: ScaledClock
+  let behaviour: UserBehaviour
+  let timeline: Timeline
+  /// Runs when the user is sent to Alipay (the demo logs the user out of the app here).
+  let onBounce: (@Sendable () async -> Void)?
+  private let connection = Connection()
+
+  final class Connection: @unchecked Sendable {
+    let lock = NSLock()
+    var router: AlipayCallbackRouter?
+    var provider: AlipayAuthCodeProvider?
+    var bounces = 0
+  }
+
+  init(
+    scheme: String, clock: ScaledClock, behaviour: UserBehaviour, timeline: Timeline,
+    onBounce: (@Sendable () async -> Void)? = nil
+  ) {
+    self.scheme = scheme
+    self.clock = clock
+    self.behaviour = behaviour
+    self.timeline = timeline
+    self.onBounce = onBounce
+  }
+
+  func connect(router: AlipayCallbackRouter, provider: AlipayAuthCodeProvider) {
+    connection.lock.withLock {
+      connection.router = router
+      connection.provider = provider
+    }
+  }
+
+  var bounces: Int { connection.lock.withLock { connection.bounces } }
+
+  /// The opener handed to the provider.
+  func open(_ url: URL) async -> Bool {
+    let requestID = URLComponents(url: url, resolvingAgainstBaseURL: false)?
+      .queryItems?.first { $0.name == "state" }?.value
+    let bounce = connection.lock.withLock {
+      connection.bounces += 1
+      return connection.bounces
+    }
+    timeline.log("bounce #\(bounce): the user is sent to Alipay")
+    if let onBounce { Task { await onBounce() } }
+    let (router, provider) = connection.lock.withLock { (connection.router, connection.provider) }
+    let clock = self.clock
+    let timeline = self.timeline
+    let scheme = self.scheme
+    switch behaviour {
+    case .neverReturns:
+      timeline.log("the user stays in Alipay and never comes back")
+    case .authorizes(let after):
+      Task {
+        try? await clock.sleep(for: after)
+        timeline.log("the user authorized in Alipay; Alipay opens \(scheme)://safepay/...")
+        let url = Self.callbackURL(scheme: scheme, requestID: requestID, bounce: bounce)
+        _ = router?.handle(url)
+        provider?.appDidBecomeActive()
+      }
+    case .returnsWithoutAuthorizing(let after):
+      Task {
+        try? await clock.sleep(for: after)
+        timeline.log("the user switched back to the app without authorizing (no callback)")
+        provider?.appDidBecomeActive()
+      }
+    }
+    return true
+  }
+
+  /// The callback Alipay opens the app with after a successful authorization.
+  static func callbackURL(scheme: String, requestID: String?, bounce: Int) -> URL {
+    var result = "success=\"true\"&result_code=\"200\"&app_id=\"2021000000000000\""
+    result += "&auth_code=\"simulated-code-\(bounce)\"&user_id=\"2088000000000001\""
+    if let requestID { result += "&target_id=\"\(requestID)\"" }
+    let memo: [String: Any] = [
+      "memo": ["result": result, "ResultStatus": "9000", "memo": ""],
+      "requestType": "safepay",
+    ]
+    let json = String(
+      decoding: try! JSONSerialization.data(withJSONObject: memo, options: [.sortedKeys]),
+      as: UTF8.self)
+    let encoded = json.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+    return URL(string: "\(scheme)://safepay/?\(encoded)")!
+  }
+}
