@@ -11,6 +11,7 @@ let package = Package(
     .library(name: "TokenStore", targets: ["TokenStore"]),
     .library(name: "AuthCoordinatorTestKit", targets: ["AuthCoordinatorTestKit"]),
     .executable(name: "authcoord", targets: ["authcoord"]),
+    .executable(name: "authcoord-bench", targets: ["authcoord-bench"]),
   ],
   targets: [
     // A pthread-backed lock shared by the library modules (package access only).
@@ -19,6 +20,12 @@ let package = Package(
     .target(name: "AuthCoordinator", dependencies: ["TokenStore", "SyncPrimitives"]),
     .target(name: "AuthCoordinatorTestKit", dependencies: ["AuthCoordinator", "SyncPrimitives"]),
     .executableTarget(name: "authcoord", dependencies: ["AuthCoordinator", "AuthCoordinatorTestKit"]),
+    // The benchmark (docs/benchmarks.md). Measured in a plain release build: no unsafe flags.
+    .executableTarget(
+      name: "authcoord-bench",
+      dependencies: ["AuthCoordinator", "SyncPrimitives"],
+      path: "Benchmarks/AuthCoordinatorBenchmarks"
+    ),
     .testTarget(name: "TokenStoreTests", dependencies: ["TokenStore"]),
     .testTarget(
       name: "AuthCoordinatorTests",
