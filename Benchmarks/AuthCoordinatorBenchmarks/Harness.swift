@@ -43,16 +43,18 @@ final class Gate: Sendable {
   }
 }
 
-/// The authorizer every implementation calls: counts calls, optionally waits at a gate, and
-/// returns a model carrying `freshToken` (compared, never printed).
+/// The authorizer every implementation calls: counts calls, optionally waits at a gate or for
+/// a fixed delay, and returns a model carrying `freshToken` (compared, never printed).
 final class AuthorizerFixture: Sendable {
   let gate: Gate?
+  let delay: Duration?
   let freshToken = "fresh-" + UUID().uuidString
   private let calls = LockedState(0)
   private let now: @Sendable () -> Date
 
-  init(gate: Gate?, now: @escaping @Sendable () -> Date) {
+  init(gate: Gate?, delay: Duration? = nil, now: @escaping @Sendable () -> Date) {
     self.gate = gate
+    self.delay = delay
     self.now = now
   }
 
@@ -65,6 +67,7 @@ final class AuthorizerFixture: Sendable {
       return calls
     }
     if let gate { await gate.wait() }
+    if let delay { try await Task.sleep(for: delay) }
     return AuthModel(
       uid: "2088\(call)", accessToken: freshToken, mcUid: key.mcUid,
       expiresAt: now().addingTimeInterval(7200))

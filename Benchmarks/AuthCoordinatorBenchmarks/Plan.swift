@@ -14,6 +14,8 @@ struct Plan: Sendable {
   /// B5: accounts, and callers per account.
   var accounts: Int
   var callersPerAccount = 10
+  /// B5: how long each authorization takes.
+  var accountDelay: Duration = .microseconds(100)
   /// B6: saves and loads per measurement.
   var fileOps: Int
 
