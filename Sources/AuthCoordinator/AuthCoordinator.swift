@@ -1,25 +1,582 @@
 import Foundation
+import SyncPrimitives
 
-/// PLACEHOLDER API shape (being implemented): the coordinator actor.
+/// Answers "what is this user's Alipay login state?" for many concurrent callers: from memory
+/// while the token is valid, otherwise through one authorization per account, however many
+/// callers ask.
+///
+/// ```swift
+/// let coordinator = AuthCoordinator(
+///   store: try FileTokenStore(url: storeURL),
+///   authorizer: AlipayAuthorizer(provider: provider, exchanger: exchanger),
+///   configuration: .init(authorizationTimeout: .seconds(120)))
+///
+/// let model = try await coordinator.authModel(for: AccountKey(mcUid: "u1"))
+/// let fresh = try await coordinator.authModel(
+///   for: AccountKey(mcUid: "u1"), refresh: .force(rejecting: model.accessToken))
+/// await coordinator.accountStatusChanged(.logout(mcUid: "u1"))
+/// ```
+///
+/// The behaviour contract (serial per key, coalescing, forced refresh, the refresh-loop guard,
+/// cancellation, deadlines, logout, persistence, errors, bounded memory, injected time) is in
+/// `docs/semantics.md`, each rule with the test that proves it.
+///
+/// How it is built: a per-key ``AccountStateMachine`` value makes every decision; this actor
+/// carries the decisions out (starts tasks, talks to the store, resumes waiters). Cache hits do
+/// not enter the actor: they read a lock-protected mirror of the valid models. Callers that must
+/// wait are parked outside the actor in the flight's ``WaiterQueue``.
 public actor AuthCoordinator {
+  private struct FlightRecord {
+    let key: AccountKey
+    let queue: WaiterQueue
+    /// Forced refreshes that must wait for this flight to end and then ask again.
+    var followers: WaiterQueue?
+    var work: Task<Void, Never>?
+    var timer: Task<Void, Never>?
+    /// Set when the authorizer entered ``AuthorizationRequest/exchange(_:)``.
+    var exchangeStarted: LockedState<Duration?>?
+  }
+
+  private struct Account {
+    var machine: AccountStateMachine
+    var lastUsed: UInt64
+  }
+
+  /// How a request was admitted.
+  enum Admission: Sendable {
+    case served(AuthModel)
+    case wait(WaiterQueue, ticket: Int)
+    case retryAfter(WaiterQueue, ticket: Int, rejecting: String)
+    case failed(AuthCoordinatorError)
+  }
+
+  nonisolated let configuration: Configuration
+  nonisolated private let hot: HotCache
+  nonisolated private let counters = CoordinatorCounters()
+  nonisolated private let broadcaster = EventBroadcaster<AuthEvent>()
+  nonisolated private let clock: CoordinatorClock
+  private let store: any TokenStore
+  private let authorizer: any Authorizer
+  private let onAccountStatusChange: (@Sendable (AccountStatusChange) async -> Void)?
+  private let policy: AccountStateMachine.Policy
+
+  private var accounts: [AccountKey: Account] = [:]
+  private var flights: [UInt64: FlightRecord] = [:]
+  private var nextFlightID: UInt64 = 1
+  private var storeOperations = StoreSequencer()
+
+  /// Creates a coordinator.
+  ///
+  /// - Parameters:
+  ///   - store: Where models persist between launches. Default: in memory only.
+  ///   - authorizer: What produces a new model on a cache miss.
+  ///   - configuration: Timeouts, the loop guard, memory bounds, the clock.
+  ///   - onAccountStatusChange: Called after ``accountStatusChanged(_:)`` cleared the account;
+  ///     wire it to the SDK's account-status call (`ANXMCAccountStatusChangeModel`).
   public init(
     store: any TokenStore = InMemoryTokenStore(),
     authorizer: any Authorizer,
     configuration: Configuration = Configuration(),
     onAccountStatusChange: (@Sendable (AccountStatusChange) async -> Void)? = nil
-  ) {}
+  ) {
+    self.store = store
+    self.authorizer = authorizer
+    self.configuration = configuration
+    self.onAccountStatusChange = onAccountStatusChange
+    self.clock = CoordinatorClock(configuration.clock)
+    self.hot = HotCache(leeway: configuration.refreshLeeway, now: configuration.now)
+    self.policy = AccountStateMachine.Policy(
+      refreshLeeway: configuration.refreshLeeway.seconds,
+      maxForcedAuthorizations: configuration.maxForcedAuthorizations,
+      loopWindow: configuration.loopWindow,
+      whenAbandoned: configuration.whenAbandoned)
+  }
 
+  deinit { broadcaster.finish() }
+
+  // MARK: - Public API
+
+  /// Returns the login state for `key`: from memory while valid, otherwise from the store or a
+  /// new authorization shared with every concurrent caller.
+  ///
+  /// A cache hit does not enter the actor and never suspends. A miss joins the key's flight in
+  /// progress or starts one; the caller then waits outside the actor and is resumed in arrival
+  /// order.
+  ///
+  /// ```swift
+  /// let model = try await coordinator.authModel(for: key)
+  /// // The container said NeedRefreshToken = YES for the token it was given:
+  /// let fresh = try await coordinator.authModel(for: key, refresh: .force(rejecting: model.accessToken))
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - key: The account.
+  ///   - refresh: ``RefreshPolicy/ifNeeded`` (default), or ``RefreshPolicy/force(rejecting:)``
+  ///     when the container rejected a token.
+  ///   - timeout: This caller's own limit on the injected clock. It affects only this caller:
+  ///     the flight goes on for the others.
+  /// - Returns: A valid model.
+  /// - Throws: `CancellationError` when the calling task is cancelled while it waits, or an
+  ///   ``AuthCoordinatorError`` (timed out, user cancelled, refresh loop, signed out, ...).
   public nonisolated(nonsending) func authModel(
     for key: AccountKey,
     refresh: RefreshPolicy = .ifNeeded,
     timeout: Duration? = nil
   ) async throws -> AuthModel {
-    fatalError("not yet")
+    if case .ifNeeded = refresh, let model = hot.hit(key) { return model }
+    return try await authModelSlowPath(key, refresh: refresh, timeout: timeout)
   }
 
-  public func accountStatusChanged(_ change: AccountStatusChange) async {}
+  /// Returns the login state for `key`, reading the container's `extendParams`.
+  ///
+  /// `NeedRefreshToken`, `needReAuth` or `needOpenAuth` set to a yes value (any key case;
+  /// `true`, a non-zero number, or `YES`/`true`/`1` in any case) make it a forced refresh of the
+  /// token cached at the time of the call.
+  ///
+  /// ```swift
+  /// let model = try await coordinator.authModel(for: key, extendParams: ["NeedRefreshToken": "YES"])
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - key: The account.
+  ///   - extendParams: The dictionary the container passed.
+  ///   - timeout: This caller's own limit.
+  /// - Returns: A valid model.
+  /// - Throws: As ``authModel(for:refresh:timeout:)``.
+  public nonisolated(nonsending) func authModel(
+    for key: AccountKey,
+    extendParams: [String: any Sendable],
+    timeout: Duration? = nil
+  ) async throws -> AuthModel {
+    let refresh = RefreshPolicy(extendParams: extendParams)
+    return try await authModel(for: key, refresh: refresh, timeout: timeout)
+  }
 
-  public nonisolated var events: AsyncStream<AuthEvent> { AsyncStream { $0.finish() } }
+  /// Signs an account out: cancels its flight (its waiters get
+  /// ``AuthCoordinatorError/Code-swift.struct/signedOut``), clears memory and store, and calls
+  /// the `onAccountStatusChange` hook.
+  ///
+  /// When this returns, no request will ever be answered with the old model, including one
+  /// whose authorization was still in flight: a late result is discarded.
+  ///
+  /// ```swift
+  /// await coordinator.accountStatusChanged(.logout(mcUid: currentUser.id))
+  /// ```
+  ///
+  /// - Parameter change: What happened to the host app's account.
+  public func accountStatusChanged(_ change: AccountStatusChange) async {
+    let keys: [AccountKey]
+    switch change {
+    case .logout(let mcUid), .unbind(let mcUid):
+      var affected = Set(accounts.keys.filter { $0.mcUid == mcUid })
+      for mode in configuration.accountModes { affected.insert(AccountKey(mcUid: mcUid, mode: mode)) }
+      keys = Array(affected)
+    case .logoutAll:
+      keys = Array(accounts.keys)
+    }
+    for key in keys { signOutInMemory(key) }
+    if case .logoutAll = change { hot.removeAll() }
+    broadcaster.emit(.accountStatusChanged(change))
 
-  public nonisolated var statistics: Statistics { Statistics() }
+    // Removals are ordered after every store operation already issued for these keys (a save of
+    // a flight that just finished), and before any issued later.
+    var removals: [Task<Void, Never>] = []
+    switch change {
+    case .logoutAll:
+      removals.append(
+        storeOperations.enqueueBarrier { [store, weak self] in
+          do { try await store.removeAll() } catch {
+            await self?.storeFailed(nil, .removeAll, error)
+          }
+        })
+    case .logout, .unbind:
+      for key in keys {
+        removals.append(
+          enqueueStoreOperation(key) { [store, weak self] in
+            do { try await store.removeModel(for: key) } catch {
+              await self?.storeFailed(key, .remove, error)
+            }
+          })
+      }
+    }
+    for removal in removals { await removal.value }
+    await onAccountStatusChange?(change)
+  }
+
+  /// A stream of what happens inside the coordinator. Each access returns a new subscription
+  /// that receives the events emitted from then on. Events never contain tokens.
+  ///
+  /// ```swift
+  /// Task { for await event in coordinator.events { logger.info("\(event)") } }
+  /// ```
+  public nonisolated var events: AsyncStream<AuthEvent> { broadcaster.subscribe() }
+
+  /// A snapshot of the counters. Readable from any context without waiting for the actor.
+  public nonisolated var statistics: Statistics {
+    var snapshot = counters.snapshot
+    snapshot.cacheHits += hot.hitCount
+    return snapshot
+  }
+
+  // MARK: - Slow path (caller side)
+
+  nonisolated(nonsending) private func authModelSlowPath(
+    _ key: AccountKey, refresh: RefreshPolicy, timeout: Duration?
+  ) async throws -> AuthModel {
+    let deadline = timeout.map { clock.now() + $0 }
+    var refresh = refresh
+    while true {
+      try Task.checkCancellation()
+      let queue: WaiterQueue
+      let ticket: Int
+      var retryRejecting: String?
+      switch await admit(key, refresh: refresh) {
+      case .served(let model):
+        return model
+      case .failed(let error):
+        throw error
+      case .wait(let waitQueue, let waitTicket):
+        (queue, ticket) = (waitQueue, waitTicket)
+      case .retryAfter(let waitQueue, let waitTicket, let rejecting):
+        (queue, ticket, retryRejecting) = (waitQueue, waitTicket, rejecting)
+      }
+      let outcome = await wait(on: queue, ticket: ticket, deadline: deadline)
+      switch outcome {
+      case .success(let model): return model
+      case .failure(let error): throw error
+      case .retry: refresh = .force(rejecting: retryRejecting)
+      }
+    }
+  }
+
+  nonisolated(nonsending) private func wait(
+    on queue: WaiterQueue, ticket: Int, deadline: Duration?
+  ) async -> WaiterQueue.Outcome {
+    guard let deadline else { return await queue.wait(ticket) }
+    let clock = self.clock
+    let timer = Task {
+      do { try await clock.sleepUntil(deadline) } catch { return }
+      queue.leave(ticket, .timedOut)
+    }
+    defer { timer.cancel() }
+    return await queue.wait(ticket)
+  }
+
+  // MARK: - Decisions carried out (actor side)
+
+  func admit(_ key: AccountKey, refresh: RefreshPolicy) -> Admission {
+    let isNew = accounts[key] == nil
+    let tick = hot.nextTick()
+    let action = accounts[key, default: Account(machine: .init(policy: policy), lastUsed: tick)]
+      .machine.request(
+        refresh, date: configuration.now(), now: clock.now(), newFlightID: nextFlightID)
+    accounts[key]!.lastUsed = tick
+    defer {
+      if isNew {
+        evictIfNeeded()
+        counters.update { $0.keysInMemory = accounts.count }
+      }
+    }
+
+    switch action {
+    case .serve(let model):
+      counters.update { $0.cacheHits += 1 }
+      return .served(model)
+
+    case .join(let id):
+      guard let record = flights[id], let ticket = record.queue.reserve() else {
+        preconditionFailure("Internal inconsistency: joining flight \(id) that has no open queue")
+      }
+      counters.update { $0.coalescedCallers += 1 }
+      return .wait(record.queue, ticket: ticket)
+
+    case .start(let id, let step):
+      nextFlightID += 1
+      let queue = WaiterQueue(counters: counters) { [weak self] in
+        Task { await self?.lastWaiterLeft(id) }
+      }
+      let ticket = queue.reserve()!
+      flights[id] = FlightRecord(key: key, queue: queue)
+      counters.update {
+        $0.flightsStarted += 1
+        $0.flightsInProgress += 1
+      }
+      broadcaster.emit(.flightStarted(key: key, flight: id))
+      switch step {
+      case .load: startLoad(key, flight: id)
+      case .authorize(let reason): startAuthorization(key, flight: id, reason: reason)
+      }
+      return .wait(queue, ticket: ticket)
+
+    case .retryAfter(let id, let rejecting):
+      guard var record = flights[id] else {
+        preconditionFailure("Internal inconsistency: following flight \(id) that is not running")
+      }
+      let followers = record.followers ?? WaiterQueue(counters: counters)
+      record.followers = followers
+      flights[id] = record
+      return .retryAfter(followers, ticket: followers.reserve()!, rejecting: rejecting)
+
+    case .refuse(let code):
+      counters.update { $0.refreshLoopsStopped += 1 }
+      broadcaster.emit(.refreshLoopStopped(key: key))
+      return .failed(
+        AuthCoordinatorError(
+          code,
+          "more than \(policy.maxForcedAuthorizations) forced refreshes of \(key) within "
+            + "\(configuration.loopWindow); not bouncing the user to Alipay again"))
+    }
+  }
+
+  private func startLoad(_ key: AccountKey, flight id: UInt64) {
+    _ = enqueueStoreOperation(key) { [store, weak self] in
+      let result: Result<AuthModel?, any Error>
+      do { result = .success(try await store.model(for: key)) } catch { result = .failure(error) }
+      await self?.storeLoaded(key, flight: id, result: result)
+    }
+  }
+
+  private func storeLoaded(_ key: AccountKey, flight id: UInt64, result: Result<AuthModel?, any Error>) {
+    var loaded: AuthModel?
+    switch result {
+    case .success(let model):
+      // A model stored for another user is never handed out.
+      loaded = model.flatMap { $0.mcUid == key.mcUid ? $0 : nil }
+    case .failure(let error):
+      reportStoreFailure(key, .load, error)
+    }
+    guard accounts[key] != nil else { return }
+    let action = accounts[key]!.machine.loaded(
+      id, model: loaded, date: configuration.now(), now: clock.now())
+    syncHotCache(key)
+    switch action {
+    case .discard:
+      break
+    case .complete(let model):
+      finishFlight(id, with: .success(model))
+    case .authorize(let reason):
+      startAuthorization(key, flight: id, reason: reason)
+    case .fail(let code):
+      counters.update { $0.refreshLoopsStopped += 1 }
+      broadcaster.emit(.refreshLoopStopped(key: key))
+      finishFlight(id, with: .failure(AuthCoordinatorError(code, "refresh loop stopped for \(key)")))
+    }
+  }
+
+  private func startAuthorization(_ key: AccountKey, flight id: UInt64, reason: AuthorizationReason) {
+    guard var record = flights[id] else { return }
+    let exchangeStarted = LockedState<Duration?>(nil)
+    let clock = self.clock
+    let signal = ExchangeSignal { [weak self] in
+      let now = clock.now()
+      exchangeStarted.withLock { $0 = now }
+      Task { await self?.exchangeBegan(id, at: now) }
+    }
+    let request = AuthorizationRequest(
+      key: key, reason: reason, requestID: UUID().uuidString, exchangeSignal: signal)
+    let authorizer = self.authorizer
+    record.exchangeStarted = exchangeStarted
+    record.work = Task { [weak self] in
+      let result: Result<AuthModel, AuthCoordinatorError>
+      do {
+        let model = try await authorizer.authorize(request)
+        result = model.mcUid == key.mcUid
+          ? .success(model)
+          : .failure(
+            AuthCoordinatorError(
+              .authorizationFailed, "the authorizer returned a model for another user"))
+      } catch {
+        result = .failure(Self.wrap(error))
+      }
+      await self?.authorizationFinished(id, result: result)
+    }
+    flights[id] = record
+    counters.update { $0.authorizationsStarted += 1 }
+    broadcaster.emit(.authorizationStarted(key: key, flight: id, reason: reason))
+    armDeadline(id, at: clock.now() + configuration.authorizationTimeout, phase: .authorization)
+  }
+
+  private func armDeadline(_ id: UInt64, at deadline: Duration, phase: AuthEvent.FlightPhase) {
+    let clock = self.clock
+    flights[id]?.timer?.cancel()
+    flights[id]?.timer = Task { [weak self] in
+      do { try await clock.sleepUntil(deadline) } catch { return }
+      await self?.deadlineReached(id, phase: phase)
+    }
+  }
+
+  private func exchangeBegan(_ id: UInt64, at start: Duration) {
+    guard let record = flights[id], let machine = accounts[record.key]?.machine,
+      machine.flight?.id == id, case .authorizing = machine.flight?.phase
+    else { return }
+    armDeadline(id, at: start + configuration.exchangeTimeout, phase: .exchange)
+  }
+
+  private func deadlineReached(_ id: UInt64, phase: AuthEvent.FlightPhase) {
+    guard let record = flights[id] else { return }
+    // The authorization deadline no longer applies once the exchange began.
+    if phase == .authorization, record.exchangeStarted?.withLock({ $0 }) != nil { return }
+    guard accounts[record.key]?.machine.deadlineReached(id) == .stop else { return }
+    let limit = phase == .authorization ? configuration.authorizationTimeout : configuration.exchangeTimeout
+    counters.update { $0.flightsTimedOut += 1 }
+    broadcaster.emit(.flightTimedOut(key: record.key, flight: id, phase: phase))
+    stopFlight(
+      id,
+      failing: AuthCoordinatorError.timedOut("the \(phase.rawValue) did not finish within \(limit)"))
+  }
+
+  private func authorizationFinished(_ id: UInt64, result: Result<AuthModel, AuthCoordinatorError>) {
+    guard let record = flights[id], accounts[record.key] != nil else {
+      counters.update { $0.lateResultsDiscarded += 1 }
+      return
+    }
+    let key = record.key
+    switch accounts[key]!.machine.authorized(id, result: result) {
+    case .discard:
+      counters.update { $0.lateResultsDiscarded += 1 }
+      broadcaster.emit(.lateResultDiscarded(key: key, flight: id))
+    case .persist(let model):
+      record.timer?.cancel()
+      _ = enqueueStoreOperation(key) { [store, weak self] in
+        do { try await store.save(model, for: key) } catch {
+          await self?.storeFailed(key, .save, error)
+        }
+        await self?.persisted(id)
+      }
+    case .fail:
+      guard case .failure(let error) = result else { return }
+      finishFlight(id, with: .failure(error))
+    }
+  }
+
+  private func persisted(_ id: UInt64) {
+    guard let record = flights[id], accounts[record.key] != nil else { return }
+    switch accounts[record.key]!.machine.persisted(id) {
+    case .discard:
+      break
+    case .complete(let model):
+      syncHotCache(record.key)
+      finishFlight(id, with: .success(model))
+    }
+  }
+
+  private func lastWaiterLeft(_ id: UInt64) {
+    guard let record = flights[id], record.queue.activeCount == 0,
+      accounts[record.key]?.machine.lastWaiterLeft(id) == .stop
+    else { return }
+    counters.update { $0.flightsCancelled += 1 }
+    broadcaster.emit(.flightCancelled(key: record.key, flight: id, reason: .lastWaiterLeft))
+    stopFlight(id, failing: CancellationError())
+  }
+
+  private func signOutInMemory(_ key: AccountKey) {
+    hot.set(nil, for: key)
+    guard let id = accounts[key]?.machine.signOut() else { return }
+    counters.update { $0.flightsCancelled += 1 }
+    broadcaster.emit(.flightCancelled(key: key, flight: id, reason: .signedOut))
+    stopFlight(id, failing: AuthCoordinatorError.signedOut(key))
+  }
+
+  // MARK: - Effects
+
+  /// Ends a flight that produced a result: the waiters get it, forced refreshes that waited
+  /// for the flight ask again.
+  private func finishFlight(_ id: UInt64, with result: Result<AuthModel, AuthCoordinatorError>) {
+    guard let record = flights.removeValue(forKey: id) else { return }
+    record.timer?.cancel()
+    let served: Int
+    switch result {
+    case .success(let model):
+      served = record.queue.finish(.success(model))
+      counters.update {
+        $0.flightsSucceeded += 1
+        $0.flightsInProgress -= 1
+      }
+      broadcaster.emit(.flightSucceeded(key: record.key, flight: id, waiters: served))
+    case .failure(let error):
+      record.queue.finish(.failure(error))
+      counters.update {
+        $0.flightsFailed += 1
+        $0.flightsInProgress -= 1
+      }
+      broadcaster.emit(.flightFailed(key: record.key, flight: id, code: error.code))
+    }
+    record.followers?.finish(.retry)
+    evictIfNeeded()
+  }
+
+  /// Ends a flight that will never produce a result (timed out, cancelled, signed out): its work
+  /// is cancelled and anything it returns later is discarded.
+  private func stopFlight(_ id: UInt64, failing error: any Error) {
+    guard let record = flights.removeValue(forKey: id) else { return }
+    record.work?.cancel()
+    record.timer?.cancel()
+    record.queue.finish(.failure(error))
+    if error is AuthCoordinatorError, (error as? AuthCoordinatorError)?.code == .signedOut {
+      record.followers?.finish(.failure(error))
+    } else {
+      record.followers?.finish(.retry)
+    }
+    counters.update { $0.flightsInProgress -= 1 }
+  }
+
+  private func enqueueStoreOperation(
+    _ key: AccountKey, _ operation: @escaping @Sendable () async -> Void
+  ) -> Task<Void, Never> {
+    storeOperations.enqueue(key) { [weak self] sequence in
+      await operation()
+      await self?.storeOperationFinished(key, sequence: sequence)
+    }
+  }
+
+  private func storeOperationFinished(_ key: AccountKey, sequence: UInt64) {
+    storeOperations.finished(key, sequence: sequence)
+  }
+
+  private func storeFailed(_ key: AccountKey?, _ operation: AuthEvent.StoreOperation, _ error: any Error) {
+    reportStoreFailure(key, operation, error)
+  }
+
+  private func reportStoreFailure(
+    _ key: AccountKey?, _ operation: AuthEvent.StoreOperation, _ error: any Error
+  ) {
+    counters.update { $0.storeFailures += 1 }
+    broadcaster.emit(.storeFailed(key: key, operation: operation, message: "\(error)"))
+  }
+
+  private func syncHotCache(_ key: AccountKey) {
+    hot.set(accounts[key]?.machine.cachedModel, for: key)
+  }
+
+  /// Evicts the least recently used idle keys beyond ``Configuration/maxIdleKeys``.
+  private func evictIfNeeded() {
+    let idle = accounts.count - flights.count
+    let limit = max(configuration.maxIdleKeys, 0)
+    guard idle > limit else { return }
+    // Evict a little more than needed so a steady stream of new keys costs amortised O(1).
+    let count = idle - limit + limit / 16
+    var candidates: [(key: AccountKey, lastUsed: UInt64)] = []
+    candidates.reserveCapacity(idle)
+    for (key, account) in accounts where account.machine.isIdle {
+      candidates.append((key, max(account.lastUsed, hot.lastUsed(key) ?? 0)))
+    }
+    candidates.sort { $0.lastUsed < $1.lastUsed }
+    for candidate in candidates.prefix(count) {
+      accounts.removeValue(forKey: candidate.key)
+      hot.set(nil, for: candidate.key)
+      broadcaster.emit(.evicted(key: candidate.key))
+    }
+    counters.update {
+      $0.evictions += min(count, candidates.count)
+      $0.keysInMemory = accounts.count
+    }
+  }
+
+  private static func wrap(_ error: any Error) -> AuthCoordinatorError {
+    if let error = error as? AuthCoordinatorError { return error }
+    if error is CancellationError {
+      return AuthCoordinatorError(.authorizationFailed, "the authorizer was cancelled", underlying: error)
+    }
+    return AuthCoordinatorError(.authorizationFailed, "the authorizer failed", underlying: error)
+  }
 }

@@ -1,0 +1,29 @@
+import SyncPrimitives
+
+/// The coordinator's counters, readable from any thread.
+///
+/// Cache hits are counted by ``HotCache`` under its own lock (the hit path takes no other lock);
+/// everything else is counted here, off the hit path.
+final class CoordinatorCounters: Sendable {
+  private let state = LockedState(AuthCoordinator.Statistics())
+
+  func update(_ body: (inout AuthCoordinator.Statistics) -> Void) {
+    state.withLock { body(&$0) }
+  }
+
+  var snapshot: AuthCoordinator.Statistics { state.withLock { $0 } }
+
+  func waiterArrived() { state.withLock { $0.waitingCallers += 1 } }
+
+  func waiterLeftEarly() {
+    state.withLock {
+      $0.waitingCallers -= 1
+      $0.callersLeftEarly += 1
+    }
+  }
+
+  func waitersResumed(_ count: Int) {
+    guard count > 0 else { return }
+    state.withLock { $0.waitingCallers -= count }
+  }
+}

@@ -1,0 +1,166 @@
+import AuthCoordinator
+import AuthCoordinatorTestKit
+import Foundation
+import SyncPrimitives
+import Testing
+
+/// A model for `mcUid` with token `token`, expiring `expiresIn` after `clock`'s date.
+func makeModel(
+  _ token: String, mcUid: String = "u1", clock: ManualClock? = nil, expiresIn: TimeInterval? = nil
+) -> AuthModel {
+  let expiresAt = expiresIn.map { (clock?.date ?? Date()).addingTimeInterval($0) }
+  return AuthModel(uid: "2088000000000001", accessToken: token, mcUid: mcUid, expiresAt: expiresAt)
+}
+
+let u1 = AccountKey(mcUid: "u1")
+let u2 = AccountKey(mcUid: "u2")
+
+/// A coordinator wired to a manual clock and a scripted authorizer.
+struct Harness {
+  let clock = ManualClock()
+  let authorizer: ScriptedAuthorizer
+  let store: any TokenStore
+  let coordinator: AuthCoordinator
+  let statusChanges = LockedState<[AccountStatusChange]>([])
+
+  init(
+    store: any TokenStore = InMemoryTokenStore(),
+    ignoresCancellation: Bool = false,
+    configure: (inout AuthCoordinator.Configuration) -> Void = { _ in }
+  ) {
+    let authorizer = ScriptedAuthorizer(ignoresCancellation: ignoresCancellation)
+    var configuration = AuthCoordinator.Configuration(authorizationTimeout: .seconds(120))
+    configuration.clock = clock
+    configuration.now = clock.dateSource
+    configure(&configuration)
+    let changes = statusChanges
+    self.authorizer = authorizer
+    self.store = store
+    self.coordinator = AuthCoordinator(
+      store: store, authorizer: authorizer, configuration: configuration,
+      onAccountStatusChange: { change in changes.withLock { $0.append(change) } })
+  }
+
+  /// Starts a caller in its own task.
+  func request(
+    _ key: AccountKey = u1, refresh: RefreshPolicy = .ifNeeded, timeout: Duration? = nil
+  ) -> Task<AuthModel, any Error> {
+    let coordinator = self.coordinator
+    return Task { try await coordinator.authModel(for: key, refresh: refresh, timeout: timeout) }
+  }
+
+  /// Waits until `count` callers are parked on flights.
+  func waitForWaiters(_ count: Int) async {
+    await eventually { coordinator.statistics.waitingCallers == count }
+  }
+
+  var stats: AuthCoordinator.Statistics { coordinator.statistics }
+}
+
+/// Yields until `condition` holds. Yielding lets other tasks run; it never sleeps.
+func eventually(
+  _ condition: () -> Bool, sourceLocation: SourceLocation = #_sourceLocation
+) async {
+  for _ in 0..<5_000_000 {
+    if condition() { return }
+    await Task.yield()
+  }
+  Issue.record("condition never became true", sourceLocation: sourceLocation)
+}
+
+/// Expects `task` to throw an ``AuthCoordinatorError`` with `code`.
+func expectFailure(
+  _ task: Task<AuthModel, any Error>, _ code: AuthCoordinatorError.Code,
+  sourceLocation: SourceLocation = #_sourceLocation
+) async {
+  do {
+    let model = try await task.value
+    Issue.record("expected \(code), got \(model)", sourceLocation: sourceLocation)
+  } catch let error as AuthCoordinatorError {
+    #expect(error.code == code, sourceLocation: sourceLocation)
+  } catch {
+    Issue.record("expected \(code), got \(error)", sourceLocation: sourceLocation)
+  }
+}
+
+/// Expects `task` to throw `CancellationError`.
+func expectCancelled(
+  _ task: Task<AuthModel, any Error>, sourceLocation: SourceLocation = #_sourceLocation
+) async {
+  do {
+    let model = try await task.value
+    Issue.record("expected CancellationError, got \(model)", sourceLocation: sourceLocation)
+  } catch {
+    #expect(error is CancellationError, "got \(error)", sourceLocation: sourceLocation)
+  }
+}
+
+/// A store that counts operations and can hold saves until the test releases them.
+final class InstrumentedStore: TokenStore, @unchecked Sendable {
+  struct Counts: Equatable {
+    var reads = 0
+    var saves = 0
+    var removes = 0
+    var removeAlls = 0
+  }
+
+  let inner: InMemoryTokenStore
+  let counts = LockedState(Counts())
+  private let gate = LockedState<(held: Bool, waiters: [CheckedContinuation<Void, Never>])>(
+    (false, []))
+  let failSaves: Bool
+  let failReads: Bool
+
+  init(_ models: [AccountKey: AuthModel] = [:], failSaves: Bool = false, failReads: Bool = false) {
+    inner = InMemoryTokenStore(models)
+    self.failSaves = failSaves
+    self.failReads = failReads
+  }
+
+  struct Failure: Error {}
+
+  /// Makes later saves wait until ``releaseSaves()``.
+  func holdSaves() { gate.withLock { $0.held = true } }
+
+  /// Lets held saves proceed.
+  func releaseSaves() {
+    let waiters = gate.withLock { state -> [CheckedContinuation<Void, Never>] in
+      state.held = false
+      defer { state.waiters.removeAll() }
+      return state.waiters
+    }
+    for waiter in waiters { waiter.resume() }
+  }
+
+  var heldSaves: Int { gate.withLock { $0.waiters.count } }
+
+  func model(for key: AccountKey) async throws -> AuthModel? {
+    counts.withLock { $0.reads += 1 }
+    if failReads { throw Failure() }
+    return await inner.model(for: key)
+  }
+
+  func save(_ model: AuthModel, for key: AccountKey) async throws {
+    counts.withLock { $0.saves += 1 }
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+      let wait = gate.withLock { state -> Bool in
+        guard state.held else { return false }
+        state.waiters.append(continuation)
+        return true
+      }
+      if !wait { continuation.resume() }
+    }
+    if failSaves { throw Failure() }
+    await inner.save(model, for: key)
+  }
+
+  func removeModel(for key: AccountKey) async throws {
+    counts.withLock { $0.removes += 1 }
+    await inner.removeModel(for: key)
+  }
+
+  func removeAll() async throws {
+    counts.withLock { $0.removeAlls += 1 }
+    await inner.removeAll()
+  }
+}
