@@ -110,6 +110,7 @@ enum Report {
   /// A compact number: 3 significant figures below 100, integers above.
   static func format(_ value: Double) -> String {
     guard value.isFinite else { return "n/a" }
+    if value == 0 { return "0" }
     let magnitude = abs(value)
     if magnitude >= 100 || value == value.rounded() && magnitude >= 1 {
       return String(format: "%.0f", value)

@@ -49,7 +49,8 @@ struct Scenarios {
           let nanos = try await hitLoop(source, key, tasks: tasks, perTask: perTask)
           results.add("B1", impl, "tasks=\(tasks)", x: Double(tasks), .nsPerOp, nanos)
           if fixture.authorizations != 0 {
-            results.violation("B1 \(impl.rawValue): \(fixture.authorizations) authorizations on hits")
+            results.violation(
+              "B1 \(impl.rawValue): \(fixture.authorizations) authorizations on hits")
           }
         }
       }
