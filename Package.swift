@@ -19,18 +19,33 @@ let package = Package(
     .target(name: "TokenStore", dependencies: ["SyncPrimitives"]),
     .target(name: "AuthCoordinator", dependencies: ["TokenStore", "SyncPrimitives"]),
     .target(name: "AuthCoordinatorTestKit", dependencies: ["AuthCoordinator", "SyncPrimitives"]),
-    .executableTarget(name: "authcoord", dependencies: ["AuthCoordinator", "AuthCoordinatorTestKit"]),
+    // Info.plist checks for account connect, behind `authcoord doctor`.
+    .target(name: "AppConfigDoctor"),
+    .executableTarget(
+      name: "authcoord",
+      dependencies: ["AuthCoordinator", "AuthCoordinatorTestKit", "AppConfigDoctor"]
+    ),
+    // Saves models in a loop until killed: the crash-safety tests SIGKILL it.
+    .executableTarget(name: "store-crasher", dependencies: ["TokenStore"]),
     // The benchmark (docs/benchmarks.md). Measured in a plain release build: no unsafe flags.
     .executableTarget(
       name: "authcoord-bench",
       dependencies: ["AuthCoordinator", "SyncPrimitives"],
       path: "Benchmarks/AuthCoordinatorBenchmarks"
     ),
-    .testTarget(name: "TokenStoreTests", dependencies: ["TokenStore"]),
+    .testTarget(name: "TokenStoreTests", dependencies: ["TokenStore", "store-crasher"]),
+    // Runs the HTTP exchanger against Resources/token_server.py (needs python3 on PATH).
+    .testTarget(name: "ExchangerTests", dependencies: ["AuthCoordinator"], exclude: ["Resources"]),
+    .testTarget(
+      name: "AppConfigDoctorTests",
+      dependencies: ["AppConfigDoctor", "authcoord"],
+      exclude: ["Fixtures"]
+    ),
     .testTarget(
       name: "AuthCoordinatorTests",
       dependencies: ["AuthCoordinator", "AuthCoordinatorTestKit", "SyncPrimitives"]
     ),
+    .testTarget(name: "AlipayBridgeTests", dependencies: ["AuthCoordinator"]),
     .testTarget(
       name: "ConcurrencyTests",
       dependencies: ["AuthCoordinator", "AuthCoordinatorTestKit", "SyncPrimitives"]

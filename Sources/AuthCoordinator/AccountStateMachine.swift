@@ -36,6 +36,9 @@ struct AccountStateMachine {
     var rejectedTokens: Set<String> = []
     /// A forced-refresh joiner rejected whatever the store holds (it named no token on a cold key).
     var rejectsStoredModel = false
+    /// A forced refresh joined while the store was read: an authorization the load leads to counts
+    /// for the refresh-loop guard.
+    var hasForcedRequest = false
   }
 
   /// How a request is resolved before it is decided.
@@ -149,11 +152,7 @@ struct AccountStateMachine {
     if var flight {
       switch flight.phase {
       case .loading:
-        switch rejection {
-        case .token(let token): flight.rejectedTokens.insert(token)
-        case .storedModel: flight.rejectsStoredModel = true
-        case .none, .nothing: break
-        }
+        flight.noteRejection(rejection)
         self.flight = flight
         return .join(flight: flight.id)
       case .authorizing:
@@ -168,11 +167,7 @@ struct AccountStateMachine {
 
     if cache == .unknown {
       var flight = Flight(id: newFlightID, phase: .loading)
-      switch rejection {
-      case .token(let token): flight.rejectedTokens.insert(token)
-      case .storedModel: flight.rejectsStoredModel = true
-      case .none, .nothing: break
-      }
+      flight.noteRejection(rejection)
       self.flight = flight
       return .start(flight: newFlightID, .load)
     }
@@ -203,13 +198,14 @@ struct AccountStateMachine {
     }
     let reason: AuthorizationReason =
       rejected ? .forcedRefresh : (model == nil ? .missing : .expired)
-    if rejected, !admitForcedAuthorization(now: now) {
+    if flight.hasForcedRequest, !admitForcedAuthorization(now: now) {
       self.flight = nil
       return .fail(.refreshLoop)
     }
     flight.phase = .authorizing(reason)
     flight.rejectedTokens = []
     flight.rejectsStoredModel = false
+    flight.hasForcedRequest = false
     self.flight = flight
     return .authorize(reason)
   }
@@ -299,5 +295,18 @@ struct AccountStateMachine {
     guard forcedStarts.count < policy.maxForcedAuthorizations else { return false }
     forcedStarts.append(now)
     return true
+  }
+}
+
+extension AccountStateMachine.Flight {
+  /// Records what a forced refresh that joins (or starts) a store load rejects.
+  fileprivate mutating func noteRejection(_ rejection: AccountStateMachine.Rejection) {
+    switch rejection {
+    case .none: return
+    case .token(let token): rejectedTokens.insert(token)
+    case .storedModel: rejectsStoredModel = true
+    case .nothing: break
+    }
+    hasForcedRequest = true
   }
 }

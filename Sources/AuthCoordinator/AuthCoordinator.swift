@@ -53,7 +53,7 @@ public actor AuthCoordinator {
   nonisolated let configuration: Configuration
   nonisolated private let hot: HotCache
   nonisolated private let counters = CoordinatorCounters()
-  nonisolated private let broadcaster = EventBroadcaster<AuthEvent>()
+  nonisolated private let broadcaster = EventBroadcaster<AuthEvent>(bufferSize: 1024)
   nonisolated private let clock: CoordinatorClock
   private let store: any TokenStore
   private let authorizer: any Authorizer

@@ -1,49 +1,56 @@
 import SyncPrimitives
 
-/// Fans events out to every subscriber's `AsyncStream`.
+/// Fans values out to any number of `AsyncStream` subscribers.
 ///
-/// Each subscriber buffers the newest `bufferSize` events, so a slow reader drops old events
-/// instead of slowing the coordinator. With no subscriber an event costs one lock.
-final class EventBroadcaster<Event: Sendable>: Sendable {
-  private struct Subscribers {
-    var next = 0
-    var continuations: [Int: AsyncStream<Event>.Continuation] = [:]
+/// Each ``subscribe()`` makes a new stream that sees the values yielded after it subscribed.
+/// A slow subscriber keeps only its newest `bufferSize` values. ``finish()`` ends every stream
+/// and refuses later subscribers' values (their streams end at once). Used by the coordinator's
+/// ``AuthEvent`` stream and the Alipay bridge's ``BridgeEvent`` stream.
+final class EventBroadcaster<Element: Sendable>: Sendable {
+  private struct State {
+    var subscribers: [UInt64: AsyncStream<Element>.Continuation] = [:]
+    var nextID: UInt64 = 0
+    var finished = false
   }
 
-  private let subscribers = LockedState(Subscribers())
+  private let state = LockedState(State())
   private let bufferSize: Int
 
-  init(bufferSize: Int = 1024) { self.bufferSize = bufferSize }
+  init(bufferSize: Int = 256) { self.bufferSize = bufferSize }
 
-  /// A new stream that receives every event emitted from now on.
-  func subscribe() -> AsyncStream<Event> {
+  func subscribe() -> AsyncStream<Element> {
     let (stream, continuation) = AsyncStream.makeStream(
-      of: Event.self, bufferingPolicy: .bufferingNewest(bufferSize))
-    let id = subscribers.withLock { state -> Int in
-      state.next += 1
-      state.continuations[state.next] = continuation
-      return state.next
+      of: Element.self, bufferingPolicy: .bufferingNewest(bufferSize))
+    let id = state.withLock { state -> UInt64? in
+      guard !state.finished else { return nil }
+      defer { state.nextID += 1 }
+      state.subscribers[state.nextID] = continuation
+      return state.nextID
+    }
+    guard let id else {
+      continuation.finish()
+      return stream
     }
     continuation.onTermination = { [weak self] _ in
-      self?.subscribers.withLock { _ = $0.continuations.removeValue(forKey: id) }
+      _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
     }
     return stream
   }
 
-  /// Sends `event` to every subscriber.
-  func emit(_ event: Event) {
-    let targets = subscribers.withLock { state in
-      state.continuations.isEmpty ? [] : Array(state.continuations.values)
+  /// Sends `element` to every subscriber. With none, it costs one lock.
+  func emit(_ element: Element) {
+    let subscribers = state.withLock { state in
+      state.subscribers.isEmpty ? [] : Array(state.subscribers.values)
     }
-    for continuation in targets { continuation.yield(event) }
+    for subscriber in subscribers { subscriber.yield(element) }
   }
 
-  /// Ends every subscriber's stream.
   func finish() {
-    let targets = subscribers.withLock { state in
-      defer { state.continuations.removeAll() }
-      return Array(state.continuations.values)
+    let subscribers = state.withLock { state in
+      state.finished = true
+      defer { state.subscribers = [:] }
+      return Array(state.subscribers.values)
     }
-    for continuation in targets { continuation.finish() }
+    for subscriber in subscribers { subscriber.finish() }
   }
 }

@@ -2,7 +2,7 @@ import AuthCoordinator
 import AuthCoordinatorTestKit
 import Testing
 
-@Suite struct SmokeTests {
+@Suite(.timeLimit(.minutes(2))) struct SmokeTests {
   @Test func coldMissAuthorizesOnceThenHits() async throws {
     let h = Harness()
     let first = h.request()

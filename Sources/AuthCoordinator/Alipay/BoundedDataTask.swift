@@ -1,0 +1,203 @@
+import Foundation
+import SyncPrimitives
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
+/// Runs one data task on any `URLSession`, keeping at most `limit` bytes of the body and
+/// cancelling the task when the caller's Task is cancelled.
+///
+/// It uses a delegate rather than `data(for:)`, which buffers the whole body, so a huge reply
+/// costs at most `limit` bytes. On Apple platforms it is a per-task delegate
+/// (`URLSessionTask.delegate`) on the given session, whose own delegate still sees every other
+/// event (authentication challenges, metrics). On Linux, where swift-corelibs-foundation ignores
+/// per-task delegates of plain data tasks, the task runs on a one-off session made from the
+/// given session's configuration: the given session's delegate is not consulted there.
+final class BoundedDataTask: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+  /// How the task ended.
+  enum Outcome {
+    /// The whole body arrived.
+    case complete(URLResponse?, Data)
+    /// The body was longer than the limit; `Data` holds its first bytes.
+    case tooLarge(URLResponse?, Data)
+    /// The transport failed with this `URLError` code (the error itself is dropped: it carries
+    /// the request URL, which may hold the auth code).
+    case failed(URLError.Code)
+  }
+
+  private struct State {
+    var continuation: CheckedContinuation<Outcome, Never>?
+    var task: URLSessionDataTask?
+    var response: URLResponse?
+    var body = Data()
+    var tooLarge = false
+    var cancelled = false
+    var timedOut = false
+    var timer: DispatchWorkItem?
+    var finished = false
+  }
+
+  private let limit: Int
+  private let timeout: TimeInterval
+  private let state = LockedState(State())
+
+  private init(limit: Int, timeout: TimeInterval) {
+    self.limit = limit
+    self.timeout = timeout
+  }
+
+  /// Runs `request` on `session`.
+  ///
+  /// - Parameters:
+  ///   - request: The request.
+  ///   - session: The session to run it on.
+  ///   - limit: The most body bytes kept.
+  ///   - timeout: The most time the whole task may take, from start to last byte; when it
+  ///     passes, the task is cancelled and ends as `.failed(.timedOut)`. (It is enforced here
+  ///     because `URLRequest.timeoutInterval` is an idle timeout on Apple platforms and is
+  ///     truncated to whole seconds by swift-corelibs-foundation.)
+  /// - Returns: How the task ended.
+  /// - Throws: `CancellationError` when the calling Task is cancelled.
+  static func run(
+    _ request: URLRequest,
+    on session: URLSession,
+    limit: Int,
+    timeout: TimeInterval
+  ) async throws -> Outcome {
+    let runner = BoundedDataTask(limit: limit, timeout: timeout)
+    let outcome = await withTaskCancellationHandler {
+      await withCheckedContinuation { continuation in
+        runner.start(request, on: session, continuation: continuation)
+      }
+    } onCancel: {
+      runner.cancel()
+    }
+    if case .failed(.cancelled) = outcome { throw CancellationError() }
+    try Task.checkCancellation()
+    return outcome
+  }
+
+  private func start(
+    _ request: URLRequest,
+    on session: URLSession,
+    continuation: CheckedContinuation<Outcome, Never>
+  ) {
+    #if canImport(Darwin)
+      let task = session.dataTask(with: request)
+      task.delegate = self
+    #else
+      // swift-corelibs-foundation does not call a per-task delegate for a plain data task, so
+      // the task runs on a one-off session with this object as its delegate, made from the given
+      // session's configuration and invalidated as soon as its one task ends.
+      let oneOff = URLSession(
+        configuration: session.configuration, delegate: self,
+        delegateQueue: nil)
+      let task = oneOff.dataTask(with: request)
+      oneOff.finishTasksAndInvalidate()
+    #endif
+    let cancelled = state.withLock { state -> Bool in
+      state.continuation = continuation
+      state.task = task
+      return state.cancelled
+    }
+    if cancelled {
+      finish(.failed(.cancelled))
+      task.cancel()  // completes the never-started task, so a one-off session can invalidate
+      return
+    }
+    let timer = DispatchWorkItem { [weak self] in self?.timeOut() }
+    let armed = state.withLock { state -> Bool in
+      guard !state.finished else { return false }
+      state.timer = timer
+      return true
+    }
+    if armed {
+      DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: timer)
+    }
+    task.resume()
+  }
+
+  private func timeOut() {
+    let task = state.withLock { state -> URLSessionDataTask? in
+      guard !state.finished else { return nil }
+      state.timedOut = true
+      return state.task
+    }
+    task?.cancel()
+  }
+
+  private func cancel() {
+    let task = state.withLock { state -> URLSessionDataTask? in
+      state.cancelled = true
+      return state.task
+    }
+    task?.cancel()
+  }
+
+  /// Resumes the caller exactly once.
+  private func finish(_ outcome: Outcome) {
+    let continuation = state.withLock { state -> CheckedContinuation<Outcome, Never>? in
+      guard !state.finished else { return nil }
+      state.finished = true
+      defer {
+        state.continuation = nil
+        state.task = nil
+        state.timer?.cancel()
+        state.timer = nil
+      }
+      return state.continuation
+    }
+    continuation?.resume(returning: outcome)
+  }
+
+  // MARK: URLSessionDataDelegate
+
+  func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+    // The declared length is checked with the first bytes (rather than in a `didReceive
+    // response` override, whose signature differs between Darwin and corelibs).
+    let response = dataTask.response
+    let declared = response?.expectedContentLength ?? -1
+    let overflow = state.withLock { state -> (URLResponse?, Data)? in
+      guard !state.tooLarge else { return nil }
+      state.response = state.response ?? response
+      if declared > Int64(limit) {
+        state.tooLarge = true
+        return (state.response, state.body)
+      }
+      let room = limit - state.body.count
+      if data.count <= room {
+        state.body.append(data)
+        return nil
+      }
+      state.body.append(data.prefix(room))
+      state.tooLarge = true
+      return (state.response, state.body)
+    }
+    if let (response, body) = overflow {
+      finish(.tooLarge(response, body))
+      dataTask.cancel()
+    }
+  }
+
+  func urlSession(
+    _ session: URLSession,
+    task: URLSessionTask,
+    didCompleteWithError error: (any Error)?
+  ) {
+    let (response, body, tooLarge, cancelled, timedOut) = state.withLock {
+      ($0.response ?? task.response, $0.body, $0.tooLarge, $0.cancelled, $0.timedOut)
+    }
+    if tooLarge {
+      finish(.tooLarge(response, body))
+    } else if cancelled {
+      finish(.failed(.cancelled))
+    } else if timedOut {
+      finish(.failed(.timedOut))
+    } else if let error {
+      finish(.failed((error as? URLError)?.code ?? .unknown))
+    } else {
+      finish(.complete(response, body))
+    }
+  }
+}

@@ -1,0 +1,17 @@
+/// What ``AlipayCallbackRouter/handle(_:)`` did with a URL.
+public enum URLDisposition: Sendable, Hashable {
+  /// An account-connect callback for the Inside SDK (the host contains `.inside.com`); it was
+  /// passed to the router's account-connect hook.
+  case accountConnect
+  /// A `safepay` authorization result; it was matched against the pending requests.
+  case authResult(CallbackMatch)
+  /// A `safepay` payment result, or a `safepay` URL this library cannot read; it was passed to
+  /// the router's payment hook.
+  case payment
+  /// Not an Alipay URL; the app should route it elsewhere.
+  case notOurs
+
+  /// Whether the URL was an Alipay URL (the value to return from `application(_:open:options:)`
+  /// when the app has no other handler).
+  public var isHandled: Bool { self != .notOurs }
+}

@@ -1,0 +1,211 @@
+import Foundation
+
+/// The on-disk format of a ``FileTokenStore``: pure functions from models to bytes and back.
+///
+/// A file is a one-line JSON header, a newline, and a body of exactly `length` bytes:
+///
+/// ```text
+/// {"crc32":"5d3c2b1a","format":"authcoordinator.tokenstore","length":171,"version":1}
+/// {"entries":[{"key":{"mcUid":"u1","mode":"platformOnly"},"model":{...}}]}
+/// ```
+///
+/// - The header is a JSON object on the first line. Every version, present and future, keeps
+///   `format` and `version` there, so an old reader can always tell a newer file from garbage.
+/// - `length` is the body's size in bytes (including its final newline) and `crc32` the
+///   CRC-32 (IEEE) of those bytes as eight lowercase hex digits. A short body is a truncated
+///   file; extra bytes or a checksum mismatch make the file corrupt. Nothing is half-read.
+/// - The body is `{"entries":[{"key":{...},"model":{...}}]}`, entries sorted by key. A model's
+///   `expiresAt` is seconds since 2001-01-01T00:00:00Z (Foundation's reference date), so a
+///   `Date` survives the round trip bit for bit; it is absent when the model has no expiry.
+///
+/// The functions do no I/O, so the decoder can be fuzzed on its own (see `Fuzz/StoreDecoder`).
+package enum StoreFileFormat {
+  /// The `format` value of the header.
+  package static let formatName = "authcoordinator.tokenstore"
+  /// The version this code writes and the newest it reads.
+  package static let currentVersion = 1
+  /// A header longer than this is not looked for: the file is corrupt.
+  package static let maximumHeaderLength = 1024
+
+  // MARK: - Wire types (decoupled from the public model so a rename cannot change the format)
+
+  private struct Header: Codable {
+    var format: String
+    var version: Int
+    var length: Int?
+    var crc32: String?
+  }
+
+  private struct Body: Codable {
+    var entries: [Entry]
+  }
+
+  private struct Entry: Codable {
+    var key: StoredKey
+    var model: StoredModel
+  }
+
+  private struct StoredKey: Codable {
+    var mcUid: String
+    var mode: String
+  }
+
+  private struct StoredModel: Codable {
+    var uid: String
+    var accessToken: String
+    var mcUid: String
+    var expiresAt: Double?
+    var extraInfo: [String: String]
+  }
+
+  // MARK: - Encoding
+
+  /// Encodes `models` as a complete file, header included.
+  ///
+  /// - Parameter models: What to store.
+  /// - Returns: The file's bytes.
+  /// - Throws: ``TokenStoreError/Code/encodingFailed`` when a model cannot be represented
+  ///   (for example an expiry date that is not finite).
+  package static func encode(
+    _ models: [AccountKey: AuthModel]
+  ) throws(TokenStoreError) -> Data {
+    let entries = models.sorted { lhs, rhs in
+      (lhs.key.mcUid, lhs.key.mode.rawValue) < (rhs.key.mcUid, rhs.key.mode.rawValue)
+    }.map { key, model in
+      Entry(
+        key: StoredKey(mcUid: key.mcUid, mode: key.mode.rawValue),
+        model: StoredModel(
+          uid: model.uid,
+          accessToken: model.accessToken,
+          mcUid: model.mcUid,
+          expiresAt: model.expiresAt?.timeIntervalSinceReferenceDate,
+          extraInfo: model.extraInfo
+        )
+      )
+    }
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    do {
+      var body = try encoder.encode(Body(entries: entries))
+      body.append(UInt8(ascii: "\n"))
+      let header = Header(
+        format: formatName,
+        version: currentVersion,
+        length: body.count,
+        crc32: hex(CRC32.checksum(body))
+      )
+      var file = try encoder.encode(header)
+      file.append(UInt8(ascii: "\n"))
+      file.append(body)
+      return file
+    } catch {
+      // The encoder's error may quote the offending value; keep only its kind.
+      throw TokenStoreError(.encodingFailed, "The models could not be encoded as JSON.")
+    }
+  }
+
+  // MARK: - Decoding
+
+  /// Decodes a complete file.
+  ///
+  /// Never traps, whatever the bytes: every problem is a thrown error.
+  ///
+  /// - Parameter data: The file's bytes.
+  /// - Returns: The stored models by key.
+  /// - Throws: ``TokenStoreError/Code/truncatedFile`` when the file is empty or ends early,
+  ///   ``TokenStoreError/Code/unsupportedVersion`` when a newer version wrote it, and
+  ///   ``TokenStoreError/Code/corruptFile`` for anything else that is not a valid file.
+  package static func decode(_ data: Data) throws(TokenStoreError) -> [AccountKey: AuthModel] {
+    guard !data.isEmpty else {
+      throw TokenStoreError(.truncatedFile, "The file is empty.")
+    }
+    let headerEnd = data.prefix(maximumHeaderLength + 1).firstIndex(of: UInt8(ascii: "\n"))
+    guard let headerEnd else {
+      if data.count <= maximumHeaderLength && data.first == UInt8(ascii: "{") {
+        throw TokenStoreError(.truncatedFile, "The file ends inside its header.")
+      }
+      throw TokenStoreError(.corruptFile, "The file has no token-store header.")
+    }
+    let decoder = JSONDecoder()
+    let header: Header
+    do {
+      header = try decoder.decode(Header.self, from: data[data.startIndex..<headerEnd])
+    } catch {
+      throw TokenStoreError(.corruptFile, "The file's header is not valid.")
+    }
+    guard header.format == formatName else {
+      throw TokenStoreError(.corruptFile, "The file is not a token-store file.")
+    }
+    guard header.version <= currentVersion else {
+      throw TokenStoreError(
+        .unsupportedVersion,
+        "The file has format version \(header.version); this code reads up to "
+          + "\(currentVersion)."
+      )
+    }
+    guard header.version >= 1, let length = header.length, length >= 0,
+      let crcText = header.crc32, let expectedCRC = parseHex(crcText)
+    else {
+      throw TokenStoreError(.corruptFile, "The file's header is incomplete.")
+    }
+    let body = data[(headerEnd + 1)...]
+    guard body.count >= length else {
+      throw TokenStoreError(
+        .truncatedFile,
+        "The file's body has \(body.count) of the \(length) bytes its header announces."
+      )
+    }
+    guard body.count == length else {
+      throw TokenStoreError(
+        .corruptFile,
+        "The file has \(body.count - length) bytes after the body its header announces."
+      )
+    }
+    guard CRC32.checksum(body) == expectedCRC else {
+      throw TokenStoreError(.corruptFile, "The file's checksum does not match its body.")
+    }
+    let decoded: Body
+    do {
+      decoded = try decoder.decode(Body.self, from: body)
+    } catch {
+      // The decoder's error may quote stored values; keep only its kind.
+      throw TokenStoreError(.corruptFile, "The file's entries are not valid.")
+    }
+    var models: [AccountKey: AuthModel] = [:]
+    for entry in decoded.entries {
+      let key = AccountKey(mcUid: entry.key.mcUid, mode: AuthMode(rawValue: entry.key.mode))
+      var expiresAt: Date?
+      if let seconds = entry.model.expiresAt {
+        guard seconds.isFinite else {
+          throw TokenStoreError(.corruptFile, "An entry has an invalid expiry date.")
+        }
+        expiresAt = Date(timeIntervalSinceReferenceDate: seconds)
+      }
+      let model = AuthModel(
+        uid: entry.model.uid,
+        accessToken: entry.model.accessToken,
+        mcUid: entry.model.mcUid,
+        expiresAt: expiresAt,
+        extraInfo: entry.model.extraInfo
+      )
+      guard models.updateValue(model, forKey: key) == nil else {
+        throw TokenStoreError(.corruptFile, "The file holds the same key twice.")
+      }
+    }
+    return models
+  }
+
+  // MARK: - Helpers
+
+  private static func hex(_ value: UInt32) -> String {
+    let digits = String(value, radix: 16)
+    return String(repeating: "0", count: 8 - digits.count) + digits
+  }
+
+  private static func parseHex(_ text: String) -> UInt32? {
+    guard text.utf8.count == 8,
+      text.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
+    else { return nil }
+    return UInt32(text, radix: 16)
+  }
+}

@@ -1,0 +1,124 @@
+/// An error from a ``FileTokenStore`` (or from decoding its file format), with a stable code.
+///
+/// Switch on ``code`` rather than on the message: codes are stable, new codes can be added
+/// without breaking callers, and two errors compare equal when their codes are equal.
+///
+/// ```swift
+/// do {
+///   try await store.validate()
+/// } catch where error.code == .unsupportedVersion {
+///   // A newer app version wrote this file; leave it alone.
+/// }
+/// ```
+///
+/// Messages name the file and what is wrong with it; they never contain an access token or any
+/// other stored value.
+public struct TokenStoreError: Error, Hashable, Sendable, CustomStringConvertible {
+  /// What went wrong, as a stable, string-backed value.
+  public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    /// The code's stable name.
+    public var rawValue: String
+
+    /// Creates a code from its name.
+    ///
+    /// - Parameter rawValue: The code's stable name.
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    /// The file is not in the store's format: bad header, bad checksum, unparsable entries.
+    public static let corruptFile = Code(rawValue: "corruptFile")
+    /// The file ends before the length its header announces (or is empty).
+    public static let truncatedFile = Code(rawValue: "truncatedFile")
+    /// The file was written by a newer format version; it is left untouched.
+    public static let unsupportedVersion = Code(rawValue: "unsupportedVersion")
+    /// The file is larger than the store's size cap; it was not read.
+    public static let fileTooLarge = Code(rawValue: "fileTooLarge")
+    /// The path is a symbolic link, a directory, a FIFO or anything else but a regular file.
+    public static let notARegularFile = Code(rawValue: "notARegularFile")
+    /// The operating system refused access to the file, its lock file or its directory.
+    public static let permissionDenied = Code(rawValue: "permissionDenied")
+    /// Any other failing system call (disk full, I/O error, ...).
+    public static let ioFailure = Code(rawValue: "ioFailure")
+    /// The models could not be encoded.
+    public static let encodingFailed = Code(rawValue: "encodingFailed")
+
+    /// The code's name.
+    public var description: String { rawValue }
+  }
+
+  /// What went wrong.
+  public var code: Code
+  /// A human-readable explanation. Never contains a token.
+  public var message: String
+  /// The file concerned, when there is one.
+  public var path: String?
+  /// The error that caused this one (for example a ``POSIXErrorDescription``), if any.
+  public var underlying: (any Error & Sendable)?
+
+  /// Creates an error.
+  ///
+  /// - Parameters:
+  ///   - code: What went wrong.
+  ///   - message: A human-readable explanation; must not contain a token.
+  ///   - path: The file concerned, if any.
+  ///   - underlying: The error that caused this one, if any.
+  public init(
+    _ code: Code,
+    _ message: String,
+    path: String? = nil,
+    underlying: (any Error & Sendable)? = nil
+  ) {
+    self.code = code
+    self.message = message
+    self.path = path
+    self.underlying = underlying
+  }
+
+  /// Whether two errors have the same ``code``.
+  ///
+  /// - Parameters:
+  ///   - lhs: An error.
+  ///   - rhs: Another error.
+  /// - Returns: `true` when the codes are equal; messages, paths and underlying errors are
+  ///   ignored.
+  public static func == (lhs: TokenStoreError, rhs: TokenStoreError) -> Bool {
+    lhs.code == rhs.code
+  }
+
+  /// Hashes the ``code`` only, consistent with `==`.
+  ///
+  /// - Parameter hasher: The hasher to feed.
+  public func hash(into hasher: inout Hasher) {
+    hasher.combine(code)
+  }
+
+  /// `TokenStoreError(code): message (path: ...)`.
+  public var description: String {
+    var text = "TokenStoreError(\(code.rawValue)): \(message)"
+    if let path { text += " (path: \(path))" }
+    if let underlying { text += " [underlying: \(underlying)]" }
+    return text
+  }
+}
+
+/// A failed system call, kept as the ``TokenStoreError/underlying`` error.
+///
+/// Only the call's name and `errno` are kept: never a path's content.
+public struct POSIXErrorDescription: Error, Hashable, Sendable, CustomStringConvertible {
+  /// The system call that failed, for example `"open"`.
+  public var call: String
+  /// The `errno` value it set.
+  public var errno: Int32
+
+  /// Creates a description of a failed call.
+  ///
+  /// - Parameters:
+  ///   - call: The system call's name.
+  ///   - errno: The `errno` value it set.
+  public init(call: String, errno: Int32) {
+    self.call = call
+    self.errno = errno
+  }
+
+  /// `open: errno 13`.
+  public var description: String { "\(call): errno \(errno)" }
+}

@@ -1,0 +1,122 @@
+import AuthCoordinator
+import AuthCoordinatorTestKit
+import Testing
+
+/// Rule 7: per-caller cancellation, arrival order, abandonment of a flight.
+@Suite(.timeLimit(.minutes(2))) struct CancellationTests {
+  @Test func aCancelledCallerLeavesAtOnceAndTheFlightGoesOn() async throws {
+    let h = Harness()
+    let staying = h.request()
+    let call = await h.authorizer.nextCall()
+    let leaving = h.request()
+    await h.waitForWaiters(2)
+    leaving.cancel()
+    await expectCancelled(leaving)
+    #expect(!call.isCancelled)
+    #expect(h.stats.callersLeftEarly == 1)
+    call.succeed(with: makeModel("t1"))
+    #expect(try await staying.value.accessToken == "t1")
+    #expect(h.stats.flightsSucceeded == 1)
+  }
+
+  @Test func aCallerCancelledBeforeItArrivesNeverWaits() async throws {
+    let h = Harness()
+    let coordinator = h.coordinator
+    let task = Task {
+      withUnsafeCurrentTask { $0?.cancel() }
+      return try await coordinator.authModel(for: u1)
+    }
+    await expectCancelled(task)
+    #expect(h.authorizer.callCount == 0)
+  }
+
+  @Test func whenTheLastWaiterLeavesTheFlightIsCancelled() async throws {
+    let h = Harness()
+    let only = h.request()
+    let call = await h.authorizer.nextCall()
+    only.cancel()
+    await expectCancelled(only)
+    await call.waitUntilCancelled()
+    await eventually { h.stats.flightsCancelled == 1 }
+    #expect(h.stats.flightsInProgress == 0)
+
+    // The cancellation does not leak into a later caller: it starts a new flight.
+    let later = h.request()
+    let second = await h.authorizer.nextCall()
+    second.succeed(with: makeModel("t2"))
+    #expect(try await later.value.accessToken == "t2")
+  }
+
+  @Test func aJoinerArrivingAfterTheLastLeftStartsFresh() async throws {
+    let h = Harness(ignoresCancellation: true)
+    let only = h.request()
+    let call = await h.authorizer.nextCall()
+    only.cancel()
+    await expectCancelled(only)
+    await eventually { h.stats.flightsCancelled == 1 }
+    let later = h.request()
+    let second = await h.authorizer.nextCall()
+    // The abandoned authorizer answers late: discarded.
+    call.succeed(with: makeModel("stale"))
+    second.succeed(with: makeModel("fresh"))
+    #expect(try await later.value.accessToken == "fresh")
+    await eventually { h.stats.lateResultsDiscarded == 1 }
+  }
+
+  @Test func finishAndCacheKeepsAnAbandonedFlightRunning() async throws {
+    let h = Harness { $0.whenAbandoned = .finishAndCache }
+    let only = h.request()
+    let call = await h.authorizer.nextCall()
+    only.cancel()
+    await expectCancelled(only)
+    #expect(!call.isCancelled)
+    call.succeed(with: makeModel("kept"))
+    await eventually { h.stats.flightsSucceeded == 1 }
+    #expect(try await h.coordinator.authModel(for: u1).accessToken == "kept")
+    #expect(h.authorizer.callCount == 1)
+  }
+
+  @Test func aCallersOwnTimeoutAffectsOnlyThatCaller() async throws {
+    let h = Harness()
+    let patient = h.request()
+    let call = await h.authorizer.nextCall()
+    let hurried = h.request(timeout: .seconds(10))
+    await h.waitForWaiters(2)
+    await h.clock.waitForSleepers(2)  // the flight's deadline and the caller's timer
+    h.clock.advance(by: .seconds(11))
+    await expectFailure(hurried, .timedOut)
+    #expect(!call.isCancelled)
+    call.succeed(with: makeModel("t1"))
+    #expect(try await patient.value.accessToken == "t1")
+  }
+
+  @Test func aLoneCallersTimeoutAbandonsTheFlight() async throws {
+    let h = Harness()
+    let hurried = h.request(timeout: .seconds(10))
+    let call = await h.authorizer.nextCall()
+    await h.clock.waitForSleepers(2)
+    h.clock.advance(by: .seconds(10))
+    await expectFailure(hurried, .timedOut)
+    await call.waitUntilCancelled()
+    await eventually { h.stats.flightsCancelled == 1 }
+  }
+
+  @Test func cancellingHalfOfManyWaitersLeavesTheOtherHalfServed() async throws {
+    let h = Harness()
+    let n = 2_000
+    let tasks = (0..<n).map { _ in h.request() }
+    let call = await h.authorizer.nextCall()
+    await h.waitForWaiters(n)
+    for (index, task) in tasks.enumerated() where index.isMultiple(of: 2) { task.cancel() }
+    await eventually { h.stats.callersLeftEarly == n / 2 }
+    call.succeed(with: makeModel("t1"))
+    for (index, task) in tasks.enumerated() {
+      if index.isMultiple(of: 2) {
+        await expectCancelled(task)
+      } else {
+        #expect(try await task.value.accessToken == "t1")
+      }
+    }
+    #expect(h.authorizer.callCount == 1)
+  }
+}

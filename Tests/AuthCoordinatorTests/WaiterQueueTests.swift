@@ -1,0 +1,72 @@
+import SyncPrimitives
+import Testing
+
+@testable import AuthCoordinator
+
+/// The waiter queue on its own: arrival order, exactly-once resumption, O(1) leave.
+@Suite(.timeLimit(.minutes(2))) struct WaiterQueueTests {
+  let model = AuthModel(uid: "2088", accessToken: "t", mcUid: "u1")
+
+  /// Waiters run on the main actor, so the order they run after `finish` is the order they were
+  /// resumed in.
+  @MainActor @Test func waitersWakeInArrivalOrder() async {
+    let queue = WaiterQueue(counters: CoordinatorCounters())
+    let n = 500
+    let tickets = (0..<n).map { _ in queue.reserve()! }
+    var woke: [Int] = []
+    var tasks: [Task<Void, Never>] = []
+    // Park them in a shuffled order: arrival order is the reservation order, not the parking one.
+    for ticket in tickets.shuffled() {
+      tasks.append(
+        Task { @MainActor in
+          _ = await queue.wait(ticket)
+          woke.append(ticket)
+        })
+    }
+    for _ in 0..<10_000 where woke.isEmpty { await Task.yield() }
+    queue.finish(.success(model))
+    for task in tasks { await task.value }
+    #expect(woke == tickets)
+  }
+
+  @Test func aLeaverIsResumedOnceWithItsReasonAndTheRestGetTheOutcome() async {
+    let counters = CoordinatorCounters()
+    let left = LockedState(0)
+    let queue = WaiterQueue(counters: counters) { left.withLock { $0 += 1 } }
+    let a = queue.reserve()!
+    let b = queue.reserve()!
+    queue.leave(a, .timedOut)
+    queue.leave(a, .cancelled)  // a second leave is ignored
+    if case .failure(let error as AuthCoordinatorError) = await queue.wait(a) {
+      #expect(error.code == .timedOut)
+    } else {
+      Issue.record("the leaver did not fail with its reason")
+    }
+    #expect(queue.activeCount == 1)
+    #expect(left.withLock { $0 } == 0, "b still waits")
+    #expect(queue.finish(.success(model)) == 1)
+    #expect(queue.finish(.retry) == 0, "finishing twice resumes nobody")
+    if case .success(let got) = await queue.wait(b) { #expect(got == model) } else {
+      Issue.record("b did not get the outcome")
+    }
+    #expect(counters.snapshot.waitingCallers == 0)
+    #expect(queue.reserve() == nil, "a finished queue takes no one")
+  }
+
+  @Test func theLastLeaverNotifiesOnce() {
+    let left = LockedState(0)
+    let queue = WaiterQueue(counters: CoordinatorCounters()) { left.withLock { $0 += 1 } }
+    let tickets = (0..<3).map { _ in queue.reserve()! }
+    for ticket in tickets { queue.leave(ticket, .cancelled) }
+    #expect(left.withLock { $0 } == 1)
+    #expect(queue.activeCount == 0)
+  }
+
+  @Test func leavingAfterTheFlightEndedChangesNothing() async {
+    let queue = WaiterQueue(counters: CoordinatorCounters())
+    let ticket = queue.reserve()!
+    queue.finish(.success(model))
+    queue.leave(ticket, .cancelled)
+    if case .success = await queue.wait(ticket) {} else { Issue.record("the outcome was lost") }
+  }
+}

@@ -1,0 +1,286 @@
+import Foundation
+import Testing
+
+@testable import AuthCoordinator
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
+/// A fixed wall clock, so `expiresAt` is exact.
+private let fixedNow = Date(timeIntervalSince1970: 1_800_000_000)
+
+/// A unique, recognisable auth code per test (with characters that need encoding).
+private func makeCode() -> AuthCode {
+  AuthCode("CODE+\(UUID().uuidString.prefix(8))/x=y&z", appID: "2021000000000000")
+}
+
+private func request(_ mcUid: String = "merchant-1") -> AuthorizationRequest {
+  AuthorizationRequest(
+    key: AccountKey(mcUid: mcUid), reason: .missing, requestID: UUID().uuidString)
+}
+
+private func exchanger(
+  _ server: TokenServer,
+  _ path: String,
+  encoding: HTTPTokenExchanger.Encoding = .postForm,
+  parameters: [String: String] = [:],
+  timeout: Duration = .seconds(5),
+  maxBodySize: Int = 1 << 20
+) -> HTTPTokenExchanger {
+  HTTPTokenExchanger(
+    endpoint: server.url(path), encoding: encoding, parameters: parameters,
+    timeout: timeout, maxBodySize: maxBodySize, now: { fixedNow })
+}
+
+/// Runs a failing exchange and returns its error, checking the wrapping and that no text
+/// derived from the error shows the code or the token.
+private func failure(
+  _ exchanger: HTTPTokenExchanger,
+  code: AuthCode,
+  mcUid: String = "merchant-1",
+  expect expected: AuthCoordinatorError.Code = .exchangeFailed,
+  sourceLocation: SourceLocation = #_sourceLocation
+) async throws -> TokenExchangeError {
+  let error = try await #require(
+    throws: AuthCoordinatorError.self, sourceLocation: sourceLocation
+  ) {
+    _ = try await exchanger.exchange(code, for: request(mcUid))
+  }
+  #expect(error.code == expected, sourceLocation: sourceLocation)
+  let cause = try #require(
+    error.underlying as? TokenExchangeError, sourceLocation: sourceLocation)
+  var dumped = ""
+  dump(error, to: &dumped)
+  let texts = [
+    String(describing: error), String(reflecting: error), error.message, dumped,
+    String(describing: cause), cause.bodyExcerpt ?? "",
+  ]
+  let encoded = HTTPTokenExchanger.formEncode(code.value)
+  for text in texts {
+    #expect(!text.contains(code.value), "auth code leaked: \(text)", sourceLocation: sourceLocation)
+    #expect(!text.contains(encoded), "auth code leaked: \(text)", sourceLocation: sourceLocation)
+    #expect(
+      !text.contains(TokenServer.token), "token leaked: \(text)", sourceLocation: sourceLocation)
+  }
+  return cause
+}
+
+@Suite("HTTPTokenExchanger against a real HTTP server")
+struct HTTPTokenExchangerTests {
+  struct Shape: Sendable, CustomTestStringConvertible {
+    var path: String
+    var expiresAs: String
+    var testDescription: String { "\(path) expires_in as \(expiresAs)" }
+  }
+
+  @Test(
+    "decodes every reply shape",
+    arguments: [
+      Shape(path: "/ok", expiresAs: "number"), Shape(path: "/ok", expiresAs: "string"),
+      Shape(path: "/ok", expiresAs: "none"),
+      Shape(path: "/ok-flat", expiresAs: "number"), Shape(path: "/ok-flat", expiresAs: "string"),
+      Shape(path: "/ok-flat-camel", expiresAs: "number"),
+      Shape(path: "/ok-flat-camel", expiresAs: "string"),
+    ])
+  func decodesShape(_ shape: Shape) async throws {
+    let server = try TokenServer.running()
+    let exchanger = exchanger(server, shape.path, parameters: ["expires_as": shape.expiresAs])
+    let model = try await exchanger.exchange(makeCode(), for: request("merchant-7"))
+    #expect(model.uid == TokenServer.userID)
+    #expect(model.accessToken == TokenServer.token)
+    #expect(model.mcUid == "merchant-7")
+    if shape.expiresAs == "none" {
+      #expect(model.expiresAt == nil)
+    } else {
+      #expect(model.expiresAt == fixedNow.addingTimeInterval(1_296_000))
+    }
+  }
+
+  @Test("sends GET query, POST form and POST JSON", arguments: HTTPTokenExchanger.Encoding.allCases)
+  func encodesRequest(_ encoding: HTTPTokenExchanger.Encoding) async throws {
+    let server = try TokenServer.running()
+    let echoID = UUID().uuidString
+    let code = makeCode()
+    var exchanger = exchanger(
+      server, "/echo?fixed=1", encoding: encoding,
+      parameters: ["echo_id": echoID, "app_version": "4.2 beta", "auth_code": "overridden"])
+    exchanger.headers = ["X-Client": "tests"]
+    let model = try await exchanger.exchange(code, for: request("merchant 8"))
+    #expect(model.mcUid == "merchant 8")
+
+    let (status, record) = try await server.get("/record?id=\(echoID)")
+    #expect(status == 200)
+    let params = try #require(record["params"] as? [String: String])
+    #expect(params["auth_code"] == code.value)
+    #expect(params["mc_uid"] == "merchant 8")
+    #expect(params["app_version"] == "4.2 beta")
+    #expect(params["fixed"] == "1")
+    let headers = try #require(record["headers"] as? [String: String])
+    #expect(headers["x-client"] == "tests")
+    #expect(headers["accept"] == "application/json")
+    let method = record["method"] as? String
+    let contentType = record["content_type"] as? String
+    let query = record["query"] as? String ?? ""
+    let body = record["body"] as? String ?? ""
+    switch encoding {
+    case .getQuery:
+      #expect(method == "GET")
+      #expect(body.isEmpty)
+      #expect(query.hasPrefix("fixed=1&"))
+      #expect(query.contains("auth_code=\(HTTPTokenExchanger.formEncode(code.value))"))
+    case .postForm:
+      #expect(method == "POST")
+      #expect(contentType == "application/x-www-form-urlencoded; charset=utf-8")
+      #expect(query == "fixed=1")
+      let encodedCode = HTTPTokenExchanger.formEncode(code.value)
+      #expect(body.hasSuffix("mc_uid=merchant%208&auth_code=\(encodedCode)"))
+      #expect(body.hasPrefix("app_version=4.2%20beta&echo_id="))
+    case .postJSON:
+      #expect(method == "POST")
+      #expect(contentType == "application/json; charset=utf-8")
+      let json = try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: String]
+      #expect(json?["auth_code"] == code.value)
+      #expect(json?["mc_uid"] == "merchant 8")
+    }
+  }
+
+  @Test("custom parameter names")
+  func customParameterNames() async throws {
+    let server = try TokenServer.running()
+    let echoID = UUID().uuidString
+    let code = makeCode()
+    let exchanger = HTTPTokenExchanger(
+      endpoint: server.url("/echo"), encoding: .postJSON, codeParameter: "code",
+      mcUidParameter: "merchant_user", parameters: ["echo_id": echoID])
+    // The server echoes mc_uid as mc_user_id; it got none, so the key's mcUid is used.
+    let model = try await exchanger.exchange(code, for: request("m-9"))
+    #expect(model.mcUid == "m-9")
+    let (_, record) = try await server.get("/record?id=\(echoID)")
+    let params = try #require(record["params"] as? [String: String])
+    #expect(params["code"] == code.value)
+    #expect(params["merchant_user"] == "m-9")
+    #expect(params["auth_code"] == nil)
+  }
+
+  @Test(
+    "a slow server times out at the client's timeout",
+    arguments: [
+      HTTPTokenExchanger.Encoding.getQuery, .postForm,
+    ])
+  func slowServerTimesOut(_ encoding: HTTPTokenExchanger.Encoding) async throws {
+    let server = try TokenServer.running()
+    let exchanger = exchanger(
+      server, "/slow", encoding: encoding, parameters: ["delay": "5"],
+      timeout: .milliseconds(500))
+    let start = ContinuousClock.now
+    let cause = try await failure(exchanger, code: makeCode(), expect: .timedOut)
+    let elapsed = ContinuousClock.now - start
+    #expect(cause.code == .timedOut)
+    #expect(cause.urlErrorCode == URLError.timedOut.rawValue)
+    #expect(elapsed < .seconds(4), "took \(elapsed)")
+  }
+
+  @Test("a fast reply within a sub-second timeout succeeds")
+  func subSecondTimeout() async throws {
+    let server = try TokenServer.running()
+    let exchanger = exchanger(server, "/ok", timeout: .milliseconds(900))
+    let model = try await exchanger.exchange(makeCode(), for: request())
+    #expect(model.accessToken == TokenServer.token)
+  }
+
+  @Test("HTTP 500 carries the status and a redacted excerpt")
+  func serverError() async throws {
+    let server = try TokenServer.running()
+    let cause = try await failure(exchanger(server, "/500"), code: makeCode())
+    #expect(cause.code == .httpStatus)
+    #expect(cause.statusCode == 500)
+    let excerpt = try #require(cause.bodyExcerpt)
+    #expect(excerpt.contains("boom"))
+    #expect(excerpt.contains("<redacted>"))
+  }
+
+  @Test("a body that is not JSON")
+  func badJSON() async throws {
+    let server = try TokenServer.running()
+    for encoding in HTTPTokenExchanger.Encoding.allCases {
+      let cause = try await failure(
+        exchanger(server, "/badjson", encoding: encoding), code: makeCode())
+      #expect(cause.code == .invalidJSON)
+      #expect(cause.statusCode == 200)
+      #expect(cause.bodyExcerpt?.hasPrefix("<html>upstream error") == true)
+    }
+  }
+
+  @Test("missing user_id or access_token names the field", arguments: ["user_id", "access_token"])
+  func missingField(_ field: String) async throws {
+    let server = try TokenServer.running()
+    let exchanger = exchanger(server, "/missing", parameters: ["drop": field])
+    let cause = try await failure(exchanger, code: makeCode())
+    #expect(cause.code == .missingField)
+    #expect(cause.field == "alipay_system_oauth_token_response.\(field)")
+  }
+
+  @Test("Alipay's error_response is a rejection")
+  func rejected() async throws {
+    let server = try TokenServer.running()
+    let cause = try await failure(exchanger(server, "/rejected"), code: makeCode())
+    #expect(cause.code == .serverRejected)
+    #expect(cause.serverCode == "isv.code-invalid")
+  }
+
+  @Test(
+    "a huge body stops at the limit", arguments: ["/huge?mb=4", "/huge?mb=4&chunked=1"])
+  func hugeBody(_ path: String) async throws {
+    let server = try TokenServer.running()
+    let exchanger = exchanger(server, path, encoding: .getQuery, maxBodySize: 256 * 1024)
+    let cause = try await failure(exchanger, code: makeCode())
+    #expect(cause.code == .bodyTooLarge)
+    #expect(cause.statusCode == 200)
+  }
+
+  @Test("a reply bound to another host-app user is refused")
+  func userMismatch() async throws {
+    let server = try TokenServer.running()
+    let cause = try await failure(exchanger(server, "/mismatch"), code: makeCode())
+    #expect(cause.code == .userMismatch)
+    #expect(cause.field == "mc_user_id")
+    #expect(cause.bodyExcerpt?.contains("someone-else") == true)
+  }
+
+  @Test("a refused connection is a transport error")
+  func connectionRefused() async throws {
+    let exchanger = HTTPTokenExchanger(
+      endpoint: URL(string: "http://127.0.0.1:1/token")!, encoding: .getQuery)
+    let cause = try await failure(exchanger, code: makeCode())
+    #expect(cause.code == .transport)
+    #expect(cause.urlErrorCode != nil)
+  }
+
+  @Test("cancelling the Task cancels the request the server holds")
+  func cancellationInFlight() async throws {
+    let server = try TokenServer.running()
+    let echoID = UUID().uuidString
+    let exchanger = exchanger(
+      server, "/slow", parameters: ["delay": "8", "echo_id": echoID], timeout: .seconds(30))
+    let start = ContinuousClock.now
+    let task = Task { try await exchanger.exchange(makeCode(), for: request()) }
+    // Blocks on the server until the slow request has arrived there: no sleeping in the test.
+    let (status, _) = try await server.get("/arrived?id=\(echoID)")
+    #expect(status == 200)
+    task.cancel()
+    await #expect(throws: CancellationError.self) { try await task.value }
+    #expect(ContinuousClock.now - start < .seconds(6))
+  }
+
+  @Test("a Task cancelled before the exchange starts throws CancellationError")
+  func cancellationBeforeStart() async throws {
+    let server = try TokenServer.running()
+    let exchanger = exchanger(server, "/ok")
+    let task = Task {
+      withUnsafeCurrentTask { $0?.cancel() }
+      return try await exchanger.exchange(makeCode(), for: request())
+    }
+    await #expect(throws: CancellationError.self) { try await task.value }
+  }
+}
