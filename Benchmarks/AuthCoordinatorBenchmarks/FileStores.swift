@@ -8,10 +8,9 @@ import SyncPrimitives
   import Darwin
 #endif
 
-/// How B6 builds a `FileTokenStore` for a file URL. `FileTokenStore` is being written on
-/// another branch; when it lands in main, set this to `{ FileTokenStore(url: $0) }` (with `try`
-/// if its initializer throws) and B6 measures it against the two references below.
-let makeFileTokenStore: (@Sendable (URL) throws -> any TokenStore)? = nil
+/// How B6 builds a `FileTokenStore` for a file URL (nil would leave it out of B6 and measure
+/// the two references only).
+let makeFileTokenStore: (@Sendable (URL) throws -> any TokenStore)? = { FileTokenStore(url: $0) }
 
 /// B6's implementations, each keeping one file of models.
 enum FileStoreKind: String, CaseIterable, Sendable {
