@@ -9,8 +9,10 @@ struct CoordinatorSource: TokenSource {
   let impl = Impl.coordinator
   let coordinator: AuthCoordinator
 
-  init(seed: [AccountKey: AuthModel], fixture: AuthorizerFixture,
-       now: @escaping @Sendable () -> Date) {
+  init(
+    seed: [AccountKey: AuthModel], fixture: AuthorizerFixture,
+    now: @escaping @Sendable () -> Date
+  ) {
     var configuration = AuthCoordinator.Configuration()
     configuration.now = now
     coordinator = AuthCoordinator(

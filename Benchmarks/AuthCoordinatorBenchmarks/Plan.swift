@@ -44,7 +44,13 @@ struct Plan: Sendable {
 
 /// The scenarios, in running order.
 enum ScenarioID: String, CaseIterable, Sendable {
-  case b1 = "B1", b2 = "B2", b3 = "B3", b4 = "B4", b5 = "B5", b6 = "B6", b7 = "B7"
+  case b1 = "B1"
+  case b2 = "B2"
+  case b3 = "B3"
+  case b4 = "B4"
+  case b5 = "B5"
+  case b6 = "B6"
+  case b7 = "B7"
 
   var title: String {
     switch self {

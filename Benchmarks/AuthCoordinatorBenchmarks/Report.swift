@@ -74,9 +74,11 @@ enum Report {
       implementations.contains(name) ? name : nil
     }
     func cell(_ implementation: String, _ parameter: String) -> String {
-      guard let row = rows.first(where: {
-        $0.implementation == implementation && $0.parameter == parameter
-      }) else { return "-" }
+      guard
+        let row = rows.first(where: {
+          $0.implementation == implementation && $0.parameter == parameter
+        })
+      else { return "-" }
       var text = format(row.median)
       if let reference, implementation != reference,
         let base = rows.first(where: {
@@ -95,11 +97,12 @@ enum Report {
       ([header] + body).map { $0[column].count }.max() ?? 0
     }
     func line(_ cells: [String]) -> String {
-      "  " + cells.enumerated().map { column, text in
-        column == 0
-          ? text.padding(toLength: widths[0], withPad: " ", startingAt: 0)
-          : String(repeating: " ", count: widths[column] - text.count) + text
-      }.joined(separator: "  ") + "\n"
+      "  "
+        + cells.enumerated().map { column, text in
+          column == 0
+            ? text.padding(toLength: widths[0], withPad: " ", startingAt: 0)
+            : String(repeating: " ", count: widths[column] - text.count) + text
+        }.joined(separator: "  ") + "\n"
     }
     var out = line(header)
     for cells in body { out += line(cells) }

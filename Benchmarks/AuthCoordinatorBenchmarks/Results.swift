@@ -101,8 +101,10 @@ struct Results: Sendable {
     samples(scenario, impl.rawValue, parameter, metric)
   }
 
-  func samples(_ scenario: String, _ implementation: String, _ parameter: String,
-               _ metric: Metric) -> [Double]? {
+  func samples(
+    _ scenario: String, _ implementation: String, _ parameter: String,
+    _ metric: Metric
+  ) -> [Double]? {
     let key = "\(scenario)|\(implementation)|\(parameter)|\(metric.rawValue)"
     return index[key].map { measurements[$0].samples }
   }

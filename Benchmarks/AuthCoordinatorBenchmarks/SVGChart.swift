@@ -32,14 +32,18 @@ enum SVGChart {
     for (index, impl) in Impl.allCases.enumerated() {
       let wake = points(impl.rawValue, "B2", .wakeNsPerWaiter)
       if !wake.isEmpty {
-        result.append(Series(label: "\(impl.rawValue): wake-up (B2)", points: wake,
-                             color: palette[index % palette.count], dashed: false))
+        result.append(
+          Series(
+            label: "\(impl.rawValue): wake-up (B2)", points: wake,
+            color: palette[index % palette.count], dashed: false))
       }
     }
     let cancel = points(Impl.coordinator.rawValue, "B3", .cancelNsPerCancel)
     if !cancel.isEmpty {
-      result.append(Series(label: "coordinator: cancellation (B3)", points: cancel,
-                           color: palette[0], dashed: true))
+      result.append(
+        Series(
+          label: "coordinator: cancellation (B3)", points: cancel,
+          color: palette[0], dashed: true))
     }
     return result
   }
@@ -143,8 +147,10 @@ enum SVGChart {
     }
   }
 
-  private static func line(_ x1: Double, _ y1: Double, _ x2: Double, _ y2: Double,
-                           stroke: String) -> String {
+  private static func line(
+    _ x1: Double, _ y1: Double, _ x2: Double, _ y2: Double,
+    stroke: String
+  ) -> String {
     "<line x1=\"\(fmt(x1))\" y1=\"\(fmt(y1))\" x2=\"\(fmt(x2))\" y2=\"\(fmt(y2))\" "
       + "stroke=\"\(stroke)\"/>\n"
   }

@@ -186,16 +186,18 @@ struct Scenarios {
       let start = nowNanos()
       for index in stride(from: 1, to: n, by: 2) { callers[index].cancel() }
       let issued = nowNanos()
-      results.add("B3", impl, "N=\(n)", x: Double(n), .issueNsPerCancel,
-                  Double(issued - start) / Double(cancelCount))
+      results.add(
+        "B3", impl, "N=\(n)", x: Double(n), .issueNsPerCancel,
+        Double(issued - start) / Double(cancelCount))
       if impl.cancelsWaiters {
         guard await waitUntil(timeout: .seconds(60), { leaving.isDone }) else {
           results.violation("\(name): cancelled callers did not return")
           gate.open()
           return
         }
-        results.add("B3", impl, "N=\(n)", x: Double(n), .cancelNsPerCancel,
-                    Double(leaving.counts.lastNanos - start) / Double(cancelCount))
+        results.add(
+          "B3", impl, "N=\(n)", x: Double(n), .cancelNsPerCancel,
+          Double(leaving.counts.lastNanos - start) / Double(cancelCount))
       }
     }
 
@@ -215,14 +217,17 @@ struct Scenarios {
       last = max(last, leaving.counts.lastNanos)
       served = n
     }
-    results.add(scenario.rawValue, impl, "N=\(n)", x: Double(n), .wakeNsPerWaiter,
-                Double(last - release) / Double(served))
+    results.add(
+      scenario.rawValue, impl, "N=\(n)", x: Double(n), .wakeNsPerWaiter,
+      Double(last - release) / Double(served))
     if scenario == .b2, heapVerified, let heapBefore, let heapAfter {
-      results.add("B2", impl, "N=\(n)", x: Double(n), .bytesPerWaiter,
-                  Double(heapAfter - heapBefore) / Double(n))
+      results.add(
+        "B2", impl, "N=\(n)", x: Double(n), .bytesPerWaiter,
+        Double(heapAfter - heapBefore) / Double(n))
     }
-    results.add(scenario.rawValue, impl, "N=\(n)", x: Double(n), .authorizations,
-                Double(fixture.authorizations))
+    results.add(
+      scenario.rawValue, impl, "N=\(n)", x: Double(n), .authorizations,
+      Double(fixture.authorizations))
     check(name, fixture: fixture, source: source, expected: expectedAuthorizations, &results)
     let keptCounts = kept.counts
     if keptCounts.served != n - cancelCount {
@@ -292,8 +297,9 @@ struct Scenarios {
           results.violation("\(name): callers did not finish within 120 s")
           continue
         }
-        results.add("B5", impl, parameter, .totalMs,
-                    Double(tally.counts.lastNanos - start) / 1e6)
+        results.add(
+          "B5", impl, parameter, .totalMs,
+          Double(tally.counts.lastNanos - start) / 1e6)
         results.add("B5", impl, parameter, .authorizations, Double(fixture.authorizations))
         check(name, fixture: fixture, source: source, expected: plan.accounts, &results)
         if tally.counts.served != callers {
@@ -329,10 +335,12 @@ struct Scenarios {
         for _ in 0..<plan.fileOps where try await store.model(for: key) != nil { found += 1 }
         let loadEnd = nowNanos()
         let ops = Double(plan.fileOps)
-        results.add("B6", kind.rawValue, "1 key", .saveMicros,
-                    Double(saveEnd - saveStart) / ops / 1e3)
-        results.add("B6", kind.rawValue, "1 key", .loadMicros,
-                    Double(loadEnd - saveEnd) / ops / 1e3)
+        results.add(
+          "B6", kind.rawValue, "1 key", .saveMicros,
+          Double(saveEnd - saveStart) / ops / 1e3)
+        results.add(
+          "B6", kind.rawValue, "1 key", .loadMicros,
+          Double(loadEnd - saveEnd) / ops / 1e3)
         if found != plan.fileOps {
           results.violation("B6 \(kind.rawValue): \(plan.fileOps - found) loads found nothing")
         }

@@ -1,11 +1,15 @@
 /// One target of docs/design PERFORMANCE.md, evaluated on this run's numbers.
 struct TargetResult: Codable, Sendable {
   enum Status: String, Codable, Sendable {
-    case pass = "PASS", miss = "MISS", skip = "SKIP"
+    case pass = "PASS"
+    case miss = "MISS"
+    case skip = "SKIP"
   }
 
   enum Comparison: String, Codable, Sendable {
-    case atMost = "<=", atLeast = ">=", exactly = "=="
+    case atMost = "<="
+    case atLeast = ">="
+    case exactly = "=="
   }
 
   var scenario: String
@@ -31,61 +35,95 @@ struct Targets {
     var rows: [TargetResult] = []
     let one = "tasks=1"
     let many = "tasks=64"
-    rows.append(target("B1", "64 tasks: coordinator ÷ lock read", .atMost, 1.5, "x",
-                       ratio("B1", .coordinator, .bareLock, many, .nsPerOp)))
-    rows.append(target("B1", "64 tasks: actor ÷ coordinator", .atLeast, 3, "x",
-                       ratio("B1", .plainActor, .coordinator, many, .nsPerOp)))
-    rows.append(target("B1", "64 tasks: actor+Task ÷ coordinator", .atLeast, 3, "x",
-                       ratio("B1", .sharedTask, .coordinator, many, .nsPerOp)))
-    rows.append(target("B1", "1 task: coordinator ÷ actor", .atMost, 1.5, "x",
-                       ratio("B1", .coordinator, .plainActor, one, .nsPerOp)))
+    rows.append(
+      target(
+        "B1", "64 tasks: coordinator ÷ lock read", .atMost, 1.5, "x",
+        ratio("B1", .coordinator, .bareLock, many, .nsPerOp)))
+    rows.append(
+      target(
+        "B1", "64 tasks: actor ÷ coordinator", .atLeast, 3, "x",
+        ratio("B1", .plainActor, .coordinator, many, .nsPerOp)))
+    rows.append(
+      target(
+        "B1", "64 tasks: actor+Task ÷ coordinator", .atLeast, 3, "x",
+        ratio("B1", .sharedTask, .coordinator, many, .nsPerOp)))
+    rows.append(
+      target(
+        "B1", "1 task: coordinator ÷ actor", .atMost, 1.5, "x",
+        ratio("B1", .coordinator, .plainActor, one, .nsPerOp)))
 
     for n in plan.burstSizes {
       let parameter = "N=\(n)"
-      rows.append(target("B2", "\(parameter): authorizations", .exactly, 1, "",
-                         results.samples("B2", .coordinator, parameter, .authorizations)))
-      rows.append(target("B2", "\(parameter): wake-up ÷ fastest baseline", .atMost, 1.25, "x",
-                         ratioToBest("B2", parameter, .wakeNsPerWaiter)))
+      rows.append(
+        target(
+          "B2", "\(parameter): authorizations", .exactly, 1, "",
+          results.samples("B2", .coordinator, parameter, .authorizations)))
+      rows.append(
+        target(
+          "B2", "\(parameter): wake-up ÷ fastest baseline", .atMost, 1.25, "x",
+          ratioToBest("B2", parameter, .wakeNsPerWaiter)))
     }
     let largest = "N=\(plan.largestBurst)"
     let bareTask = results.samples("B2", .parkedTask, largest, .bytesPerWaiter)
     let ours = results.samples("B2", .coordinator, largest, .bytesPerWaiter)
     let ownHeap = ours.flatMap { ours in bareTask.map { zip(ours, $0).map { $0 - $1 } } }
-    rows.append(target("B2", "\(largest): heap per waiter over a bare parked task", .atMost, 64,
-                       "B", ownHeap,
-                       note: "upper bound on the coordinator's own heap: includes any growth of "
-                         + "the caller's async frames"))
-    rows.append(target("B2", "\(largest): heap per parked caller ÷ lightest baseline", .atMost,
-                       1.25, "x", ratioToBest("B2", largest, .bytesPerWaiter)))
+    rows.append(
+      target(
+        "B2", "\(largest): heap per waiter over a bare parked task", .atMost, 64,
+        "B", ownHeap,
+        note: "upper bound on the coordinator's own heap: includes any growth of "
+          + "the caller's async frames"))
+    rows.append(
+      target(
+        "B2", "\(largest): heap per parked caller ÷ lightest baseline", .atMost,
+        1.25, "x", ratioToBest("B2", largest, .bytesPerWaiter)))
 
     for n in plan.burstSizes {
-      rows.append(target("B3", "N=\(n): authorizations", .exactly, 1, "",
-                         results.samples("B3", .coordinator, "N=\(n)", .authorizations)))
+      rows.append(
+        target(
+          "B3", "N=\(n): authorizations", .exactly, 1, "",
+          results.samples("B3", .coordinator, "N=\(n)", .authorizations)))
     }
     let cancelMicros = results.samples("B3", .coordinator, largest, .cancelNsPerCancel)?
       .map { $0 / 1_000 }
-    rows.append(target("B3", "\(largest): cost per cancellation (cancel issued included)",
-                       .atMost, 1.5, "µs", cancelMicros,
-                       note: plan.largestBurst < 100_000 ? "the target is set at N=100000" : nil))
+    rows.append(
+      target(
+        "B3", "\(largest): cost per cancellation (cancel issued included)",
+        .atMost, 1.5, "µs", cancelMicros,
+        note: plan.largestBurst < 100_000 ? "the target is set at N=100000" : nil))
     let scale = "\(plan.largestBurst)/\(plan.smallestBurst)"
-    rows.append(target("B3", "cancellation cost per item, N \(scale)", .atMost, 1.5, "x",
-                       results.samples("B7", .coordinator, "B3 cancellation \(scale)",
-                                       .scaleRatio)))
+    rows.append(
+      target(
+        "B3", "cancellation cost per item, N \(scale)", .atMost, 1.5, "x",
+        results.samples(
+          "B7", .coordinator, "B3 cancellation \(scale)",
+          .scaleRatio)))
 
-    rows.append(target("B4", "N=\(plan.stormSize): authorizations", .exactly, 1, "",
-                       results.samples("B4", .coordinator, "N=\(plan.stormSize)",
-                                       .authorizations)))
+    rows.append(
+      target(
+        "B4", "N=\(plan.stormSize): authorizations", .exactly, 1, "",
+        results.samples(
+          "B4", .coordinator, "N=\(plan.stormSize)",
+          .authorizations)))
 
     let accounts = "\(plan.accounts)x\(plan.callersPerAccount)"
-    rows.append(target("B5", "\(accounts): authorizations", .exactly, Double(plan.accounts), "",
-                       results.samples("B5", .coordinator, accounts, .authorizations)))
-    rows.append(target("B5", "\(accounts): barrier ÷ coordinator (total time)", .atLeast, 2, "x",
-                       ratio("B5", .serialBarrier, .coordinator, accounts, .totalMs)))
+    rows.append(
+      target(
+        "B5", "\(accounts): authorizations", .exactly, Double(plan.accounts), "",
+        results.samples("B5", .coordinator, accounts, .authorizations)))
+    rows.append(
+      target(
+        "B5", "\(accounts): barrier ÷ coordinator (total time)", .atLeast, 2, "x",
+        ratio("B5", .serialBarrier, .coordinator, accounts, .totalMs)))
 
-    rows.append(target("B7", "B2 wake-up per waiter, N \(scale)", .atMost, 1.5, "x",
-                       results.samples("B7", .coordinator, "B2 wake-up \(scale)", .scaleRatio)))
-    rows.append(target("B7", "B3 wake-up per waiter, N \(scale)", .atMost, 1.5, "x",
-                       results.samples("B7", .coordinator, "B3 wake-up \(scale)", .scaleRatio)))
+    rows.append(
+      target(
+        "B7", "B2 wake-up per waiter, N \(scale)", .atMost, 1.5, "x",
+        results.samples("B7", .coordinator, "B2 wake-up \(scale)", .scaleRatio)))
+    rows.append(
+      target(
+        "B7", "B3 wake-up per waiter, N \(scale)", .atMost, 1.5, "x",
+        results.samples("B7", .coordinator, "B3 wake-up \(scale)", .scaleRatio)))
     return rows
   }
 

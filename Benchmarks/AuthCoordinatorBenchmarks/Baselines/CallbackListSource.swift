@@ -22,8 +22,10 @@ final class CallbackListSource: TokenSource {
   private let authorize: Authorize
   private let now: @Sendable () -> Date
 
-  init(seed: [AccountKey: AuthModel], authorize: @escaping Authorize,
-       now: @escaping @Sendable () -> Date) {
+  init(
+    seed: [AccountKey: AuthModel], authorize: @escaping Authorize,
+    now: @escaping @Sendable () -> Date
+  ) {
     state = LockedState(State(models: seed))
     self.authorize = authorize
     self.now = now

@@ -50,7 +50,10 @@ final class ParkedTaskReference: TokenSource {
     let result: Result<AuthModel, any Error>
     do { result = .success(try await authorize(key)) } catch { result = .failure(error) }
     let waiters = state.withLock { state -> [Waiter] in
-      defer { state.waiters.removeAll(); state.started = false }
+      defer {
+        state.waiters.removeAll()
+        state.started = false
+      }
       return state.waiters
     }
     for waiter in waiters { waiter.resume(with: result) }

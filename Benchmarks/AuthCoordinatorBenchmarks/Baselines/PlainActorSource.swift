@@ -13,8 +13,10 @@ actor PlainActorSource: TokenSource {
   private let now: @Sendable () -> Date
   private let parkedCount = LockedState(0)
 
-  init(seed: [AccountKey: AuthModel], authorize: @escaping Authorize,
-       now: @escaping @Sendable () -> Date) {
+  init(
+    seed: [AccountKey: AuthModel], authorize: @escaping Authorize,
+    now: @escaping @Sendable () -> Date
+  ) {
     models = seed
     self.authorize = authorize
     self.now = now

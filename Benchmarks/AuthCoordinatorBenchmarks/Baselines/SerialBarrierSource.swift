@@ -15,8 +15,10 @@ final class SerialBarrierSource: TokenSource {
   private let authorize: Authorize
   private let now: @Sendable () -> Date
 
-  init(seed: [AccountKey: AuthModel], authorize: @escaping Authorize,
-       now: @escaping @Sendable () -> Date) {
+  init(
+    seed: [AccountKey: AuthModel], authorize: @escaping Authorize,
+    now: @escaping @Sendable () -> Date
+  ) {
     store = InMemoryTokenStore(seed)
     self.authorize = authorize
     self.now = now

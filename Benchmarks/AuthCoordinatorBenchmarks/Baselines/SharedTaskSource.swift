@@ -15,8 +15,10 @@ actor SharedTaskSource: TokenSource {
   private let now: @Sendable () -> Date
   private let parkedCount = LockedState(0)
 
-  init(seed: [AccountKey: AuthModel], authorize: @escaping Authorize,
-       now: @escaping @Sendable () -> Date) {
+  init(
+    seed: [AccountKey: AuthModel], authorize: @escaping Authorize,
+    now: @escaping @Sendable () -> Date
+  ) {
     models = seed
     self.authorize = authorize
     self.now = now
