@@ -1,0 +1,112 @@
+import AuthCoordinator
+import AuthCoordinatorTestKit
+import Foundation
+import Testing
+
+/// Rules 14 and 15: bounded memory, injected time; and the model's redaction.
+@Suite(.timeLimit(.minutes(2))) struct MemoryAndTimeTests {
+  func warm(_ h: Harness, _ key: AccountKey) async throws {
+    let task = h.request(key)
+    await h.authorizer.nextCall().succeed(with: makeModel("t-\(key.mcUid)", mcUid: key.mcUid))
+    _ = try await task.value
+  }
+
+  // Rule 14
+  @Test func idleKeysBeyondTheLimitAreEvictedLeastRecentlyUsedFirst() async throws {
+    let h = Harness { $0.maxIdleKeys = 2 }
+    let a = AccountKey(mcUid: "a")
+    let b = AccountKey(mcUid: "b")
+    let c = AccountKey(mcUid: "c")
+    try await warm(h, a)
+    try await warm(h, b)
+    _ = try await h.coordinator.authModel(for: a)  // a is now more recent than b
+    try await warm(h, c)
+    #expect(h.stats.evictions == 1)
+    #expect(h.stats.keysInMemory == 2)
+    // a and c are still hits; b was evicted, so it is loaded from the store again.
+    let hits = h.stats.cacheHits
+    _ = try await h.coordinator.authModel(for: a)
+    _ = try await h.coordinator.authModel(for: c)
+    #expect(h.stats.cacheHits == hits + 2)
+    #expect(try await h.coordinator.authModel(for: b).accessToken == "t-b")
+    #expect(h.authorizer.callCount == 3, "b came back from the store, not a new authorization")
+  }
+
+  // Rule 14
+  @Test func aKeyWithAFlightInProgressIsNeverEvicted() async throws {
+    let h = Harness { $0.maxIdleKeys = 0 }
+    let busy = h.request(u1)
+    let call = await h.authorizer.nextCall()
+    for index in 0..<20 {
+      let key = AccountKey(mcUid: "idle-\(index)")
+      try await warm(h, key)
+    }
+    #expect(h.stats.evictions >= 20)
+    call.succeed(with: makeModel("t1"))
+    #expect(try await busy.value.accessToken == "t1")
+  }
+
+  // Rule 14: memory stays bounded with many keys.
+  @Test func manyKeysStayBounded() async throws {
+    let coordinator = AuthCoordinator(
+      authorizer: ClosureAuthorizer { request in
+        AuthModel(uid: "2088", accessToken: "t", mcUid: request.key.mcUid)
+      },
+      configuration: {
+        var configuration = AuthCoordinator.Configuration()
+        configuration.maxIdleKeys = 100
+        return configuration
+      }())
+    for index in 0..<2_000 {
+      _ = try await coordinator.authModel(for: AccountKey(mcUid: "user-\(index)"))
+    }
+    #expect(coordinator.statistics.keysInMemory <= 100)
+    #expect(coordinator.statistics.evictions >= 1_900)
+  }
+
+  // Rule 15
+  @Test func expiryFollowsTheInjectedDateSource() async throws {
+    let h = Harness { $0.refreshLeeway = .seconds(60) }
+    let first = h.request()
+    await h.authorizer.nextCall().succeed(with: makeModel("t1", clock: h.clock, expiresIn: 3600))
+    _ = try await first.value
+    h.clock.advance(by: .seconds(3540 - 1))
+    #expect(try await h.coordinator.authModel(for: u1).accessToken == "t1")
+    h.clock.advance(by: .seconds(1))
+    let refreshed = h.request()
+    let call = await h.authorizer.nextCall()
+    #expect(call.reason == .expired)
+    call.succeed(with: makeModel("t2", clock: h.clock, expiresIn: 3600))
+    #expect(try await refreshed.value.accessToken == "t2")
+  }
+
+  @Test func theModelNeverPrintsItsToken() {
+    let model = AuthModel(
+      uid: "2088000000000001", accessToken: "SECRET-TOKEN-123", mcUid: "u1",
+      expiresAt: Date(timeIntervalSince1970: 0), extraInfo: ["k": "v"])
+    var dumped = ""
+    dump(model, to: &dumped)
+    for text in [model.description, model.debugDescription, "\(model)", String(reflecting: model), dumped] {
+      #expect(!text.contains("SECRET"), "\(text)")
+      #expect(text.contains("2088000000000001"))
+    }
+  }
+
+  @Test func statisticsBalance() async throws {
+    let h = Harness()
+    let a = h.request()
+    await h.authorizer.nextCall().fail(with: AuthCoordinatorError(.userCancelled))
+    await expectFailure(a, .userCancelled)
+    let b = h.request()
+    await h.authorizer.nextCall().succeed(with: makeModel("t"))
+    _ = try await b.value
+    let c = h.request(refresh: .force(rejecting: "t"))
+    _ = await h.authorizer.nextCall()
+    c.cancel()
+    await expectCancelled(c)
+    await eventually { h.stats.flightsInProgress == 0 }
+    let s = h.stats
+    #expect(s.flightsStarted == s.flightsSucceeded + s.flightsFailed + s.flightsCancelled + s.flightsTimedOut + s.flightsInProgress)
+    #expect(s.flightsStarted == 3)
+  }
+}
