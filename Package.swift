@@ -11,6 +11,7 @@ let package = Package(
     .library(name: "TokenStore", targets: ["TokenStore"]),
     .library(name: "AuthCoordinatorTestKit", targets: ["AuthCoordinatorTestKit"]),
     .executable(name: "authcoord", targets: ["authcoord"]),
+    .executable(name: "authcoord-bench", targets: ["authcoord-bench"]),
   ],
   targets: [
     // A pthread-backed lock shared by the library modules (package access only).
@@ -26,6 +27,12 @@ let package = Package(
     ),
     // Saves models in a loop until killed: the crash-safety tests SIGKILL it.
     .executableTarget(name: "store-crasher", dependencies: ["TokenStore"]),
+    // The benchmark (docs/benchmarks.md). Measured in a plain release build: no unsafe flags.
+    .executableTarget(
+      name: "authcoord-bench",
+      dependencies: ["AuthCoordinator", "SyncPrimitives"],
+      path: "Benchmarks/AuthCoordinatorBenchmarks"
+    ),
     .testTarget(name: "TokenStoreTests", dependencies: ["TokenStore", "store-crasher"]),
     // Runs the HTTP exchanger against Resources/token_server.py (needs python3 on PATH).
     .testTarget(name: "ExchangerTests", dependencies: ["AuthCoordinator"], exclude: ["Resources"]),

@@ -1,0 +1,38 @@
+import AuthCoordinator
+import Foundation
+
+/// The module under test behind the harness's `TokenSource` shape.
+///
+/// Every call goes straight to `AuthCoordinator.authModel(for:refresh:)`, which is
+/// `nonisolated(nonsending)`: the adapter adds one protocol-witness call, as for the baselines.
+struct CoordinatorSource: TokenSource {
+  let impl = Impl.coordinator
+  let coordinator: AuthCoordinator
+
+  init(
+    seed: [AccountKey: AuthModel], fixture: AuthorizerFixture,
+    now: @escaping @Sendable () -> Date
+  ) {
+    var configuration = AuthCoordinator.Configuration()
+    configuration.now = now
+    coordinator = AuthCoordinator(
+      store: InMemoryTokenStore(seed),
+      authorizer: ClosureAuthorizer { request in try await fixture.authorize(request.key) },
+      configuration: configuration
+    )
+  }
+
+  var parked: Int { coordinator.statistics.waitingCallers }
+
+  var reportedAuthorizations: Int? { coordinator.statistics.authorizationsStarted }
+
+  nonisolated(nonsending) func get(_ key: AccountKey) async throws -> AuthModel {
+    try await coordinator.authModel(for: key)
+  }
+
+  nonisolated(nonsending) func refresh(
+    _ key: AccountKey, rejecting token: String
+  ) async throws -> AuthModel {
+    try await coordinator.authModel(for: key, refresh: .force(rejecting: token))
+  }
+}
