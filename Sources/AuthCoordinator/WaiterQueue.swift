@@ -29,12 +29,27 @@ final class WaiterQueue: @unchecked Sendable {
       case .timedOut: return AuthCoordinatorError.timedOut("the caller's own timeout elapsed")
       }
     }
+
+    var wake: Wake {
+      switch self {
+      case .cancelled: return .cancelled
+      case .timedOut: return .timedOut
+      }
+    }
+  }
+
+  /// Why a parked caller woke. One byte, so the parked frames stay small: the outcome itself
+  /// (which holds a model) is read from the queue after waking.
+  enum Wake: Sendable {
+    case finished
+    case cancelled
+    case timedOut
   }
 
   private enum Slot {
     /// Reserved on the actor, not parked yet.
     case reserved
-    case parked(UnsafeContinuation<Outcome, Never>)
+    case parked(UnsafeContinuation<Wake, Never>)
     /// Left before parking; it fails as soon as it tries to park.
     case left(LeaveReason)
     /// Resumed (or about to be, outside the lock).
@@ -59,6 +74,16 @@ final class WaiterQueue: @unchecked Sendable {
   /// Callers reserved or parked and not yet resumed.
   var activeCount: Int { lock.withLock { active } }
 
+  /// Callers parked on a continuation now (O(n); for tests and diagnostics).
+  var parkedCount: Int {
+    lock.withLock {
+      slots.reduce(0) { count, slot in
+        if case .parked = slot { return count + 1 }
+        return count
+      }
+    }
+  }
+
   /// Whether the queue has been finished.
   var isFinished: Bool { lock.withLock { outcome != nil } }
 
@@ -81,15 +106,28 @@ final class WaiterQueue: @unchecked Sendable {
   /// Runs in the caller's own context (not on the actor). Cancellation of the calling task
   /// makes it return `.failure(CancellationError())` at once.
   func wait(_ ticket: Int) async -> Outcome {
+    switch await park(ticket) {
+    case .finished:
+      // Set once, before any caller is resumed with `.finished`.
+      guard let outcome = finalOutcome else {
+        preconditionFailure("Internal inconsistency: waiter \(ticket) woke without an outcome")
+      }
+      return outcome
+    case .cancelled: return .failure(LeaveReason.cancelled.error)
+    case .timedOut: return .failure(LeaveReason.timedOut.error)
+    }
+  }
+
+  private func park(_ ticket: Int) async -> Wake {
     await withTaskCancellationHandler {
-      await withUnsafeContinuation { (continuation: UnsafeContinuation<Outcome, Never>) in
+      await withUnsafeContinuation { (continuation: UnsafeContinuation<Wake, Never>) in
         lock.lock()
         switch slots[ticket] {
         case .reserved:
-          if let outcome {
+          if outcome != nil {
             slots[ticket] = .done
             lock.unlock()
-            continuation.resume(returning: outcome)
+            continuation.resume(returning: .finished)
           } else {
             slots[ticket] = .parked(continuation)
             lock.unlock()
@@ -97,7 +135,7 @@ final class WaiterQueue: @unchecked Sendable {
         case .left(let reason):
           slots[ticket] = .done
           lock.unlock()
-          continuation.resume(returning: .failure(reason.error))
+          continuation.resume(returning: reason.wake)
         case .parked, .done:
           lock.unlock()
           preconditionFailure("Internal inconsistency: waiter \(ticket) parked twice")
@@ -108,6 +146,9 @@ final class WaiterQueue: @unchecked Sendable {
     }
   }
 
+  /// The outcome, for callers resumed with `.finished` (it never changes once set).
+  private var finalOutcome: Outcome? { lock.withLock { outcome } }
+
   /// Makes the caller holding `ticket` leave early, unless the flight already ended.
   func leave(_ ticket: Int, _ reason: LeaveReason) {
     lock.lock()
@@ -115,7 +156,7 @@ final class WaiterQueue: @unchecked Sendable {
       lock.unlock()
       return
     }
-    let continuation: UnsafeContinuation<Outcome, Never>?
+    let continuation: UnsafeContinuation<Wake, Never>?
     switch slots[ticket] {
     case .reserved:
       slots[ticket] = .left(reason)
@@ -131,7 +172,7 @@ final class WaiterQueue: @unchecked Sendable {
     let wasLast = active == 0
     lock.unlock()
     counters.waiterLeftEarly()
-    continuation?.resume(returning: .failure(reason.error))
+    continuation?.resume(returning: reason.wake)
     if wasLast { onLastLeft() }
   }
 
@@ -148,7 +189,7 @@ final class WaiterQueue: @unchecked Sendable {
     self.outcome = outcome
     let waiting = active
     active = 0
-    var parked: [UnsafeContinuation<Outcome, Never>] = []
+    var parked: [UnsafeContinuation<Wake, Never>] = []
     parked.reserveCapacity(waiting)
     for index in slots.indices {
       if case .parked(let continuation) = slots[index] {
@@ -158,7 +199,7 @@ final class WaiterQueue: @unchecked Sendable {
     }
     lock.unlock()
     counters.waitersResumed(waiting)
-    for continuation in parked { continuation.resume(returning: outcome) }
+    for continuation in parked { continuation.resume(returning: .finished) }
     return waiting
   }
 }

@@ -23,7 +23,8 @@ import Testing
           woke.append(ticket)
         })
     }
-    for _ in 0..<10_000 where woke.isEmpty { await Task.yield() }
+    // Every waiter must be parked before the flight ends, or a late parker wakes at once.
+    while queue.parkedCount < n { await Task.yield() }
     queue.finish(.success(model))
     for task in tasks { await task.value }
     #expect(woke == tickets)
