@@ -105,7 +105,7 @@ final class WaiterQueue: @unchecked Sendable {
   ///
   /// Runs in the caller's own context (not on the actor). Cancellation of the calling task
   /// makes it return `.failure(CancellationError())` at once.
-  func wait(_ ticket: Int) async -> Outcome {
+  nonisolated(nonsending) func wait(_ ticket: Int) async -> Outcome {
     switch await park(ticket) {
     case .finished:
       // Set once, before any caller is resumed with `.finished`.
@@ -118,7 +118,7 @@ final class WaiterQueue: @unchecked Sendable {
     }
   }
 
-  private func park(_ ticket: Int) async -> Wake {
+  nonisolated(nonsending) private func park(_ ticket: Int) async -> Wake {
     await withTaskCancellationHandler {
       await withUnsafeContinuation { (continuation: UnsafeContinuation<Wake, Never>) in
         lock.lock()
