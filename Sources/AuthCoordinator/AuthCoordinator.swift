@@ -220,46 +220,76 @@ public actor AuthCoordinator {
 
   // MARK: - Slow path (caller side)
 
+  /// A miss: enter the actor, then (usually) park on the flight outside it.
+  ///
+  /// Kept lean on purpose: what is live across the park is only the queue, the ticket and the
+  /// retry state, so a parked caller's async frames stay small.
   nonisolated(nonsending) private func authModelSlowPath(
     _ key: AccountKey, refresh: RefreshPolicy, timeout: Duration?
   ) async throws -> AuthModel {
-    let deadline = timeout.map { clock.now() + $0 }
+    if let timeout {
+      return try await authModelWithTimeout(key, refresh: refresh, deadline: clock.now() + timeout)
+    }
     var refresh = refresh
     while true {
       try Task.checkCancellation()
-      let queue: WaiterQueue
-      let ticket: Int
-      var retryRejecting: String?
-      switch await admit(key, refresh: refresh) {
-      case .served(let model):
-        return model
-      case .failed(let error):
-        throw error
-      case .wait(let waitQueue, let waitTicket):
-        (queue, ticket) = (waitQueue, waitTicket)
-      case .retryAfter(let waitQueue, let waitTicket, let rejecting):
-        (queue, ticket, retryRejecting) = (waitQueue, waitTicket, rejecting)
-      }
-      let outcome = await wait(on: queue, ticket: ticket, deadline: deadline)
-      switch outcome {
+      let (queue, ticket, retryRejecting) = try await admitOrServe(key, refresh: refresh)
+      guard let queue else { return try retryRejecting.served() }
+      switch await queue.wait(ticket) {
       case .success(let model): return model
       case .failure(let error): throw error
-      case .retry: refresh = .force(rejecting: retryRejecting)
+      case .retry: refresh = .force(rejecting: retryRejecting.token)
       }
     }
   }
 
-  nonisolated(nonsending) private func wait(
-    on queue: WaiterQueue, ticket: Int, deadline: Duration?
-  ) async -> WaiterQueue.Outcome {
-    guard let deadline else { return await queue.wait(ticket) }
+  /// The same with a caller's own deadline: a timer makes the caller leave its flight.
+  nonisolated(nonsending) private func authModelWithTimeout(
+    _ key: AccountKey, refresh: RefreshPolicy, deadline: Duration
+  ) async throws -> AuthModel {
+    var refresh = refresh
     let clock = self.clock
-    let timer = Task {
-      do { try await clock.sleepUntil(deadline) } catch { return }
-      queue.leave(ticket, .timedOut)
+    while true {
+      try Task.checkCancellation()
+      let (queue, ticket, retryRejecting) = try await admitOrServe(key, refresh: refresh)
+      guard let queue else { return try retryRejecting.served() }
+      let timer = Task {
+        do { try await clock.sleepUntil(deadline) } catch { return }
+        queue.leave(ticket, .timedOut)
+      }
+      let outcome = await queue.wait(ticket)
+      timer.cancel()
+      switch outcome {
+      case .success(let model): return model
+      case .failure(let error): throw error
+      case .retry: refresh = .force(rejecting: retryRejecting.token)
+      }
     }
-    defer { timer.cancel() }
-    return await queue.wait(ticket)
+  }
+
+  /// What the caller does after admission when it does not wait: it was served or refused.
+  struct Answer: Sendable {
+    var model: AuthModel?
+    var error: AuthCoordinatorError?
+    /// For a caller that waits for a flight to end and then asks again: the rejected token.
+    var token: String?
+
+    func served() throws -> AuthModel {
+      if let model { return model }
+      throw error ?? AuthCoordinatorError(.authorizationFailed, "no answer")
+    }
+  }
+
+  nonisolated(nonsending) private func admitOrServe(
+    _ key: AccountKey, refresh: RefreshPolicy
+  ) async throws -> (WaiterQueue?, Int, Answer) {
+    switch await admit(key, refresh: refresh) {
+    case .served(let model): return (nil, 0, Answer(model: model))
+    case .failed(let error): return (nil, 0, Answer(error: error))
+    case .wait(let queue, let ticket): return (queue, ticket, Answer())
+    case .retryAfter(let queue, let ticket, let rejecting):
+      return (queue, ticket, Answer(token: rejecting))
+    }
   }
 
   // MARK: - Decisions carried out (actor side)

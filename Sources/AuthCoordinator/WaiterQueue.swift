@@ -146,8 +146,13 @@ final class WaiterQueue: @unchecked Sendable {
     }
   }
 
-  /// The outcome, for callers resumed with `.finished` (it never changes once set).
-  private var finalOutcome: Outcome? { lock.withLock { outcome } }
+  /// The outcome, for callers resumed with `.finished`.
+  ///
+  /// Read without the lock: it is written once, under the lock, before any caller is resumed
+  /// with `.finished`, and never written again; a continuation's resumption orders the reader
+  /// after that write (the Swift runtime tells ThreadSanitizer so too). Taking the lock here made
+  /// every waking caller contend for it.
+  private var finalOutcome: Outcome? { outcome }
 
   /// Makes the caller holding `ticket` leave early, unless the flight already ended.
   func leave(_ ticket: Int, _ reason: LeaveReason) {
