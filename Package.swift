@@ -50,6 +50,10 @@ let package = Package(
       name: "ConcurrencyTests",
       dependencies: ["AuthCoordinator", "AuthCoordinatorTestKit", "SyncPrimitives"]
     ),
+    // Coordinator + Alipay bridge + HTTP exchanger together, against a simulated Alipay app and
+    // the ExchangerTests' python3 token server on 127.0.0.1 (needs python3 on PATH).
+    .testTarget(
+      name: "EndToEndTests", dependencies: ["AuthCoordinator", "AuthCoordinatorTestKit"]),
   ],
   swiftLanguageModes: [.v6]
 )

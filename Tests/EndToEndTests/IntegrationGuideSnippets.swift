@@ -1,0 +1,141 @@
+import AuthCoordinator
+import Foundation
+
+// The platform-neutral code of docs/integration.md, compiled here so the guide cannot rot.
+// Each region between `// snippet: NAME` and `// end-snippet` must appear verbatim in the guide
+// under `<!-- snippet: NAME -->` (IntegrationGuideSnippetsTests checks it). The iOS-only parts
+// of the guide (UIKit, the mPaaS SDK) cannot be compiled on Linux and are marked there.
+
+// snippet: wiring
+/// Everything account connect needs, built once at launch and kept by the app delegate.
+final class AccountConnect: Sendable {
+  let provider: AlipayAuthCodeProvider
+  let router: AlipayCallbackRouter
+  let coordinator: AuthCoordinator
+
+  /// - Parameters:
+  ///   - storeURL: Where models persist (Application Support, excluded from backups).
+  ///   - tokenEndpoint: Your server's endpoint that exchanges an auth code (see "Server side").
+  ///   - signAuthURL: Asks your server for the signed Alipay auth URL carrying `requestID` as
+  ///     `target_id` (auth_V2) or `state` (OAuth).
+  ///   - open: Opens a URL: `UIApplication.shared.open(url)` on iOS.
+  ///   - accountConnectURL: The Inside SDK's URL handler (hosts containing `.inside.com`).
+  ///   - paymentURL: AlipaySDK's `processOrder(withPaymentResult:standbyCallback:)`.
+  ///   - notifySDK: Tells the Inside SDK about a logout or unbind
+  ///     (`ANXMCAccountStatusChangeModel`); called after the coordinator cleared the account.
+  init(
+    storeURL: URL,
+    tokenEndpoint: URL,
+    signAuthURL: @escaping @Sendable (_ requestID: String) async throws -> URL,
+    open: @escaping @Sendable (URL) async -> Bool,
+    accountConnectURL: @escaping @Sendable (URL) -> Void = { _ in },
+    paymentURL: @escaping @Sendable (URL) -> Void = { _ in },
+    notifySDK: @escaping @Sendable (AccountStatusChange) async -> Void
+  ) {
+    provider = AlipayAuthCodeProvider(
+      authURL: { request in try await signAuthURL(request.requestID) },
+      open: open)
+    router = AlipayCallbackRouter(
+      provider: provider, accountConnect: accountConnectURL, payment: paymentURL)
+    let exchanger = HTTPTokenExchanger(endpoint: tokenEndpoint, encoding: .postForm)
+    var configuration = AuthCoordinator.Configuration(authorizationTimeout: .seconds(300))
+    configuration.maxForcedAuthorizations = 3
+    coordinator = AuthCoordinator(
+      store: FileTokenStore(url: storeURL),
+      authorizer: AlipayAuthorizer(provider: provider, exchanger: exchanger),
+      configuration: configuration,
+      onAccountStatusChange: notifySDK)
+  }
+}
+// end-snippet
+
+// snippet: container-bridge
+/// What the delegate hands the mini-program container.
+enum ContainerAnswer: Sendable, Equatable {
+  /// Fill `NBIAuthModel.uid`, `.token` and `.extraInfo["mcUid"]` from it.
+  case model(AuthModel)
+  /// Set `NBIAuthModel.errorMsg` to it.
+  case failure(errorMsg: String)
+}
+
+/// The platform-neutral half of the `authModelForMode:extendParams:callback:` delegate: one
+/// container call in, exactly one answer out, on every path.
+final class ContainerAuthBridge: @unchecked Sendable {
+  private let coordinator: AuthCoordinator
+  private let currentUser: @Sendable () -> String?
+  private let lock = NSLock()
+  /// The token last handed to the container per account (memory only), so that a
+  /// NeedRefreshToken names exactly the token the container rejected.
+  private var handedOut: [AccountKey: String] = [:]
+
+  /// - Parameters:
+  ///   - coordinator: The app's coordinator.
+  ///   - currentUser: The signed-in host-app user id (`mcUid`), or `nil`.
+  init(coordinator: AuthCoordinator, currentUser: @escaping @Sendable () -> String?) {
+    self.coordinator = coordinator
+    self.currentUser = currentUser
+  }
+
+  /// Answers one container call; `reply` runs exactly once, on an arbitrary thread.
+  func answer(
+    mode: AuthMode,
+    extendParams: [AnyHashable: Any]?,
+    reply: @escaping @Sendable (ContainerAnswer) -> Void
+  ) {
+    guard let mcUid = currentUser() else {
+      let code = AuthCoordinatorError.Code.signedOut.rawValue
+      reply(.failure(errorMsg: "\(code): no host-app user is signed in"))
+      return
+    }
+    let key = AccountKey(mcUid: mcUid, mode: mode)
+    // Read the container's dictionary now: it is not Sendable.
+    let refresh = RefreshPolicy(
+      extendParams: extendParams, rejectedToken: lock.withLock { handedOut[key] })
+    Task {
+      let answer: ContainerAnswer
+      do {
+        let model = try await coordinator.authModel(for: key, refresh: refresh)
+        lock.withLock { handedOut[key] = model.accessToken }
+        answer = .model(model)
+      } catch {
+        answer = .failure(errorMsg: Self.errorMsg(for: error))
+      }
+      reply(answer)
+    }
+  }
+
+  /// `errorMsg` for the container: the stable code, then the message (neither holds a secret).
+  static func errorMsg(for error: any Error) -> String {
+    switch error {
+    case let error as AuthCoordinatorError:
+      return error.message.isEmpty
+        ? error.code.rawValue : "\(error.code.rawValue): \(error.message)"
+    case is CancellationError:
+      return "cancelled"
+    default:
+      return AuthCoordinatorError.Code.authorizationFailed.rawValue
+    }
+  }
+}
+// end-snippet
+
+// snippet: account-status
+extension AccountConnect {
+  /// The host app's user logged out. In-flight requests fail with `signed_out`, memory and
+  /// store are cleared, then `notifySDK` runs. Call it before showing the login screen.
+  func userLoggedOut(mcUid: String) async {
+    await coordinator.accountStatusChanged(.logout(mcUid: mcUid))
+  }
+
+  /// The user unbound Alipay in the app's settings.
+  func userUnboundAlipay(mcUid: String) async {
+    await coordinator.accountStatusChanged(.unbind(mcUid: mcUid))
+  }
+
+  /// Switching user is a logout of the previous user; the new user's first request bounces
+  /// to Alipay (their own key, nothing shared).
+  func userSwitched(from previous: String) async {
+    await coordinator.accountStatusChanged(.logout(mcUid: previous))
+  }
+}
+// end-snippet

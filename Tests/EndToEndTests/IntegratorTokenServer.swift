@@ -1,0 +1,128 @@
+import Foundation
+import Testing
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
+/// Why the integrator's token server could not be started.
+struct IntegratorTokenServerError: Error, Sendable, CustomStringConvertible {
+  var description: String
+}
+
+/// SIMULATED INTEGRATOR SERVER = REAL HTTP ON LOOPBACK.
+///
+/// The ExchangerTests' fake token server, `Tests/ExchangerTests/Resources/token_server.py`, run
+/// by python3 on 127.0.0.1 (the script is reused, not copied: it is found relative to this
+/// file). It stands in for the integrator's endpoint that calls `alipay.system.oauth.token`; it
+/// talks to no real Alipay. The launcher is a copy of `Tests/ExchangerTests/TokenServer.swift`
+/// (test targets cannot share sources).
+///
+/// The server prints its port, then lives until its stdin closes (when this test process exits
+/// the kernel closes the pipe) or until its own hard timeout, so it never outlives the tests.
+final class IntegratorTokenServer: @unchecked Sendable {
+  /// The access token every successful route answers with (a fixture, never printed).
+  static let token = "SERVER-ACCESS-TOKEN-5f3c9a1e"
+  /// The Alipay user id every successful route answers with.
+  static let userID = "2088000000000001"
+  /// `expires_in` of every successful route, in seconds (15 days).
+  static let expiresIn: TimeInterval = 1_296_000
+
+  /// The script, relative to this file.
+  static let script = URL(fileURLWithPath: #filePath)
+    .deletingLastPathComponent()  // EndToEndTests
+    .deletingLastPathComponent()  // Tests
+    .appendingPathComponent("ExchangerTests/Resources/token_server.py")
+
+  /// Started once, on first use.
+  static let shared: Result<IntegratorTokenServer, IntegratorTokenServerError> = {
+    do {
+      return .success(try IntegratorTokenServer())
+    } catch let error as IntegratorTokenServerError {
+      return .failure(error)
+    } catch {
+      return .failure(IntegratorTokenServerError(description: "token server: \(error)"))
+    }
+  }()
+
+  /// The running server, or a test failure explaining why there is none.
+  static func running() throws -> IntegratorTokenServer {
+    switch shared {
+    case .success(let server): return server
+    case .failure(let error):
+      Issue.record("\(error)")
+      throw error
+    }
+  }
+
+  let port: Int
+  private let process: Process
+  private let input: Pipe
+
+  private init() throws {
+    let script = Self.script
+    guard FileManager.default.fileExists(atPath: script.path) else {
+      throw IntegratorTokenServerError(description: "the server script is missing: \(script.path)")
+    }
+    guard let python = Self.executable(named: "python3") else {
+      throw IntegratorTokenServerError(
+        description: "python3 was not found on PATH: EndToEndTests run a real HTTP server "
+          + "(\(script.lastPathComponent)) with it. Install python3 (CI does).")
+    }
+    let process = Process()
+    process.executableURL = python
+    process.arguments = [script.path]
+    var environment = ProcessInfo.processInfo.environment
+    environment["TOKEN_SERVER_TIMEOUT"] = "600"
+    environment["PYTHONUNBUFFERED"] = "1"
+    process.environment = environment
+    let input = Pipe()
+    let output = Pipe()
+    process.standardInput = input
+    process.standardOutput = output
+    do {
+      try process.run()
+    } catch {
+      throw IntegratorTokenServerError(description: "could not launch \(python.path): \(error)")
+    }
+    var line = Data()
+    let reader = output.fileHandleForReading
+    while !line.contains(UInt8(ascii: "\n")) {
+      let chunk = reader.availableData
+      if chunk.isEmpty { break }
+      line.append(chunk)
+    }
+    let text = String(decoding: line, as: UTF8.self)
+      .trimmingCharacters(in: .whitespacesAndNewlines)
+    guard let port = Int(text), port > 0 else {
+      process.terminate()
+      throw IntegratorTokenServerError(
+        description: "the token server exited without printing its port (output: \(text))")
+    }
+    self.port = port
+    self.process = process
+    self.input = input
+  }
+
+  /// `http://127.0.0.1:<port><path>`.
+  func url(_ path: String) -> URL {
+    URL(string: "http://127.0.0.1:\(port)\(path)")!
+  }
+
+  /// A plain GET to the server (to read what it recorded, or to wait until it holds a request).
+  func get(_ path: String) async throws -> (Int, [String: Any]) {
+    let (data, response) = try await URLSession.shared.data(from: url(path))
+    let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+    let object = try JSONSerialization.jsonObject(with: data) as? [String: Any] ?? [:]
+    return (status, object)
+  }
+
+  private static func executable(named name: String) -> URL? {
+    let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+    for directory in path.split(separator: ":") {
+      let candidate = URL(fileURLWithPath: String(directory)).appendingPathComponent(name)
+      if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+    }
+    return nil
+  }
+}
