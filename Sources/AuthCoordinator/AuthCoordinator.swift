@@ -7,7 +7,7 @@ import SyncPrimitives
 ///
 /// ```swift
 /// let coordinator = AuthCoordinator(
-///   store: try FileTokenStore(url: storeURL),
+///   store: FileTokenStore(url: storeURL),
 ///   authorizer: AlipayAuthorizer(provider: provider, exchanger: exchanger),
 ///   configuration: .init(authorizationTimeout: .seconds(120)))
 ///

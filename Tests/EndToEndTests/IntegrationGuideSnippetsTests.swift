@@ -247,9 +247,7 @@ struct IntegrationGuideSnippetsTests {
     return blocks
   }
 
-  @Test(
-    "`authcoord doctor` runs the Info.plist checks",
-    .disabled("bug: Sources/authcoord/main.swift only prints 'authcoord', exits 0, no doctor"))
+  @Test("`authcoord doctor` runs the Info.plist checks")
   func doctorCommandLineChecksThePlist() throws {
     let here = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
     let fixture = here.appendingPathComponent(
