@@ -21,10 +21,10 @@ import SyncPrimitives
 /// cancellation, deadlines, logout, persistence, errors, bounded memory, injected time) is in
 /// `docs/semantics.md`, each rule with the test that proves it.
 ///
-/// How it is built: a per-key ``AccountStateMachine`` value makes every decision; this actor
+/// How it is built: a per-key `AccountStateMachine` value makes every decision; this actor
 /// carries the decisions out (starts tasks, talks to the store, resumes waiters). Cache hits do
 /// not enter the actor: they read a lock-protected mirror of the valid models. Callers that must
-/// wait are parked outside the actor in the flight's ``WaiterQueue``.
+/// wait are parked outside the actor in the flight's `WaiterQueue`.
 public actor AuthCoordinator {
   private struct FlightRecord {
     let key: AccountKey
@@ -106,7 +106,8 @@ public actor AuthCoordinator {
   /// ```swift
   /// let model = try await coordinator.authModel(for: key)
   /// // The container said NeedRefreshToken = YES for the token it was given:
-  /// let fresh = try await coordinator.authModel(for: key, refresh: .force(rejecting: model.accessToken))
+  /// let fresh = try await coordinator.authModel(
+  ///   for: key, refresh: .force(rejecting: model.accessToken))
   /// ```
   ///
   /// - Parameters:
@@ -134,7 +135,8 @@ public actor AuthCoordinator {
   /// token cached at the time of the call.
   ///
   /// ```swift
-  /// let model = try await coordinator.authModel(for: key, extendParams: ["NeedRefreshToken": "YES"])
+  /// let model = try await coordinator.authModel(
+  ///   for: key, extendParams: ["NeedRefreshToken": "YES"])
   /// ```
   ///
   /// - Parameters:

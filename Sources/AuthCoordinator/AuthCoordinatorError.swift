@@ -20,6 +20,8 @@ public struct AuthCoordinatorError: Error, Hashable, Sendable, CustomStringConve
     /// The code's stable name, such as `timed_out`.
     public var rawValue: String
     /// Creates a code from its stable name.
+    ///
+    /// - Parameter rawValue: The stable name, such as `timed_out`.
     public init(rawValue: String) { self.rawValue = rawValue }
 
     /// The authorization, the exchange, or the caller's own timeout ran out.
@@ -71,9 +73,16 @@ public struct AuthCoordinatorError: Error, Hashable, Sendable, CustomStringConve
   }
 
   /// Equal when the codes are equal.
+  ///
+  /// - Parameters:
+  ///   - lhs: An error.
+  ///   - rhs: Another error.
+  /// - Returns: `true` when the codes are equal; messages and underlying errors are ignored.
   public static func == (lhs: Self, rhs: Self) -> Bool { lhs.code == rhs.code }
 
-  /// Hashes the code.
+  /// Hashes the code only, consistent with `==`.
+  ///
+  /// - Parameter hasher: The hasher to feed.
   public func hash(into hasher: inout Hasher) { hasher.combine(code) }
 
   /// `AuthCoordinatorError(code): message (underlying: ...)`.

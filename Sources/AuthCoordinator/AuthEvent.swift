@@ -45,6 +45,13 @@ public enum AuthEvent: Sendable, Hashable {
 
   /// The store operation that failed.
   public enum StoreOperation: String, Sendable, Hashable {
-    case load, save, remove, removeAll
+    /// Reading the key's model (a cold start).
+    case load
+    /// Writing a new model (persist before resume).
+    case save
+    /// Removing one key's model (a logout or unbind).
+    case remove
+    /// Removing every model (``AccountStatusChange/logoutAll``).
+    case removeAll
   }
 }

@@ -14,7 +14,8 @@ public enum RefreshPolicy: Sendable, Hashable {
   /// when their value is `true`, a non-zero number, or the string `YES`, `true` or `1` in any case.
   ///
   /// ```swift
-  /// let policy = RefreshPolicy(extendParams: ["NeedRefreshToken": "YES"])  // .force(rejecting: nil)
+  /// let policy = RefreshPolicy(extendParams: ["NeedRefreshToken": "YES"])
+  /// // policy == .force(rejecting: nil)
   /// ```
   ///
   /// - Parameters:

@@ -3,9 +3,10 @@ import SyncPrimitives
 
 /// A clock that moves only when a test says so.
 ///
-/// Pass it as ``AuthCoordinator/Configuration/clock`` and its ``dateSource`` as
-/// ``AuthCoordinator/Configuration/now``: deadlines, the loop window, grace periods and token
-/// expiry then all follow ``advance(by:)``, and a test never sleeps.
+/// Pass it as ``/AuthCoordinator/AuthCoordinator/Configuration/clock`` and its
+/// ``dateSource`` as ``/AuthCoordinator/AuthCoordinator/Configuration/now``: deadlines, the
+/// loop window, grace periods and token expiry then all follow ``advance(by:)``, and a test
+/// never sleeps.
 ///
 /// ```swift
 /// let clock = ManualClock()
@@ -39,6 +40,11 @@ public final class ManualClock: Clock, @unchecked Sendable {
     public func duration(to other: Instant) -> Duration { other.offset - offset }
 
     /// Orders instants by offset.
+    ///
+    /// - Parameters:
+    ///   - lhs: An instant.
+    ///   - rhs: Another instant.
+    /// - Returns: `true` when `lhs` comes before `rhs`.
     public static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.offset < rhs.offset }
 
     /// `+12.5 seconds`.
@@ -78,7 +84,7 @@ public final class ManualClock: Clock, @unchecked Sendable {
   /// The wall-clock date matching ``now``.
   public var date: Date { startDate.addingTimeInterval(now.offset.timeInterval) }
 
-  /// A date source tied to this clock, for ``AuthCoordinator/Configuration/now``.
+  /// A date source tied to this clock, for ``/AuthCoordinator/AuthCoordinator/Configuration/now``.
   public var dateSource: @Sendable () -> Date { { [self] in self.date } }
 
   /// How many tasks are sleeping on the clock now.

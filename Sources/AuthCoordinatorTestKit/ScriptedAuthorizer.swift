@@ -1,7 +1,7 @@
 import AuthCoordinator
 import SyncPrimitives
 
-/// An ``Authorizer`` whose every call waits for the test to say what happens next.
+/// An ``/AuthCoordinator/Authorizer`` whose every call waits for the test to say what happens next.
 ///
 /// Each call to ``authorize(_:)`` becomes a ``Call`` that the test receives from ``nextCall()``
 /// and then releases one step at a time: succeed, fail, or enter the exchange phase first.
@@ -26,7 +26,8 @@ public final class ScriptedAuthorizer: Authorizer, @unchecked Sendable {
     case succeed(AuthModel)
     /// Throw this error.
     case fail(any Error)
-    /// Enter ``AuthorizationRequest/exchange(_:)`` and wait for the next step inside it.
+    /// Enter ``/AuthCoordinator/AuthorizationRequest/exchange(_:)`` and wait for the next step
+    /// inside it.
     case beginExchange
   }
 
@@ -100,7 +101,7 @@ public final class ScriptedAuthorizer: Authorizer, @unchecked Sendable {
       }
     }
 
-    /// Waits until the call has entered ``AuthorizationRequest/exchange(_:)``.
+    /// Waits until the call has entered ``/AuthCoordinator/AuthorizationRequest/exchange(_:)``.
     public func waitUntilInExchange() async {
       await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
         let done = state.withLock { state -> Bool in

@@ -10,9 +10,13 @@ public struct AuthMode: RawRepresentable, Hashable, Sendable, Codable,
   public var rawValue: String
 
   /// Creates a mode from its name.
+  ///
+  /// - Parameter rawValue: The mode's wire name.
   public init(rawValue: String) { self.rawValue = rawValue }
 
   /// Creates a mode from a string literal.
+  ///
+  /// - Parameter value: The mode's wire name.
   public init(stringLiteral value: String) { self.rawValue = value }
 
   /// `NBIAuthModePlatformOnly`, the one mode the vendor documents.
