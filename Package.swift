@@ -53,7 +53,8 @@ let package = Package(
     // Coordinator + Alipay bridge + HTTP exchanger together, against a simulated Alipay app and
     // the ExchangerTests' python3 token server on 127.0.0.1 (needs python3 on PATH).
     .testTarget(
-      name: "EndToEndTests", dependencies: ["AuthCoordinator", "AuthCoordinatorTestKit", "authcoord"]),
+      name: "EndToEndTests",
+      dependencies: ["AuthCoordinator", "AuthCoordinatorTestKit", "authcoord"]),
   ],
   swiftLanguageModes: [.v6]
 )

@@ -171,7 +171,9 @@ public actor AuthCoordinator {
     switch change {
     case .logout(let mcUid), .unbind(let mcUid):
       var affected = Set(accounts.keys.filter { $0.mcUid == mcUid })
-      for mode in configuration.accountModes { affected.insert(AccountKey(mcUid: mcUid, mode: mode)) }
+      for mode in configuration.accountModes {
+        affected.insert(AccountKey(mcUid: mcUid, mode: mode))
+      }
       keys = Array(affected)
     case .logoutAll:
       keys = Array(accounts.keys)
@@ -368,7 +370,9 @@ public actor AuthCoordinator {
     }
   }
 
-  private func storeLoaded(_ key: AccountKey, flight id: UInt64, result: Result<AuthModel?, any Error>) {
+  private func storeLoaded(
+    _ key: AccountKey, flight id: UInt64, result: Result<AuthModel?, any Error>
+  ) {
     var loaded: AuthModel?
     switch result {
     case .success(let model):
@@ -391,11 +395,13 @@ public actor AuthCoordinator {
     case .fail(let code):
       counters.update { $0.refreshLoopsStopped += 1 }
       broadcaster.emit(.refreshLoopStopped(key: key))
-      finishFlight(id, with: .failure(AuthCoordinatorError(code, "refresh loop stopped for \(key)")))
+      finishFlight(
+        id, with: .failure(AuthCoordinatorError(code, "refresh loop stopped for \(key)")))
     }
   }
 
-  private func startAuthorization(_ key: AccountKey, flight id: UInt64, reason: AuthorizationReason) {
+  private func startAuthorization(_ key: AccountKey, flight id: UInt64, reason: AuthorizationReason)
+  {
     guard var record = flights[id] else { return }
     let exchangeStarted = LockedState<Duration?>(nil)
     let clock = self.clock
@@ -412,7 +418,8 @@ public actor AuthCoordinator {
       let result: Result<AuthModel, AuthCoordinatorError>
       do {
         let model = try await authorizer.authorize(request)
-        result = model.mcUid == key.mcUid
+        result =
+          model.mcUid == key.mcUid
           ? .success(model)
           : .failure(
             AuthCoordinatorError(
@@ -449,15 +456,18 @@ public actor AuthCoordinator {
     // The authorization deadline no longer applies once the exchange began.
     if phase == .authorization, record.exchangeStarted?.withLock({ $0 }) != nil { return }
     guard accounts[record.key]?.machine.deadlineReached(id) == .stop else { return }
-    let limit = phase == .authorization ? configuration.authorizationTimeout : configuration.exchangeTimeout
+    let limit =
+      phase == .authorization ? configuration.authorizationTimeout : configuration.exchangeTimeout
     counters.update { $0.flightsTimedOut += 1 }
     broadcaster.emit(.flightTimedOut(key: record.key, flight: id, phase: phase))
     stopFlight(
       id,
-      failing: AuthCoordinatorError.timedOut("the \(phase.rawValue) did not finish within \(limit)"))
+      failing: AuthCoordinatorError.timedOut("the \(phase.rawValue) did not finish within \(limit)")
+    )
   }
 
-  private func authorizationFinished(_ id: UInt64, result: Result<AuthModel, AuthCoordinatorError>) {
+  private func authorizationFinished(_ id: UInt64, result: Result<AuthModel, AuthCoordinatorError>)
+  {
     guard let record = flights[id], accounts[record.key] != nil else {
       counters.update { $0.lateResultsDiscarded += 1 }
       return
@@ -565,7 +575,9 @@ public actor AuthCoordinator {
     storeOperations.finished(key, sequence: sequence)
   }
 
-  private func storeFailed(_ key: AccountKey?, _ operation: AuthEvent.StoreOperation, _ error: any Error) {
+  private func storeFailed(
+    _ key: AccountKey?, _ operation: AuthEvent.StoreOperation, _ error: any Error
+  ) {
     reportStoreFailure(key, operation, error)
   }
 
@@ -607,7 +619,8 @@ public actor AuthCoordinator {
   private static func wrap(_ error: any Error) -> AuthCoordinatorError {
     if let error = error as? AuthCoordinatorError { return error }
     if error is CancellationError {
-      return AuthCoordinatorError(.authorizationFailed, "the authorizer was cancelled", underlying: error)
+      return AuthCoordinatorError(
+        .authorizationFailed, "the authorizer was cancelled", underlying: error)
     }
     return AuthCoordinatorError(.authorizationFailed, "the authorizer failed", underlying: error)
   }

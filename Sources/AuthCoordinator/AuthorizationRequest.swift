@@ -35,7 +35,9 @@ public struct AuthorizationRequest: Sendable {
     self.init(key: key, reason: reason, requestID: requestID, exchangeSignal: nil)
   }
 
-  init(key: AccountKey, reason: AuthorizationReason, requestID: String, exchangeSignal: ExchangeSignal?) {
+  init(
+    key: AccountKey, reason: AuthorizationReason, requestID: String, exchangeSignal: ExchangeSignal?
+  ) {
     self.key = key
     self.reason = reason
     self.requestID = requestID

@@ -31,7 +31,9 @@ public enum RefreshPolicy: Sendable, Hashable {
   static func asksForRefresh(_ params: [AnyHashable: Any]?) -> Bool {
     guard let params else { return false }
     for (key, value) in params {
-      guard let name = key.base as? String, refreshKeys.contains(name.lowercased()) else { continue }
+      guard let name = key.base as? String, refreshKeys.contains(name.lowercased()) else {
+        continue
+      }
       if isYes(value) { return true }
     }
     return false

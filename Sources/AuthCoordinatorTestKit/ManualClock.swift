@@ -102,8 +102,10 @@ public final class ManualClock: Clock, @unchecked Sendable {
       return state.nextID
     }
     try await withTaskCancellationHandler {
-      try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-        let (resumeNow, watchers) = state.withLock { state -> (Bool, [CheckedContinuation<Void, Never>]) in
+      try await withCheckedThrowingContinuation {
+        (continuation: CheckedContinuation<Void, any Error>) in
+        let (resumeNow, watchers) = state.withLock {
+          state -> (Bool, [CheckedContinuation<Void, Never>]) in
           if Task.isCancelled || deadline <= state.now { return (true, []) }
           state.sleepers[id] = Sleeper(deadline: deadline, continuation: continuation)
           return (false, Self.takeSatisfiedWatchers(&state))
@@ -154,7 +156,9 @@ public final class ManualClock: Clock, @unchecked Sendable {
     }
   }
 
-  private static func takeSatisfiedWatchers(_ state: inout State) -> [CheckedContinuation<Void, Never>] {
+  private static func takeSatisfiedWatchers(_ state: inout State) -> [CheckedContinuation<
+    Void, Never
+  >] {
     let count = state.sleepers.count
     var ready: [CheckedContinuation<Void, Never>] = []
     state.sleeperWatchers.removeAll { watcher in

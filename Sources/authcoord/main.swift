@@ -14,7 +14,9 @@ let status: Int32
 switch arguments.first {
 case "simulate": status = await SimulateCommand.run(Array(arguments.dropFirst()))
 case "doctor": status = DoctorCommand.run(Array(arguments.dropFirst()))
-case "-h", "--help", "help": print(usage); status = 0
+case "-h", "--help", "help":
+  print(usage)
+  status = 0
 case nil:
   FileHandle.standardError.write(Data("\(usage)\n".utf8))
   status = 2

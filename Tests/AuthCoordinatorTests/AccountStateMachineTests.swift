@@ -34,7 +34,9 @@ import Testing
 
   @Test func coldRequestStartsALoad() {
     var machine = AccountStateMachine(policy: policy)
-    #expect(machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 7) == .start(flight: 7, .load))
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 7) == .start(flight: 7, .load)
+    )
     #expect(machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 8) == .join(flight: 7))
   }
 
@@ -43,7 +45,8 @@ import Testing
     _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 1)
     #expect(machine.loaded(1, model: model("t1"), date: date, now: .zero) == .complete(model("t1")))
     #expect(machine.isIdle)
-    #expect(machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2) == .serve(model("t1")))
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2) == .serve(model("t1")))
   }
 
   @Test func loadOfMissingOrExpiredModelContinuesToAuthorizeInTheSameFlight() {
@@ -54,19 +57,27 @@ import Testing
 
     var expired = AccountStateMachine(policy: policy)
     _ = expired.request(.ifNeeded, date: date, now: .zero, newFlightID: 1)
-    #expect(expired.loaded(1, model: model("t0", expiresIn: 30), date: date, now: .zero) == .authorize(.expired))
+    #expect(
+      expired.loaded(1, model: model("t0", expiresIn: 30), date: date, now: .zero)
+        == .authorize(.expired))
   }
 
   @Test func modelWithinTheLeewayCountsAsExpired() {
     var machine = self.machine(holding: model("t1", expiresIn: 61))
-    #expect(machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2) == .serve(model("t1", expiresIn: 61)))
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+        == .serve(model("t1", expiresIn: 61)))
     let later = date.addingTimeInterval(2)
-    #expect(machine.request(.ifNeeded, date: later, now: .zero, newFlightID: 2) == .start(flight: 2, .authorize(.expired)))
+    #expect(
+      machine.request(.ifNeeded, date: later, now: .zero, newFlightID: 2)
+        == .start(flight: 2, .authorize(.expired)))
   }
 
   @Test func authorizationPersistsThenCompletes() {
     var machine = self.machine(holding: nil)
-    #expect(machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2) == .start(flight: 2, .authorize(.missing)))
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+        == .start(flight: 2, .authorize(.missing)))
     #expect(machine.authorized(2, result: .success(model("t2"))) == .persist(model("t2")))
     #expect(machine.cachedModel == nil, "the model is cached only once persisted")
     #expect(machine.persisted(2) == .complete(model("t2")))
@@ -79,7 +90,9 @@ import Testing
     _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
     #expect(machine.authorized(2, result: .failure(.init(.userCancelled))) == .fail)
     #expect(machine.cache == .empty)
-    #expect(machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 3) == .start(flight: 3, .authorize(.missing)))
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 3)
+        == .start(flight: 3, .authorize(.missing)))
   }
 
   @Test func staleEventsAreDiscarded() {
@@ -101,43 +114,64 @@ import Testing
     #expect(machine.authorized(2, result: .success(model("late"))) == .discard)
     #expect(machine.cachedModel == nil)
     // The next request starts a new flight.
-    #expect(machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 3) == .start(flight: 3, .authorize(.missing)))
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 3)
+        == .start(flight: 3, .authorize(.missing)))
     _ = machine.authorized(3, result: .success(model("t3")))
     #expect(machine.deadlineReached(3) == .ignore, "a persisting flight has no deadline")
   }
 
   @Test func forcedRefreshServesADifferentValidToken() {
     var machine = self.machine(holding: model("t2"))
-    #expect(machine.request(.force(rejecting: "t1"), date: date, now: .zero, newFlightID: 2) == .serve(model("t2")))
+    #expect(
+      machine.request(.force(rejecting: "t1"), date: date, now: .zero, newFlightID: 2)
+        == .serve(model("t2")))
   }
 
   @Test func forcedRefreshOfTheCachedTokenAuthorizes() {
     var machine = self.machine(holding: model("t1"))
-    #expect(machine.request(.force(rejecting: "t1"), date: date, now: .zero, newFlightID: 2) == .start(flight: 2, .authorize(.forcedRefresh)))
+    #expect(
+      machine.request(.force(rejecting: "t1"), date: date, now: .zero, newFlightID: 2)
+        == .start(flight: 2, .authorize(.forcedRefresh)))
     // Others rejecting the same token, or naming none, join.
-    #expect(machine.request(.force(rejecting: "t1"), date: date, now: .zero, newFlightID: 3) == .join(flight: 2))
-    #expect(machine.request(.force(rejecting: nil), date: date, now: .zero, newFlightID: 3) == .join(flight: 2))
+    #expect(
+      machine.request(.force(rejecting: "t1"), date: date, now: .zero, newFlightID: 3)
+        == .join(flight: 2))
+    #expect(
+      machine.request(.force(rejecting: nil), date: date, now: .zero, newFlightID: 3)
+        == .join(flight: 2))
     // Ordinary requests are still served the cached model: only the container rejected it.
-    #expect(machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 3) == .serve(model("t1")))
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 3) == .serve(model("t1")))
   }
 
   @Test func forcedRefreshWithoutATokenRejectsTheCachedOne() {
     var machine = self.machine(holding: model("t1"))
-    #expect(machine.request(.force(rejecting: nil), date: date, now: .zero, newFlightID: 2) == .start(flight: 2, .authorize(.forcedRefresh)))
+    #expect(
+      machine.request(.force(rejecting: nil), date: date, now: .zero, newFlightID: 2)
+        == .start(flight: 2, .authorize(.forcedRefresh)))
   }
 
   @Test func forcedRefreshNeverJoinsALoadThatCanOnlyReturnTheRejectedToken() {
     var machine = AccountStateMachine(policy: policy)
-    #expect(machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 1) == .start(flight: 1, .load))
-    #expect(machine.request(.force(rejecting: "t1"), date: date, now: .zero, newFlightID: 2) == .join(flight: 1))
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 1) == .start(flight: 1, .load)
+    )
+    #expect(
+      machine.request(.force(rejecting: "t1"), date: date, now: .zero, newFlightID: 2)
+        == .join(flight: 1))
     // The store holds the rejected token: the same flight goes on to authorize.
-    #expect(machine.loaded(1, model: model("t1"), date: date, now: .zero) == .authorize(.forcedRefresh))
+    #expect(
+      machine.loaded(1, model: model("t1"), date: date, now: .zero) == .authorize(.forcedRefresh))
   }
 
   @Test func forcedRefreshOnAColdKeyWithoutATokenRejectsTheStoredModel() {
     var machine = AccountStateMachine(policy: policy)
-    #expect(machine.request(.force(rejecting: nil), date: date, now: .zero, newFlightID: 1) == .start(flight: 1, .load))
-    #expect(machine.loaded(1, model: model("t1"), date: date, now: .zero) == .authorize(.forcedRefresh))
+    #expect(
+      machine.request(.force(rejecting: nil), date: date, now: .zero, newFlightID: 1)
+        == .start(flight: 1, .load))
+    #expect(
+      machine.loaded(1, model: model("t1"), date: date, now: .zero) == .authorize(.forcedRefresh))
   }
 
   @Test func loadOfADifferentTokenServesForcedJoiners() {
@@ -150,8 +184,12 @@ import Testing
     var machine = self.machine(holding: nil)
     _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
     _ = machine.authorized(2, result: .success(model("t2")))
-    #expect(machine.request(.force(rejecting: "t2"), date: date, now: .zero, newFlightID: 3) == .retryAfter(flight: 2, rejecting: "t2"))
-    #expect(machine.request(.force(rejecting: "t1"), date: date, now: .zero, newFlightID: 3) == .join(flight: 2))
+    #expect(
+      machine.request(.force(rejecting: "t2"), date: date, now: .zero, newFlightID: 3)
+        == .retryAfter(flight: 2, rejecting: "t2"))
+    #expect(
+      machine.request(.force(rejecting: "t1"), date: date, now: .zero, newFlightID: 3)
+        == .join(flight: 2))
   }
 
   @Test func loopGuardRefusesTheFourthForcedAuthorizationInTheWindow() {
@@ -159,13 +197,19 @@ import Testing
     for round in 1...3 {
       let id = UInt64(round + 1)
       let now = Duration.seconds(round * 10)
-      #expect(machine.request(.force(rejecting: nil), date: date, now: now, newFlightID: id) == .start(flight: id, .authorize(.forcedRefresh)))
+      #expect(
+        machine.request(.force(rejecting: nil), date: date, now: now, newFlightID: id)
+          == .start(flight: id, .authorize(.forcedRefresh)))
       _ = machine.authorized(id, result: .success(model("t\(round)")))
       _ = machine.persisted(id)
     }
-    #expect(machine.request(.force(rejecting: nil), date: date, now: .seconds(40), newFlightID: 9) == .refuse(.refreshLoop))
+    #expect(
+      machine.request(.force(rejecting: nil), date: date, now: .seconds(40), newFlightID: 9)
+        == .refuse(.refreshLoop))
     // The window slides: at 70 s the start at 10 s has left it.
-    #expect(machine.request(.force(rejecting: nil), date: date, now: .seconds(70.5), newFlightID: 9) == .start(flight: 9, .authorize(.forcedRefresh)))
+    #expect(
+      machine.request(.force(rejecting: nil), date: date, now: .seconds(70.5), newFlightID: 9)
+        == .start(flight: 9, .authorize(.forcedRefresh)))
   }
 
   @Test func loopGuardDoesNotCountJoinsOrOrdinaryAuthorizations() {
@@ -188,12 +232,16 @@ import Testing
       _ = machine.authorized(id, result: .failure(.init(.authorizationFailed)))
     }
     // Pretend the key was evicted and reloaded while the history is kept in the same value.
-    var cold = AccountStateMachine(policy: AccountStateMachine.Policy(
-      refreshLeeway: 60, maxForcedAuthorizations: 0, loopWindow: .seconds(60), whenAbandoned: .cancel))
+    var cold = AccountStateMachine(
+      policy: AccountStateMachine.Policy(
+        refreshLeeway: 60, maxForcedAuthorizations: 0, loopWindow: .seconds(60),
+        whenAbandoned: .cancel))
     _ = cold.request(.force(rejecting: "t0"), date: date, now: .zero, newFlightID: 1)
     #expect(cold.loaded(1, model: model("t0"), date: date, now: .zero) == .fail(.refreshLoop))
     #expect(cold.isIdle)
-    #expect(machine.request(.force(rejecting: nil), date: date, now: .zero, newFlightID: 5) == .refuse(.refreshLoop))
+    #expect(
+      machine.request(.force(rejecting: nil), date: date, now: .zero, newFlightID: 5)
+        == .refuse(.refreshLoop))
   }
 
   @Test func lastWaiterLeavingCancelsOrKeepsRunningByPolicy() {
@@ -204,7 +252,9 @@ import Testing
 
     var keep = self.machine(
       holding: nil,
-      policy: .init(refreshLeeway: 60, maxForcedAuthorizations: 3, loopWindow: .seconds(60), whenAbandoned: .finishAndCache))
+      policy: .init(
+        refreshLeeway: 60, maxForcedAuthorizations: 3, loopWindow: .seconds(60),
+        whenAbandoned: .finishAndCache))
     _ = keep.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
     #expect(keep.lastWaiterLeft(2) == .keepRunning)
     #expect(keep.authorized(2, result: .success(model("t2"))) == .persist(model("t2")))
@@ -233,8 +283,10 @@ import Testing
 
 extension AccountStateMachineTests {
   @Test func aForcedRefreshOnAnEmptyColdKeyCountsForTheLoopGuard() {
-    var machine = AccountStateMachine(policy: .init(
-      refreshLeeway: 60, maxForcedAuthorizations: 0, loopWindow: .seconds(60), whenAbandoned: .cancel))
+    var machine = AccountStateMachine(
+      policy: .init(
+        refreshLeeway: 60, maxForcedAuthorizations: 0, loopWindow: .seconds(60),
+        whenAbandoned: .cancel))
     _ = machine.request(.force(rejecting: "x"), date: date, now: .zero, newFlightID: 1)
     #expect(machine.loaded(1, model: nil, date: date, now: .zero) == .fail(.refreshLoop))
 

@@ -86,7 +86,9 @@ import Testing
       expiresAt: Date(timeIntervalSince1970: 0), extraInfo: ["k": "v"])
     var dumped = ""
     dump(model, to: &dumped)
-    for text in [model.description, model.debugDescription, "\(model)", String(reflecting: model), dumped] {
+    for text in [
+      model.description, model.debugDescription, "\(model)", String(reflecting: model), dumped,
+    ] {
       #expect(!text.contains("SECRET"), "\(text)")
       #expect(text.contains("2088000000000001"))
     }
@@ -106,7 +108,9 @@ import Testing
     await expectCancelled(c)
     await eventually { h.stats.flightsInProgress == 0 }
     let s = h.stats
-    #expect(s.flightsStarted == s.flightsSucceeded + s.flightsFailed + s.flightsCancelled + s.flightsTimedOut + s.flightsInProgress)
+    #expect(
+      s.flightsStarted == s.flightsSucceeded + s.flightsFailed + s.flightsCancelled
+        + s.flightsTimedOut + s.flightsInProgress)
     #expect(s.flightsStarted == 3)
   }
 }

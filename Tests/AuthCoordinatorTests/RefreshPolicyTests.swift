@@ -12,11 +12,12 @@ import Testing
     #expect(RefreshPolicy(extendParams: [key: "YES"]) == .force(rejecting: nil))
   }
 
-  @Test(arguments: [
-    (true as any Sendable, true), (false, false), (1, true), (0, false), (2, true), (1.0, true),
-    ("YES", true), ("yes", true), ("Yes", true), ("true", true), ("TRUE", true), ("1", true),
-    ("NO", false), ("false", false), ("0", false), ("", false), ("maybe", false),
-  ] as [(any Sendable, Bool)])
+  @Test(
+    arguments: [
+      (true as any Sendable, true), (false, false), (1, true), (0, false), (2, true), (1.0, true),
+      ("YES", true), ("yes", true), ("Yes", true), ("true", true), ("TRUE", true), ("1", true),
+      ("NO", false), ("false", false), ("0", false), ("", false), ("maybe", false),
+    ] as [(any Sendable, Bool)])
   func valuesThatMeanYes(value: any Sendable, yes: Bool) {
     let policy = RefreshPolicy(extendParams: ["NeedRefreshToken": value])
     #expect(policy == (yes ? .force(rejecting: nil) : .ifNeeded))
@@ -36,7 +37,9 @@ import Testing
 
   #if canImport(ObjectiveC)
     @Test func bridgedNSNumberValues() {
-      #expect(RefreshPolicy(extendParams: ["NeedRefreshToken": NSNumber(value: true)]) == .force(rejecting: nil))
+      #expect(
+        RefreshPolicy(extendParams: ["NeedRefreshToken": NSNumber(value: true)])
+          == .force(rejecting: nil))
       #expect(RefreshPolicy(extendParams: ["NeedRefreshToken": NSNumber(value: 0)]) == .ifNeeded)
     }
   #endif

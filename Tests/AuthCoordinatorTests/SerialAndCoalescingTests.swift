@@ -240,7 +240,9 @@ import Testing
     await h.authorizer.nextCall().succeed(with: makeModel("t1"))
     _ = try await warm.value
     let coordinator = h.coordinator
-    let forced = Task { try await coordinator.authModel(for: u1, extendParams: ["needrefreshtoken": "YES"]) }
+    let forced = Task {
+      try await coordinator.authModel(for: u1, extendParams: ["needrefreshtoken": "YES"])
+    }
     await h.authorizer.nextCall().succeed(with: makeModel("t2"))
     #expect(try await forced.value.accessToken == "t2")
     let plain = try await coordinator.authModel(for: u1, extendParams: ["NeedRefreshToken": false])

@@ -47,7 +47,9 @@ import Testing
     #expect(left.withLock { $0 } == 0, "b still waits")
     #expect(queue.finish(.success(model)) == 1)
     #expect(queue.finish(.retry) == 0, "finishing twice resumes nobody")
-    if case .success(let got) = await queue.wait(b) { #expect(got == model) } else {
+    if case .success(let got) = await queue.wait(b) {
+      #expect(got == model)
+    } else {
       Issue.record("b did not get the outcome")
     }
     #expect(counters.snapshot.waitingCallers == 0)

@@ -46,7 +46,8 @@ struct Simulation {
       options.neverReturn
       ? .neverReturns
       : options.returnWithoutAuthorizing
-        ? .returnsWithoutAuthorizing(after: options.thinkTime) : .authorizes(after: options.thinkTime)
+        ? .returnsWithoutAuthorizing(after: options.thinkTime)
+        : .authorizes(after: options.thinkTime)
     let coordinatorBox = CoordinatorBox()
     let logoutOnBounce: (@Sendable () async -> Void)? =
       options.logoutMidFlight
@@ -67,7 +68,8 @@ struct Simulation {
         URL(string: "https://integrator.example/authorize?state=\(request.requestID)")!
       },
       open: { url in await alipay.open(url) })
-    let router = AlipayCallbackRouter(provider: provider, accountConnect: { _ in }, payment: { _ in })
+    let router = AlipayCallbackRouter(
+      provider: provider, accountConnect: { _ in }, payment: { _ in })
     alipay.connect(router: router, provider: provider)
 
     var configuration = AuthCoordinator.Configuration(
@@ -161,9 +163,11 @@ struct Simulation {
     lines.append("  cache hits ................... \(stats.cacheHits)")
     lines.append("  timeouts ..................... \(stats.flightsTimedOut) flight(s)")
     lines.append(
-      "  abandoned (no callback) ...... \(waves.map { $0.1.count(.abandoned) }.reduce(0, +)) call(s)")
+      "  abandoned (no callback) ...... \(waves.map { $0.1.count(.abandoned) }.reduce(0, +)) call(s)"
+    )
     lines.append(
-      "  signed out mid-flight ........ \(waves.map { $0.1.count(.signedOut) }.reduce(0, +)) call(s)")
+      "  signed out mid-flight ........ \(waves.map { $0.1.count(.signedOut) }.reduce(0, +)) call(s)"
+    )
     lines.append("  loop-guard stops ............. \(stats.refreshLoopsStopped)")
     for (name, tally) in waves { lines.append("  \(name): \(tally.text)") }
     let asExpected = !expectations.contains(false)
