@@ -42,12 +42,25 @@ public actor AuthCoordinator {
     var lastUsed: UInt64
   }
 
-  /// How a request was admitted.
+  /// How a request was admitted. Small on purpose (it is held in the caller's async frame): the
+  /// rare immediate answers travel in a box.
   enum Admission: Sendable {
-    case served(AuthModel)
+    /// Served or refused at once.
+    case answered(Answer)
+    /// Park on the flight's queue with this ticket.
     case wait(WaiterQueue, ticket: Int)
+    /// Park until the flight ends, then ask again rejecting the token.
     case retryAfter(WaiterQueue, ticket: Int, rejecting: String)
-    case failed(AuthCoordinatorError)
+  }
+
+  /// An immediate answer: a model served by the actor, or a refusal.
+  final class Answer: Sendable {
+    let result: Result<AuthModel, AuthCoordinatorError>
+    init(_ result: Result<AuthModel, AuthCoordinatorError>) { self.result = result }
+
+    /// The model, or the error thrown. Out of line, like ``WaiterQueue/result(of:)``.
+    @inline(never)
+    func get() throws -> AuthModel { try result.get() }
   }
 
   nonisolated let configuration: Configuration
@@ -125,7 +138,8 @@ public actor AuthCoordinator {
     timeout: Duration? = nil
   ) async throws -> AuthModel {
     if case .ifNeeded = refresh, let model = hot.hit(key) { return model }
-    return try await authModelSlowPath(key, refresh: refresh, timeout: timeout)
+    guard let timeout else { return try await authModelSlowPath(key, refresh: refresh) }
+    return try await authModelWithTimeout(key, refresh: refresh, timeout: timeout)
   }
 
   /// Returns the login state for `key`, reading the container's `extendParams`.
@@ -226,79 +240,64 @@ public actor AuthCoordinator {
 
   /// A miss: enter the actor, then (usually) park on the flight outside it.
   ///
-  /// Kept lean on purpose: what is live across the park is only the queue, the ticket and the
-  /// retry state, so a parked caller's async frames stay small.
+  /// Kept lean on purpose: only the queue, the ticket and the retry state are live across the
+  /// park, and the result is read synchronously (out of line) after waking, so a parked caller's
+  /// async frames stay small (see docs/benchmarks.md, "Memory per parked caller").
+  @inline(__always)
   nonisolated(nonsending) private func authModelSlowPath(
-    _ key: AccountKey, refresh: RefreshPolicy, timeout: Duration?
+    _ key: AccountKey, refresh: RefreshPolicy
   ) async throws -> AuthModel {
-    if let timeout {
-      return try await authModelWithTimeout(key, refresh: refresh, deadline: clock.now() + timeout)
-    }
     var refresh = refresh
     while true {
-      try Task.checkCancellation()
-      let (queue, ticket, retryRejecting) = try await admitOrServe(key, refresh: refresh)
-      guard let queue else { return try retryRejecting.served() }
-      switch await queue.wait(ticket) {
-      case .success(let model): return model
-      case .failure(let error): throw error
-      case .retry: refresh = .force(rejecting: retryRejecting.token)
+      switch try await admit(key, refresh: refresh) {
+      case .answered(let answer):
+        return try answer.get()
+      case .wait(let queue, let ticket):
+        return try queue.result(of: await queue.park(ticket))
+      case .retryAfter(let queue, let ticket, let rejecting):
+        // Rare: a forced refresh of the token a flight is persisting asks again once it ended.
+        try queue.checkEnded(await queue.park(ticket))
+        refresh = .force(rejecting: rejecting)
       }
     }
   }
 
   /// The same with a caller's own deadline: a timer makes the caller leave its flight.
+  @inline(never)
   nonisolated(nonsending) private func authModelWithTimeout(
-    _ key: AccountKey, refresh: RefreshPolicy, deadline: Duration
+    _ key: AccountKey, refresh: RefreshPolicy, timeout: Duration
   ) async throws -> AuthModel {
     var refresh = refresh
     let clock = self.clock
+    let deadline = clock.now() + timeout
     while true {
-      try Task.checkCancellation()
-      let (queue, ticket, retryRejecting) = try await admitOrServe(key, refresh: refresh)
-      guard let queue else { return try retryRejecting.served() }
+      let queue: WaiterQueue
+      let ticket: Int
+      var rejecting: String?
+      switch try await admit(key, refresh: refresh) {
+      case .answered(let answer): return try answer.get()
+      case .wait(let waitQueue, let waitTicket): (queue, ticket) = (waitQueue, waitTicket)
+      case .retryAfter(let waitQueue, let waitTicket, let token):
+        (queue, ticket, rejecting) = (waitQueue, waitTicket, token)
+      }
       let timer = Task {
         do { try await clock.sleepUntil(deadline) } catch { return }
         queue.leave(ticket, .timedOut)
       }
-      let outcome = await queue.wait(ticket)
+      let wake = await queue.park(ticket)
       timer.cancel()
-      switch outcome {
-      case .success(let model): return model
-      case .failure(let error): throw error
-      case .retry: refresh = .force(rejecting: retryRejecting.token)
-      }
-    }
-  }
-
-  /// What the caller does after admission when it does not wait: it was served or refused.
-  struct Answer: Sendable {
-    var model: AuthModel?
-    var error: AuthCoordinatorError?
-    /// For a caller that waits for a flight to end and then asks again: the rejected token.
-    var token: String?
-
-    func served() throws -> AuthModel {
-      if let model { return model }
-      throw error ?? AuthCoordinatorError(.authorizationFailed, "no answer")
-    }
-  }
-
-  nonisolated(nonsending) private func admitOrServe(
-    _ key: AccountKey, refresh: RefreshPolicy
-  ) async throws -> (WaiterQueue?, Int, Answer) {
-    switch await admit(key, refresh: refresh) {
-    case .served(let model): return (nil, 0, Answer(model: model))
-    case .failed(let error): return (nil, 0, Answer(error: error))
-    case .wait(let queue, let ticket): return (queue, ticket, Answer())
-    case .retryAfter(let queue, let ticket, let rejecting):
-      return (queue, ticket, Answer(token: rejecting))
+      guard let rejecting else { return try queue.result(of: wake) }
+      try queue.checkEnded(wake)
+      refresh = .force(rejecting: rejecting)
     }
   }
 
   // MARK: - Decisions carried out (actor side)
 
-  func admit(_ key: AccountKey, refresh: RefreshPolicy) -> Admission {
+  @inline(never)  // its temporaries would otherwise land in the parked caller's async frame
+  func admit(_ key: AccountKey, refresh: RefreshPolicy) throws -> Admission {
+    // A caller cancelled before it arrives never joins or starts a flight.
+    try Task.checkCancellation()
     let isNew = accounts[key] == nil
     let tick = hot.nextTick()
     let action = accounts[key, default: Account(machine: .init(policy: policy), lastUsed: tick)]
@@ -315,7 +314,7 @@ public actor AuthCoordinator {
     switch action {
     case .serve(let model):
       counters.update { $0.cacheHits += 1 }
-      return .served(model)
+      return .answered(Answer(.success(model)))
 
     case .join(let id):
       guard let record = flights[id], let ticket = record.queue.reserve() else {
@@ -354,11 +353,13 @@ public actor AuthCoordinator {
     case .refuse(let code):
       counters.update { $0.refreshLoopsStopped += 1 }
       broadcaster.emit(.refreshLoopStopped(key: key))
-      return .failed(
-        AuthCoordinatorError(
-          code,
-          "more than \(policy.maxForcedAuthorizations) forced refreshes of \(key) within "
-            + "\(configuration.loopWindow); not bouncing the user to Alipay again"))
+      return .answered(
+        Answer(
+          .failure(
+            AuthCoordinatorError(
+              code,
+              "more than \(policy.maxForcedAuthorizations) forced refreshes of \(key) within "
+                + "\(configuration.loopWindow); not bouncing the user to Alipay again"))))
     }
   }
 
@@ -458,10 +459,9 @@ public actor AuthCoordinator {
     guard accounts[record.key]?.machine.deadlineReached(id) == .stop else { return }
     let limit =
       phase == .authorization ? configuration.authorizationTimeout : configuration.exchangeTimeout
-    counters.update { $0.flightsTimedOut += 1 }
     broadcaster.emit(.flightTimedOut(key: record.key, flight: id, phase: phase))
     stopFlight(
-      id,
+      id, as: .timedOut,
       failing: AuthCoordinatorError.timedOut("the \(phase.rawValue) did not finish within \(limit)")
     )
   }
@@ -506,17 +506,15 @@ public actor AuthCoordinator {
     guard let record = flights[id], record.queue.activeCount == 0,
       accounts[record.key]?.machine.lastWaiterLeft(id) == .stop
     else { return }
-    counters.update { $0.flightsCancelled += 1 }
     broadcaster.emit(.flightCancelled(key: record.key, flight: id, reason: .lastWaiterLeft))
-    stopFlight(id, failing: CancellationError())
+    stopFlight(id, as: .cancelled, failing: CancellationError())
   }
 
   private func signOutInMemory(_ key: AccountKey) {
     hot.set(nil, for: key)
     guard let id = accounts[key]?.machine.signOut() else { return }
-    counters.update { $0.flightsCancelled += 1 }
     broadcaster.emit(.flightCancelled(key: key, flight: id, reason: .signedOut))
-    stopFlight(id, failing: AuthCoordinatorError.signedOut(key))
+    stopFlight(id, as: .cancelled, failing: AuthCoordinatorError.signedOut(key))
   }
 
   // MARK: - Effects
@@ -547,19 +545,32 @@ public actor AuthCoordinator {
     evictIfNeeded()
   }
 
+  /// How a stopped flight is counted.
+  private enum StopKind {
+    case cancelled
+    case timedOut
+  }
+
   /// Ends a flight that will never produce a result (timed out, cancelled, signed out): its work
   /// is cancelled and anything it returns later is discarded.
-  private func stopFlight(_ id: UInt64, failing error: any Error) {
+  private func stopFlight(_ id: UInt64, as kind: StopKind, failing error: any Error) {
     guard let record = flights.removeValue(forKey: id) else { return }
+    // One update, so that every snapshot balances (the authorizer's cancellation handler below
+    // may read the statistics).
+    counters.update {
+      $0.flightsInProgress -= 1
+      switch kind {
+      case .cancelled: $0.flightsCancelled += 1
+      case .timedOut: $0.flightsTimedOut += 1
+      }
+    }
     record.work?.cancel()
     record.timer?.cancel()
     record.queue.finish(.failure(error))
-    if error is AuthCoordinatorError, (error as? AuthCoordinatorError)?.code == .signedOut {
-      record.followers?.finish(.failure(error))
-    } else {
-      record.followers?.finish(.retry)
-    }
-    counters.update { $0.flightsInProgress -= 1 }
+    // Forced refreshes waiting for this flight ask again, unless the account signed out.
+    let signedOut = (error as? AuthCoordinatorError)?.code == .signedOut
+    record.followers?.finish(signedOut ? .failure(error) : .retry)
+    evictIfNeeded()
   }
 
   private func enqueueStoreOperation(

@@ -28,7 +28,10 @@ final class HotCache: @unchecked Sendable {
   }
 
   /// The model for `key` if it is cached and valid now.
-  @inline(__always)
+  ///
+  /// Out of line on purpose: inlined into the async `authModel`, its temporaries (the hasher,
+  /// the entry copy) became part of every caller's async frame, parked callers included.
+  @inline(never)
   func hit(_ key: AccountKey) -> AuthModel? {
     let date = now().timeIntervalSinceReferenceDate
     lock.lock()

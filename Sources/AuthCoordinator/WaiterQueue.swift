@@ -101,14 +101,11 @@ final class WaiterQueue: @unchecked Sendable {
     return ticket
   }
 
-  /// Parks the caller holding `ticket` until the flight ends or the caller leaves.
-  ///
-  /// Runs in the caller's own context (not on the actor). Cancellation of the calling task
-  /// makes it return `.failure(CancellationError())` at once.
+  /// Parks the caller holding `ticket` until the flight ends or the caller leaves, and returns
+  /// what it woke to (for tests; the coordinator parks and reads the result itself).
   nonisolated(nonsending) func wait(_ ticket: Int) async -> Outcome {
     switch await park(ticket) {
     case .finished:
-      // Set once, before any caller is resumed with `.finished`.
       guard let outcome = finalOutcome else {
         preconditionFailure("Internal inconsistency: waiter \(ticket) woke without an outcome")
       }
@@ -118,7 +115,42 @@ final class WaiterQueue: @unchecked Sendable {
     }
   }
 
-  nonisolated(nonsending) private func park(_ ticket: Int) async -> Wake {
+  /// The model a caller that woke with `wake` gets, or the error it throws.
+  ///
+  /// Out of line so that its temporaries stay off the parked caller's async frame.
+  @inline(never)
+  func result(of wake: Wake) throws -> AuthModel {
+    switch wake {
+    case .finished:
+      switch finalOutcome {
+      case .success(let model): return model
+      case .failure(let error): throw error
+      case .retry, nil:
+        preconditionFailure("Internal inconsistency: a flight's waiter woke to \(wake)")
+      }
+    case .cancelled: throw LeaveReason.cancelled.error
+    case .timedOut: throw LeaveReason.timedOut.error
+    }
+  }
+
+  /// For a caller that waited for the flight to end: throws unless it ended (and so the caller
+  /// asks again).
+  @inline(never)
+  func checkEnded(_ wake: Wake) throws {
+    switch wake {
+    case .finished:
+      if case .failure(let error) = finalOutcome { throw error }
+    case .cancelled: throw LeaveReason.cancelled.error
+    case .timedOut: throw LeaveReason.timedOut.error
+    }
+  }
+
+  /// Parks the caller holding `ticket` until the flight ends or the caller leaves.
+  ///
+  /// Runs in the caller's own context (not on the actor). Cancellation of the calling task
+  /// makes it return `.cancelled` at once.
+  @inline(never)
+  nonisolated(nonsending) func park(_ ticket: Int) async -> Wake {
     await withTaskCancellationHandler {
       await withUnsafeContinuation { (continuation: UnsafeContinuation<Wake, Never>) in
         lock.lock()
