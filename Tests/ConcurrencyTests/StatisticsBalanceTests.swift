@@ -14,8 +14,10 @@ extension ConcurrencySuites {
   @Suite struct StatisticsBalanceTests {
     @Test(
       .disabled(
-        "bug: a stopped flight is counted as cancelled/timed out before it leaves "
-          + "flightsInProgress (two counter updates), so a snapshot in between does not balance"))
+        """
+        bug: a stopped flight is counted as cancelled/timed out before it leaves \
+        flightsInProgress (two counter updates), so a snapshot in between does not balance
+        """))
     func flightsBalanceInASnapshotTakenWhileAFlightIsStopped() async throws {
       let coordinatorBox = LockedState<AuthCoordinator?>(nil)
       let snapshots = LockedState<[AuthCoordinator.Statistics]>([])
