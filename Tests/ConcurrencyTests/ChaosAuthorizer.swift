@@ -1,0 +1,241 @@
+import AuthCoordinator
+import AuthCoordinatorTestKit
+import Foundation
+import SyncPrimitives
+
+/// What one call into ``ChaosAuthorizer`` does.
+enum ChaosFault: String, CaseIterable, Sendable, Comparable {
+  /// Returns a model at once.
+  case succeed
+  /// Sleeps on the manual clock for less than the authorization deadline, then returns a model
+  /// (honours cancellation).
+  case succeedLater
+  /// Enters the exchange phase, sleeps there (sometimes past the exchange deadline), then
+  /// returns a model (honours cancellation).
+  case succeedInExchange
+  /// Throws (an arbitrary error or a `userCancelled` coordinator error).
+  case fail
+  /// Suspends until its task is cancelled (by the deadline, a logout or the last waiter leaving).
+  case hang
+  /// Ignores cancellation and answers after its deadline: the result must be discarded.
+  case answerLate
+  /// Returns a model for another user: the coordinator must refuse it.
+  case wrongUser
+
+  static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
+}
+
+/// An ``Authorizer`` that injects faults and checks rule 1 from the inside.
+///
+/// Every model it issues carries a global sequence number (in the token, `tok|<mcUid>|<seq>`,
+/// and in `extraInfo["seq"]`), the key it was issued for (`extraInfo["key"]`), and is numbered in
+/// the order the authorizer returned it.
+///
+/// **The "one authorization in flight per key" invariant it checks.** A call is *in flight* from
+/// the moment it enters ``authorize(_:)`` until it returns or until its task is cancelled,
+/// whichever comes first. The coordinator cancels the task of every flight it stops (deadline,
+/// logout, last waiter gone), and rule 8 says such an abandoned call no longer counts, even if it
+/// ignores the cancellation and keeps running. So when a call enters, no other call for the same
+/// key may be in flight. Registration and deregistration both happen inside the call's
+/// `withTaskCancellationHandler` scope, so a cancellation is always seen before the coordinator
+/// can start the next flight (it cancels synchronously, on the actor, before it admits the next
+/// request).
+///
+/// It also records which models were returned *after* their call was cancelled: those came from
+/// stopped flights and must never reach a caller.
+final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
+  struct Weights: Sendable {
+    var table: [(ChaosFault, Double)] = [
+      (.succeed, 30), (.succeedLater, 20), (.succeedInExchange, 10), (.fail, 12), (.hang, 10),
+      (.answerLate, 12), (.wrongUser, 6),
+    ]
+  }
+
+  struct ChaosError: Error {}
+
+  private final class CallState: @unchecked Sendable {
+    let key: String
+    // Guarded by the authorizer's lock.
+    var registered = false
+    var cancelled = false
+    init(key: String) { self.key = key }
+  }
+
+  private struct State {
+    var nextSeq: UInt64 = 0
+    var callsPerKey: [String: UInt64] = [:]
+    var inFlightPerKey: [String: Int] = [:]
+    var running = 0
+    var faults: [ChaosFault: Int] = [:]
+    var abandoned: Set<UInt64> = []
+    var misdirected: Set<UInt64> = []
+    var overlaps: [String] = []
+    var overlapCount = 0
+    var maxInFlightKeys = 0
+  }
+
+  private let state = LockedState(State())
+  private let seed: UInt64
+  private let clock: ManualClock
+  private let authorizationTimeout: Duration
+  private let exchangeTimeout: Duration
+  private let weights: Weights
+
+  init(
+    seed: UInt64, clock: ManualClock, authorizationTimeout: Duration, exchangeTimeout: Duration,
+    weights: Weights = Weights()
+  ) {
+    self.seed = seed
+    self.clock = clock
+    self.authorizationTimeout = authorizationTimeout
+    self.exchangeTimeout = exchangeTimeout
+    self.weights = weights
+  }
+
+  // MARK: - What the test reads
+
+  /// The highest sequence number issued so far (0: none).
+  var issuedSeq: UInt64 { state.withLock { $0.nextSeq } }
+  /// Calls still running, abandoned ones included.
+  var runningCalls: Int { state.withLock { $0.running } }
+  /// How many calls did what.
+  var faults: [ChaosFault: Int] { state.withLock { $0.faults } }
+  /// Calls made in total.
+  var callCount: Int { state.withLock { $0.faults.values.reduce(0, +) } }
+  /// Rule 1 violations seen (and the first few described).
+  var overlaps: (count: Int, first: [String]) { state.withLock { ($0.overlapCount, $0.overlaps) } }
+  /// The most keys that had an authorization in flight at the same moment.
+  var maxInFlightKeys: Int { state.withLock { $0.maxInFlightKeys } }
+  /// Models returned after their call was cancelled.
+  var abandonedCount: Int { state.withLock { $0.abandoned.count } }
+
+  /// Why a model with this sequence number must never reach a caller, if it must not.
+  func forbiddenReason(_ seq: UInt64) -> String? {
+    state.withLock { state in
+      if state.abandoned.contains(seq) { return "returned after its call was cancelled" }
+      if state.misdirected.contains(seq) { return "issued for another user" }
+      return nil
+    }
+  }
+
+  // MARK: - Authorizer
+
+  func authorize(_ request: AuthorizationRequest) async throws -> AuthModel {
+    let call = CallState(key: request.key.mcUid)
+    return try await withTaskCancellationHandler {
+      let fault = register(call)
+      defer { deregister(call) }
+      return try await run(fault, request)
+    } onCancel: {
+      state.withLock { state in
+        guard !call.cancelled else { return }
+        call.cancelled = true
+        guard call.registered else { return }
+        let left = state.inFlightPerKey[call.key, default: 0] - 1
+        state.inFlightPerKey[call.key] = left == 0 ? nil : left
+      }
+    }
+  }
+
+  private func register(_ call: CallState) -> (ChaosFault, UInt64) {
+    state.withLock { state in
+      call.registered = true
+      state.running += 1
+      let index = state.callsPerKey[call.key, default: 0]
+      state.callsPerKey[call.key] = index + 1
+      let draw = SplitMix64.hash(seed, SplitMix64.hash(string: call.key), index)
+      let fault = pick(draw)
+      state.faults[fault, default: 0] += 1
+      if !call.cancelled {
+        let others = state.inFlightPerKey[call.key, default: 0]
+        if others > 0 {
+          state.overlapCount += 1
+          if state.overlaps.count < 10 {
+            state.overlaps.append("key \(call.key): \(others) other authorization(s) in flight")
+          }
+        }
+        state.inFlightPerKey[call.key] = others + 1
+        state.maxInFlightKeys = max(state.maxInFlightKeys, state.inFlightPerKey.count)
+      }
+      return (fault, draw)
+    }
+  }
+
+  private func deregister(_ call: CallState) {
+    state.withLock { state in
+      state.running -= 1
+      if !call.cancelled {
+        call.cancelled = true  // no longer in flight either way
+        let left = state.inFlightPerKey[call.key, default: 0] - 1
+        state.inFlightPerKey[call.key] = left == 0 ? nil : left
+      }
+    }
+  }
+
+  private func pick(_ draw: UInt64) -> ChaosFault {
+    let total = weights.table.reduce(0) { $0 + $1.1 }
+    var point = Double(draw >> 11) / Double(1 << 53) * total
+    for (fault, weight) in weights.table {
+      if point < weight { return fault }
+      point -= weight
+    }
+    return .succeed
+  }
+
+  private func run(_ choice: (ChaosFault, UInt64), _ request: AuthorizationRequest) async throws
+    -> AuthModel
+  {
+    let (fault, draw) = choice
+    var rng = SplitMix64(seed: draw)
+    let key = request.key
+    switch fault {
+    case .succeed:
+      return issue(for: key, rng: &rng)
+    case .succeedLater:
+      let limit = Int(authorizationTimeout.components.seconds) * 8 / 10
+      try await clock.sleep(for: .seconds(Int.random(in: 1...max(limit, 1), using: &rng)))
+      return issue(for: key, rng: &rng)
+    case .succeedInExchange:
+      try await clock.sleep(for: .seconds(Int.random(in: 0...5, using: &rng)))
+      let limit = Int(exchangeTimeout.components.seconds)
+      let inExchange = Duration.seconds(Int.random(in: 1...(limit * 3 / 2), using: &rng))
+      return try await request.exchange {
+        try await clock.sleep(for: inExchange)
+        return issue(for: key, rng: &rng)
+      }
+    case .fail:
+      if rng.chance(30) { throw AuthCoordinatorError(.userCancelled, "chaos: the user said no") }
+      throw ChaosError()
+    case .hang:
+      try await clock.sleep(for: .seconds(1_000_000_000))
+      throw ChaosError()  // unreachable in practice: only cancellation ends the sleep
+    case .answerLate:
+      // A task of its own, so this call's cancellation does not end the sleep.
+      let extra = Duration.seconds(Int.random(in: 1...60, using: &rng))
+      let wake = clock.now.advanced(by: authorizationTimeout + extra)
+      let clock = self.clock
+      await Task { try? await clock.sleep(until: wake) }.value
+      return issue(for: key, rng: &rng)
+    case .wrongUser:
+      var model = issue(for: key, rng: &rng)
+      model.mcUid = "not-" + key.mcUid
+      state.withLock { _ = $0.misdirected.insert(UInt64(model.extraInfo["seq"]!)!) }
+      return model
+    }
+  }
+
+  /// A new model for `key`, numbered; marked abandoned if the call was already cancelled.
+  private func issue(for key: AccountKey, rng: inout SplitMix64) -> AuthModel {
+    let cancelled = Task.isCancelled
+    let seq = state.withLock { state -> UInt64 in
+      state.nextSeq += 1
+      if cancelled { state.abandoned.insert(state.nextSeq) }
+      return state.nextSeq
+    }
+    let lifetime = Double(Int.random(in: 90...900, using: &rng))
+    let expiresAt: Date? = rng.chance(35) ? nil : clock.date.addingTimeInterval(lifetime)
+    return AuthModel(
+      uid: "2088" + String(seq), accessToken: "tok|\(key.mcUid)|\(seq)", mcUid: key.mcUid,
+      expiresAt: expiresAt, extraInfo: ["seq": String(seq), "key": key.mcUid])
+  }
+}

@@ -1,2 +1,0 @@
-import Testing
-@Test func placeholderConcurrencyTests() { #expect(Bool(true)) }

@@ -1,0 +1,55 @@
+import AuthCoordinator
+import AuthCoordinatorTestKit
+import SyncPrimitives
+import Testing
+
+extension ConcurrencySuites {
+  /// `AuthCoordinator.Statistics` documents that flights balance "at every snapshot". The
+  /// randomized stress samples the statistics mid-run and sees them unbalanced now and then
+  /// (ended + in progress = started + 1): when a flight is stopped (last waiter left, deadline,
+  /// sign-out) the coordinator counts it as cancelled or timed out in one `counters.update` and
+  /// takes it out of `flightsInProgress` in another one, in `stopFlight`, after cancelling the
+  /// authorizer's task. A snapshot taken in between (here: deterministically, from the
+  /// authorizer's cancellation handler, which `stopFlight` runs synchronously) is unbalanced.
+  @Suite struct StatisticsBalanceTests {
+    @Test(
+      .disabled(
+        """
+        bug: a stopped flight is counted as cancelled/timed out before it leaves \
+        flightsInProgress (two counter updates), so a snapshot in between does not balance
+        """))
+    func flightsBalanceInASnapshotTakenWhileAFlightIsStopped() async throws {
+      let coordinatorBox = LockedState<AuthCoordinator?>(nil)
+      let snapshots = LockedState<[AuthCoordinator.Statistics]>([])
+      let entered = LockedState(false)
+      let authorizer = ClosureAuthorizer { _ in
+        try await withTaskCancellationHandler {
+          entered.withLock { $0 = true }
+          let clock = ManualClock()
+          try await clock.sleep(for: .seconds(1))  // never advanced: ends only when cancelled
+          throw CancellationError()
+        } onCancel: {
+          if let coordinator = coordinatorBox.withLock({ $0 }) {
+            snapshots.withLock { $0.append(coordinator.statistics) }
+          }
+        }
+      }
+      let clock = ManualClock()
+      var configuration = AuthCoordinator.Configuration()
+      configuration.clock = clock
+      configuration.now = clock.dateSource
+      let coordinator = AuthCoordinator(authorizer: authorizer, configuration: configuration)
+      coordinatorBox.withLock { $0 = coordinator }
+
+      let caller = Task { try await coordinator.authModel(for: AccountKey(mcUid: "u1")) }
+      await eventually("the authorizer was called") { entered.withLock { $0 } }
+      caller.cancel()
+      _ = try? await caller.value
+      await eventually("the flight was cancelled") { coordinator.statistics.flightsCancelled == 1 }
+
+      #expect(flightsBalance(coordinator.statistics), "balanced once the flight is stopped")
+      let seen = try #require(snapshots.withLock { $0.first })
+      #expect(flightsBalance(seen), "snapshot taken while the flight was being stopped: \(seen)")
+    }
+  }
+}

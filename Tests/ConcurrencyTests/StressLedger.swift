@@ -1,0 +1,198 @@
+import AuthCoordinator
+import SyncPrimitives
+
+/// One request the stress driver made, with what was known just before it started.
+struct StressCall: Sendable {
+  let id: Int
+  let key: AccountKey
+  let refresh: RefreshPolicy
+  let timeout: Duration?
+  /// ``RecordingStore/removalMark(for:)`` when the call started.
+  let removalMark: Int
+  /// The highest model sequence number issued before a logout of this key began, for the
+  /// logouts that had returned when the call started.
+  let logoutBarrier: UInt64
+}
+
+/// The lock-protected log of a stress run: every call's end, counted, and every invariant
+/// violation, described.
+///
+/// The checks that need only the call's own result run in ``finish(_:_:store:authorizer:)``,
+/// as each call ends; the driver checks the rest (hangs, statistics) at the end of the run.
+final class StressLedger: @unchecked Sendable {
+  /// The coordinator errors a stress call may legitimately end with.
+  static let allowedCodes: Set<AuthCoordinatorError.Code> = [
+    .timedOut, .signedOut, .refreshLoop, .authorizationFailed, .userCancelled,
+  ]
+
+  private struct State {
+    var ends: [UInt8] = []
+    var cancelledByDriver: [Bool] = []
+    var calls: [StressCall?] = []
+    var finished = 0
+    var logoutsStarted = 0
+    var logoutsFinished = 0
+    var barrier: [String: UInt64] = [:]
+    var barrierAll: UInt64 = 0
+    var lastToken: [String: String] = [:]
+    var outcomes: [String: Int] = [:]
+    var violations: [String] = []
+    var violationCount = 0
+  }
+
+  private let state = LockedState(State())
+
+  init(expectedCalls: Int) {
+    state.withLock {
+      $0.ends.reserveCapacity(expectedCalls)
+      $0.cancelledByDriver.reserveCapacity(expectedCalls)
+      $0.calls.reserveCapacity(expectedCalls)
+    }
+  }
+
+  // MARK: - Driver side
+
+  /// Registers a new call and returns its description, snapshots included.
+  func begin(
+    key: AccountKey, refresh: RefreshPolicy, timeout: Duration?, store: RecordingStore
+  ) -> StressCall {
+    // The removal mark is read before the barrier is: both only grow, and either may be older
+    // than the call's start, never newer, so neither check can raise a false alarm.
+    let removalMark = store.removalMark(for: key.mcUid)
+    return state.withLock { state in
+      let call = StressCall(
+        id: state.ends.count, key: key, refresh: refresh, timeout: timeout,
+        removalMark: removalMark,
+        logoutBarrier: max(state.barrier[key.mcUid] ?? 0, state.barrierAll))
+      state.ends.append(0)
+      state.cancelledByDriver.append(false)
+      state.calls.append(call)
+      return call
+    }
+  }
+
+  /// Notes that the driver is about to cancel call `id`'s task.
+  func markCancelled(_ id: Int) { state.withLock { $0.cancelledByDriver[id] = true } }
+
+  /// The last token served for `mcUid`, to reject in a named forced refresh.
+  func lastToken(_ mcUid: String) -> String? { state.withLock { $0.lastToken[mcUid] } }
+
+  func logoutBegan() { state.withLock { $0.logoutsStarted += 1 } }
+
+  /// A logout returned; `issuedBefore` is the highest sequence number issued before it began.
+  func logoutReturned(_ mcUid: String?, issuedBefore: UInt64) {
+    state.withLock { state in
+      state.logoutsFinished += 1
+      if let mcUid {
+        state.barrier[mcUid] = max(state.barrier[mcUid] ?? 0, issuedBefore)
+      } else {
+        state.barrierAll = max(state.barrierAll, issuedBefore)
+      }
+    }
+  }
+
+  // MARK: - Call side
+
+  /// Records the end of `call` and checks what can be checked from its result alone.
+  func finish(
+    _ call: StressCall, _ result: Result<AuthModel, any Error>, store: RecordingStore,
+    authorizer: ChaosAuthorizer
+  ) {
+    var problems: [String] = []
+    let outcome: String
+    var servedToken: String?
+    let mcUid = call.key.mcUid
+    switch result {
+    case .success(let model):
+      outcome = "served"
+      servedToken = model.accessToken
+      let parts = model.accessToken.split(separator: "|")
+      guard model.mcUid == mcUid, model.extraInfo["key"] == mcUid, parts.count == 3,
+        parts[1] == mcUid, let seq = UInt64(parts[2])
+      else {
+        problems.append("call \(call.id) for \(mcUid) got a model of \(model.mcUid)")
+        break
+      }
+      if let reason = authorizer.forbiddenReason(seq) {
+        problems.append("call \(call.id) for \(mcUid) got model #\(seq), \(reason)")
+      }
+      if seq <= call.logoutBarrier {
+        problems.append(
+          "call \(call.id) for \(mcUid) got model #\(seq), issued before a logout that had "
+            + "returned when the call started (barrier #\(call.logoutBarrier))")
+      }
+      if let saved = store.saveIndex(of: seq) {
+        if saved <= call.removalMark {
+          problems.append(
+            "call \(call.id) for \(mcUid) got model #\(seq), saved (store op \(saved)) before "
+              + "a removal (store op \(call.removalMark)) that ran before the call started")
+        }
+      } else {
+        problems.append("call \(call.id) for \(mcUid) got model #\(seq) before it was saved")
+      }
+      if case .force(let rejected?) = call.refresh, rejected == model.accessToken {
+        problems.append("forced refresh \(call.id) for \(mcUid) got back the token it rejected")
+      }
+    case .failure(let error as AuthCoordinatorError):
+      outcome = error.code.rawValue
+      if !Self.allowedCodes.contains(error.code) {
+        problems.append("call \(call.id) for \(mcUid) failed with unexpected \(error)")
+      }
+    case .failure(let error) where error is CancellationError:
+      outcome = "cancelled"
+    case .failure(let error):
+      outcome = "other error"
+      problems.append("call \(call.id) for \(mcUid) failed with unexpected \(type(of: error))")
+    }
+    state.withLock { state in
+      state.ends[call.id] &+= 1
+      state.finished += 1
+      if state.ends[call.id] > 1 {
+        problems.append("call \(call.id) for \(mcUid) ended \(state.ends[call.id]) times")
+      }
+      if outcome == "cancelled", !state.cancelledByDriver[call.id] {
+        problems.append("call \(call.id) for \(mcUid) got a CancellationError it never asked for")
+      }
+      if let servedToken { state.lastToken[mcUid] = servedToken }
+      state.calls[call.id] = nil
+      state.outcomes[outcome, default: 0] += 1
+      Self.note(problems, in: &state)
+    }
+  }
+
+  /// Records a violation found outside a call (statistics, hangs).
+  func violation(_ message: String) { state.withLock { Self.note([message], in: &$0) } }
+
+  private static func note(_ problems: [String], in state: inout State) {
+    state.violationCount += problems.count
+    for problem in problems where state.violations.count < 20 { state.violations.append(problem) }
+  }
+
+  // MARK: - Reading
+
+  var started: Int { state.withLock { $0.ends.count } }
+  var finished: Int { state.withLock { $0.finished } }
+  var outstanding: Int {
+    state.withLock { $0.ends.count - $0.finished + $0.logoutsStarted - $0.logoutsFinished }
+  }
+  var logouts: (started: Int, finished: Int) {
+    state.withLock { ($0.logoutsStarted, $0.logoutsFinished) }
+  }
+  var outcomes: [String: Int] { state.withLock { $0.outcomes } }
+  var violations: (count: Int, first: [String]) {
+    state.withLock { ($0.violationCount, $0.violations) }
+  }
+  var cancellationsIssued: Int { state.withLock { $0.cancelledByDriver.count { $0 } } }
+
+  /// The calls that have not ended, first few.
+  func unfinished(limit: Int) -> [StressCall] {
+    state.withLock { state in
+      var found: [StressCall] = []
+      for case let call? in state.calls where state.ends[call.id] == 0 {
+        found.append(call)
+        if found.count == limit { break }
+      }
+      return found
+    }
+  }
+}

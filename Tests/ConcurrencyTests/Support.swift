@@ -1,0 +1,49 @@
+import AuthCoordinator
+import AuthCoordinatorTestKit
+import Foundation
+import Testing
+
+/// The concurrency suites run one at a time: they load the machine, and the fan-in test times
+/// itself.
+@Suite(.serialized) enum ConcurrencySuites {}
+
+/// A positive integer from the environment, or `fallback`.
+func environmentInt(_ name: String, _ fallback: Int) -> Int {
+  guard let text = ProcessInfo.processInfo.environment[name], let value = Int(text), value > 0
+  else { return fallback }
+  return value
+}
+
+/// Yields until `condition` holds, up to `limit` yields (never sleeps). Returns whether it held.
+@discardableResult
+func eventually(
+  limit: Int = 20_000_000, _ what: String, sourceLocation: SourceLocation = #_sourceLocation,
+  _ condition: () -> Bool
+) async -> Bool {
+  for _ in 0..<limit {
+    if condition() { return true }
+    await Task.yield()
+  }
+  Issue.record("never happened: \(what)", sourceLocation: sourceLocation)
+  return false
+}
+
+/// Checks the documented balance of the flight counters.
+func flightsBalance(_ stats: AuthCoordinator.Statistics) -> Bool {
+  stats.flightsStarted
+    == stats.flightsSucceeded + stats.flightsFailed + stats.flightsCancelled
+    + stats.flightsTimedOut + stats.flightsInProgress
+}
+
+/// A model whose token names its key and a number.
+func scaleModel(_ mcUid: String, _ number: Int, expiresAt: Date? = nil) -> AuthModel {
+  AuthModel(
+    uid: "2088" + String(number), accessToken: "tok|\(mcUid)|\(number)", mcUid: mcUid,
+    expiresAt: expiresAt)
+}
+
+/// Seconds elapsed since `start` on the continuous clock, for printing.
+func secondsSince(_ start: ContinuousClock.Instant) -> Double {
+  let elapsed = start.duration(to: .now)
+  return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+}
