@@ -283,8 +283,10 @@ final class StressDriver {
     let stats = coordinator.statistics
     report.statisticsSamples += 1
     if !flightsBalance(stats) {
+      // Every snapshot balances: flight counters change together in one update.
       report.transientImbalances += 1
       if report.firstImbalance == nil { report.firstImbalance = stats }
+      ledger.violation("flights do not balance mid-run: \(stats)")
     }
     if stats.flightsInProgress < 0 || stats.waitingCallers < 0 {
       ledger.violation("negative counters mid-run: \(stats)")
