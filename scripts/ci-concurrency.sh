@@ -14,7 +14,7 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
-scratch="${SCRATCH_PATH:-/tmp/build-stress-tsan}"
+scratch="${SCRATCH_PATH:-$root/.build/tsan}"
 export STRESS_OPS="${STRESS_OPS:-50000}"
 export FANIN_CALLERS="${FANIN_CALLERS:-50000}"
 tsan_options="halt_on_error=1 second_deadlock_stack=1"
