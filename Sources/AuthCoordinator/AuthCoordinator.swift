@@ -68,8 +68,8 @@ public actor AuthCoordinator {
   nonisolated private let counters = CoordinatorCounters()
   nonisolated private let broadcaster = EventBroadcaster<AuthEvent>(bufferSize: 1024)
   nonisolated private let clock: CoordinatorClock
-  private let store: any TokenStore
-  private let authorizer: any Authorizer
+  nonisolated private let store: any TokenStore
+  nonisolated private let authorizer: any Authorizer
   private let onAccountStatusChange: (@Sendable (AccountStatusChange) async -> Void)?
   private let policy: AccountStateMachine.Policy
 
@@ -196,28 +196,26 @@ public actor AuthCoordinator {
     if case .logoutAll = change { hot.removeAll() }
     broadcaster.emit(.accountStatusChanged(change))
 
-    // Removals are ordered after every store operation already issued for these keys (a save of
-    // a flight that just finished), and before any issued later.
-    var removals: [Task<Void, Never>] = []
+    // Removals are ordered after every store operation already issued for these keys (a save
+    // of a flight that just finished), and before any issued later. The turns are reserved
+    // before the first suspension.
     switch change {
     case .logoutAll:
-      removals.append(
-        storeOperations.enqueueBarrier { [store, weak self] in
-          do { try await store.removeAll() } catch {
-            await self?.storeFailed(nil, .removeAll, error)
-          }
-        })
+      let turn = storeOperations.reserveBarrier()
+      await turn.waitForTurn()
+      do { try await store.removeAll() } catch { reportStoreFailure(nil, .removeAll, error) }
+      turn.done.open()
     case .logout, .unbind:
-      for key in keys {
-        removals.append(
-          enqueueStoreOperation(key) { [store, weak self] in
-            do { try await store.removeModel(for: key) } catch {
-              await self?.storeFailed(key, .remove, error)
-            }
-          })
+      let turns = keys.map { ($0, storeOperations.reserve($0)) }
+      for (key, turn) in turns {
+        await turn.waitForTurn()
+        do { try await store.removeModel(for: key) } catch {
+          reportStoreFailure(key, .remove, error)
+        }
+        turn.done.open()
       }
+      for key in keys where accounts[key] == nil { storeOperations.forget(key) }
     }
-    for removal in removals { await removal.value }
     await onAccountStatusChange?(change)
   }
 
@@ -335,9 +333,12 @@ public actor AuthCoordinator {
         $0.flightsInProgress += 1
       }
       broadcaster.emit(.flightStarted(key: key, flight: id))
+      let first: FlightStep
       switch step {
-      case .load: startLoad(key, flight: id)
-      case .authorize(let reason): startAuthorization(key, flight: id, reason: reason)
+      case .load: first = .load(storeOperations.reserve(key))
+      case .authorize(let reason): first = beginAuthorization(key, flight: id, reason: reason)
+      }
+      flights[id]?.work = Task { [weak self] in await self?.runFlight(key, flight: id, first: first)
       }
       return .wait(queue, ticket: ticket)
 
@@ -363,17 +364,58 @@ public actor AuthCoordinator {
     }
   }
 
-  private func startLoad(_ key: AccountKey, flight id: UInt64) {
-    _ = enqueueStoreOperation(key) { [store, weak self] in
-      let result: Result<AuthModel?, any Error>
-      do { result = .success(try await store.model(for: key)) } catch { result = .failure(error) }
-      await self?.storeLoaded(key, flight: id, result: result)
+  /// The next effect of a flight: decided on the actor, carried out by the flight's task.
+  enum FlightStep: Sendable {
+    /// Read the store (cold start), in the key's store order.
+    case load(StoreTurn)
+    /// Call the authorizer.
+    case authorize(AuthorizationRequest)
+    /// Write the new model, in the key's store order, before the waiters resume.
+    case persist(AuthModel, StoreTurn)
+  }
+
+  /// The flight's one task: carries out each step and asks the actor for the next. A step's
+  /// report names the flight, so a flight that was stopped meanwhile gets no next step and
+  /// whatever it produced is discarded.
+  nonisolated private func runFlight(_ key: AccountKey, flight id: UInt64, first: FlightStep) async
+  {
+    var next: FlightStep? = first
+    while let step = next {
+      switch step {
+      case .load(let turn):
+        await turn.waitForTurn()
+        let result: Result<AuthModel?, any Error>
+        do { result = .success(try await store.model(for: key)) } catch { result = .failure(error) }
+        turn.done.open()
+        next = await storeLoaded(key, flight: id, result: result)
+      case .authorize(let request):
+        let result: Result<AuthModel, AuthCoordinatorError>
+        do {
+          let model = try await authorizer.authorize(request)
+          result =
+            model.mcUid == key.mcUid
+            ? .success(model)
+            : .failure(
+              AuthCoordinatorError(
+                .authorizationFailed, "the authorizer returned a model for another user"))
+        } catch {
+          result = .failure(Self.wrap(error))
+        }
+        next = await authorizationFinished(id, result: result)
+      case .persist(let model, let turn):
+        await turn.waitForTurn()
+        var failure: (any Error)?
+        do { try await store.save(model, for: key) } catch { failure = error }
+        turn.done.open()
+        await persisted(id, key: key, saveFailure: failure)
+        next = nil
+      }
     }
   }
 
   private func storeLoaded(
     _ key: AccountKey, flight id: UInt64, result: Result<AuthModel?, any Error>
-  ) {
+  ) -> FlightStep? {
     var loaded: AuthModel?
     switch result {
     case .success(let model):
@@ -382,28 +424,31 @@ public actor AuthCoordinator {
     case .failure(let error):
       reportStoreFailure(key, .load, error)
     }
-    guard accounts[key] != nil else { return }
+    guard accounts[key] != nil else { return nil }
     let action = accounts[key]!.machine.loaded(
       id, model: loaded, date: configuration.now(), now: clock.now())
     syncHotCache(key)
     switch action {
     case .discard:
-      break
+      return nil
     case .complete(let model):
       finishFlight(id, with: .success(model))
+      return nil
     case .authorize(let reason):
-      startAuthorization(key, flight: id, reason: reason)
+      return beginAuthorization(key, flight: id, reason: reason)
     case .fail(let code):
       counters.update { $0.refreshLoopsStopped += 1 }
       broadcaster.emit(.refreshLoopStopped(key: key))
       finishFlight(
         id, with: .failure(AuthCoordinatorError(code, "refresh loop stopped for \(key)")))
+      return nil
     }
   }
 
-  private func startAuthorization(_ key: AccountKey, flight id: UInt64, reason: AuthorizationReason)
-  {
-    guard var record = flights[id] else { return }
+  /// Prepares the authorizer call of flight `id`: its request, its deadline, its counters.
+  private func beginAuthorization(
+    _ key: AccountKey, flight id: UInt64, reason: AuthorizationReason
+  ) -> FlightStep {
     let exchangeStarted = LockedState<Duration?>(nil)
     let clock = self.clock
     let signal = ExchangeSignal { [weak self] in
@@ -413,27 +458,11 @@ public actor AuthCoordinator {
     }
     let request = AuthorizationRequest(
       key: key, reason: reason, requestID: UUID().uuidString, exchangeSignal: signal)
-    let authorizer = self.authorizer
-    record.exchangeStarted = exchangeStarted
-    record.work = Task { [weak self] in
-      let result: Result<AuthModel, AuthCoordinatorError>
-      do {
-        let model = try await authorizer.authorize(request)
-        result =
-          model.mcUid == key.mcUid
-          ? .success(model)
-          : .failure(
-            AuthCoordinatorError(
-              .authorizationFailed, "the authorizer returned a model for another user"))
-      } catch {
-        result = .failure(Self.wrap(error))
-      }
-      await self?.authorizationFinished(id, result: result)
-    }
-    flights[id] = record
+    flights[id]?.exchangeStarted = exchangeStarted
     counters.update { $0.authorizationsStarted += 1 }
     broadcaster.emit(.authorizationStarted(key: key, flight: id, reason: reason))
     armDeadline(id, at: clock.now() + configuration.authorizationTimeout, phase: .authorization)
+    return .authorize(request)
   }
 
   private func armDeadline(_ id: UInt64, at deadline: Duration, phase: AuthEvent.FlightPhase) {
@@ -466,32 +495,31 @@ public actor AuthCoordinator {
     )
   }
 
-  private func authorizationFinished(_ id: UInt64, result: Result<AuthModel, AuthCoordinatorError>)
-  {
+  private func authorizationFinished(
+    _ id: UInt64, result: Result<AuthModel, AuthCoordinatorError>
+  ) -> FlightStep? {
     guard let record = flights[id], accounts[record.key] != nil else {
       counters.update { $0.lateResultsDiscarded += 1 }
-      return
+      return nil
     }
     let key = record.key
     switch accounts[key]!.machine.authorized(id, result: result) {
     case .discard:
       counters.update { $0.lateResultsDiscarded += 1 }
       broadcaster.emit(.lateResultDiscarded(key: key, flight: id))
+      return nil
     case .persist(let model):
       record.timer?.cancel()
-      _ = enqueueStoreOperation(key) { [store, weak self] in
-        do { try await store.save(model, for: key) } catch {
-          await self?.storeFailed(key, .save, error)
-        }
-        await self?.persisted(id)
-      }
+      return .persist(model, storeOperations.reserve(key))
     case .fail:
-      guard case .failure(let error) = result else { return }
+      guard case .failure(let error) = result else { return nil }
       finishFlight(id, with: .failure(error))
+      return nil
     }
   }
 
-  private func persisted(_ id: UInt64) {
+  private func persisted(_ id: UInt64, key: AccountKey, saveFailure: (any Error)?) {
+    if let saveFailure { reportStoreFailure(key, .save, saveFailure) }
     guard let record = flights[id], accounts[record.key] != nil else { return }
     switch accounts[record.key]!.machine.persisted(id) {
     case .discard:
@@ -573,25 +601,6 @@ public actor AuthCoordinator {
     evictIfNeeded()
   }
 
-  private func enqueueStoreOperation(
-    _ key: AccountKey, _ operation: @escaping @Sendable () async -> Void
-  ) -> Task<Void, Never> {
-    storeOperations.enqueue(key) { [weak self] sequence in
-      await operation()
-      await self?.storeOperationFinished(key, sequence: sequence)
-    }
-  }
-
-  private func storeOperationFinished(_ key: AccountKey, sequence: UInt64) {
-    storeOperations.finished(key, sequence: sequence)
-  }
-
-  private func storeFailed(
-    _ key: AccountKey?, _ operation: AuthEvent.StoreOperation, _ error: any Error
-  ) {
-    reportStoreFailure(key, operation, error)
-  }
-
   private func reportStoreFailure(
     _ key: AccountKey?, _ operation: AuthEvent.StoreOperation, _ error: any Error
   ) {
@@ -619,6 +628,7 @@ public actor AuthCoordinator {
     for candidate in candidates.prefix(count) {
       accounts.removeValue(forKey: candidate.key)
       hot.set(nil, for: candidate.key)
+      storeOperations.forget(candidate.key)
       broadcaster.emit(.evicted(key: candidate.key))
     }
     counters.update {

@@ -1,55 +1,80 @@
-/// Runs store operations for one key in the order the actor issued them.
+import SyncPrimitives
+
+/// Orders store operations per key in the order the actor issued them.
 ///
-/// The coordinator never awaits the store while holding a decision open: it enqueues the
-/// operation here and handles the result as a new event. Ordering per key is what makes a logout
-/// final: a save issued before the logout runs before its removal, and a load issued after it runs
-/// after. `removeAll` is a barrier that waits for every earlier operation and precedes every later
-/// one.
+/// The actor reserves an operation's place synchronously (before any suspension) and gets back
+/// what the operation must wait for and a latch to open when it is done; the flight's own task,
+/// or the logout, then carries the operation out. Ordering per key is what makes a logout final:
+/// a save issued before the logout completes before its removal starts, and a load issued after
+/// it starts after the removal completed. A `removeAll` is a barrier after every earlier
+/// operation and before every later one.
 struct StoreSequencer {
-  private var tails: [AccountKey: (sequence: UInt64, task: Task<Void, Never>)] = [:]
-  private var barrier: Task<Void, Never>?
-  private var sequence: UInt64 = 0
+  private var tails: [AccountKey: StoreOperationLatch] = [:]
+  private var barrier: StoreOperationLatch?
 
-  /// Enqueues `operation` for `key`.
-  ///
-  /// - Parameter operation: The work; it receives its sequence number, to pass to
-  ///   ``finished(_:sequence:)`` when done.
-  /// - Returns: The task running it.
-  mutating func enqueue(
-    _ key: AccountKey, _ operation: @escaping @Sendable (_ sequence: UInt64) async -> Void
-  ) -> Task<Void, Never> {
-    sequence += 1
-    let current = sequence
-    let previous = tails[key]?.task
-    let barrier = self.barrier
-    let task = Task {
-      await barrier?.value
-      await previous?.value
-      await operation(current)
-    }
-    tails[key] = (current, task)
-    return task
+  /// Reserves the next operation for `key`.
+  mutating func reserve(_ key: AccountKey) -> StoreTurn {
+    if barrier?.isOpen == true { barrier = nil }
+    let previous = tails[key].flatMap { $0.isOpen ? nil : $0 }
+    let latch = StoreOperationLatch()
+    tails[key] = latch
+    return StoreTurn(after: [previous, barrier].compactMap { $0 }, done: latch)
   }
 
-  /// Enqueues `operation` after every operation issued so far, and before every later one.
-  mutating func enqueueBarrier(_ operation: @escaping @Sendable () async -> Void) -> Task<
-    Void, Never
-  > {
-    let previous = tails.values.map(\.task) + (barrier.map { [$0] } ?? [])
-    let task = Task {
-      for earlier in previous { await earlier.value }
-      await operation()
-    }
+  /// Reserves an operation after every operation issued so far and before every later one.
+  mutating func reserveBarrier() -> StoreTurn {
+    var after = tails.values.filter { !$0.isOpen }
+    if let barrier, !barrier.isOpen { after.append(barrier) }
+    let latch = StoreOperationLatch()
     tails.removeAll()
-    barrier = task
-    return task
+    barrier = latch
+    return StoreTurn(after: after, done: latch)
   }
 
-  /// Forgets a finished operation so idle keys cost no memory here.
-  mutating func finished(_ key: AccountKey, sequence: UInt64) {
-    if tails[key]?.sequence == sequence { tails.removeValue(forKey: key) }
+  /// Forgets `key`'s finished operations, so that idle and evicted keys cost nothing here.
+  mutating func forget(_ key: AccountKey) {
+    if tails[key]?.isOpen == true { tails.removeValue(forKey: key) }
   }
 
-  /// The number of keys with an operation not yet forgotten.
-  var pendingKeys: Int { tails.count }
+  /// The number of keys with a remembered operation.
+  var rememberedKeys: Int { tails.count }
+}
+
+/// One store operation's place in line: wait for `after`, do the operation, open `done`.
+struct StoreTurn: Sendable {
+  let after: [StoreOperationLatch]
+  let done: StoreOperationLatch
+
+  /// Waits until every earlier operation finished.
+  func waitForTurn() async {
+    for latch in after { await latch.wait() }
+  }
+}
+
+/// Opens once, when a store operation finished; later operations wait for it.
+final class StoreOperationLatch: Sendable {
+  private let state = LockedState<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>(
+    (false, []))
+
+  var isOpen: Bool { state.withLock { $0.open } }
+
+  func wait() async {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+      let open = state.withLock { state -> Bool in
+        if state.open { return true }
+        state.waiters.append(continuation)
+        return false
+      }
+      if open { continuation.resume() }
+    }
+  }
+
+  func open() {
+    let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+      state.open = true
+      defer { state.waiters.removeAll() }
+      return state.waiters
+    }
+    for waiter in waiters { waiter.resume() }
+  }
 }

@@ -40,6 +40,10 @@ extension ConcurrencySuites {
       caller.cancel()
       _ = try? await caller.value
       await eventually("the flight was cancelled") { coordinator.statistics.flightsCancelled == 1 }
+      // The counters change before the authorizer is cancelled: wait for its handler's snapshot.
+      await eventually("the authorizer saw its cancellation") {
+        snapshots.withLock { !$0.isEmpty }
+      }
 
       #expect(flightsBalance(coordinator.statistics), "balanced once the flight is stopped")
       let seen = try #require(snapshots.withLock { $0.first })
