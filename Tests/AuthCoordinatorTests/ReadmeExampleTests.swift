@@ -21,12 +21,16 @@ import Testing
     let currentUser = (id: "u1", name: "reader")
 
     // --- from README.md ---
+    // `applicationSupport`, `myBackend` and `currentUser` are your own.
     let coordinator = AuthCoordinator(
       store: FileTokenStore(url: applicationSupport.appendingPathComponent("alipay-tokens")),
       authorizer: ClosureAuthorizer { request in
-        try await request.exchange { try await myBackend.alipayModel(for: request.key.mcUid) }
+        // Your way to a fresh model, e.g. AuthModel(uid:accessToken:mcUid:expiresAt:) from your
+        // backend. In an app, AlipayAuthorizer(provider:exchanger:) bounces to Alipay for an auth
+        // code and exchanges it at your server (under its own exchangeTimeout).
+        try await myBackend.alipayModel(for: request.key.mcUid)
       },
-      configuration: .init(authorizationTimeout: .seconds(120)))
+      configuration: .init(authorizationTimeout: .seconds(30)))  // a service's deadline
 
     let key = AccountKey(mcUid: currentUser.id)
     let model = try await coordinator.authModel(for: key)

@@ -49,11 +49,19 @@ struct Simulation {
         ? .returnsWithoutAuthorizing(after: options.thinkTime)
         : .authorizes(after: options.thinkTime)
     let coordinatorBox = CoordinatorBox()
+    let logoutDone = Counter()
     let logoutOnBounce: (@Sendable () async -> Void)? =
       options.logoutMidFlight
       ? { @Sendable in
+        guard let coordinator = coordinatorBox.coordinator, logoutDone.increment() == 1 else {
+          return
+        }
+        // Log out once every open of the wave waits, so that none arrives after the logout
+        // (such a caller would rightly start a new flight for the new session).
+        let total = options.opens * options.users
+        while coordinator.statistics.waitingCallers < total { await Task.yield() }
         timeline.log("the app's user logs out while the authorization is in flight")
-        await coordinatorBox.coordinator?.accountStatusChanged(.logoutAll)
+        await coordinator.accountStatusChanged(.logoutAll)
       } : nil
     let alipay = SimulatedAlipayApp(
       scheme: "mpaasinsidedemo", clock: clock, behaviour: behaviour, timeline: timeline,
