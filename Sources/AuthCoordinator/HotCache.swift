@@ -17,6 +17,9 @@ final class HotCache: @unchecked Sendable {
 
   private let lock = Lock()
   private var entries: [AccountKey: Entry] = [:]
+  /// The last key hit and its position: a hit on the same key skips hashing it (most traffic is
+  /// one user's). Cleared by every change of `entries`' structure.
+  private var memo: (key: AccountKey, index: [AccountKey: Entry].Index)?
   private var tick: UInt64 = 0
   private var hits = 0
   private let leeway: Double
@@ -36,9 +39,15 @@ final class HotCache: @unchecked Sendable {
     let date = now().timeIntervalSinceReferenceDate
     lock.lock()
     defer { lock.unlock() }
-    guard let index = entries.index(forKey: key), entries.values[index].freshUntil > date else {
-      return nil
+    let index: [AccountKey: Entry].Index
+    if let memo, memo.key == key {
+      index = memo.index
+    } else {
+      guard let found = entries.index(forKey: key) else { return nil }
+      index = found
+      memo = (key, found)
     }
+    guard entries.values[index].freshUntil > date else { return nil }
     tick &+= 1
     hits &+= 1
     entries.values[index].lastUsed = tick
@@ -48,19 +57,28 @@ final class HotCache: @unchecked Sendable {
   /// Stores (or, with `nil`, removes) the model for `key`.
   func set(_ model: AuthModel?, for key: AccountKey) {
     guard let model else {
-      lock.withLock { _ = entries.removeValue(forKey: key) }
+      lock.withLock {
+        memo = nil
+        _ = entries.removeValue(forKey: key)
+      }
       return
     }
     let freshUntil =
       model.expiresAt.map { $0.timeIntervalSinceReferenceDate - leeway } ?? .infinity
     lock.withLock {
       tick &+= 1
+      memo = nil
       entries[key] = Entry(model: model, freshUntil: freshUntil, lastUsed: tick)
     }
   }
 
   /// Removes every model.
-  func removeAll() { lock.withLock { entries.removeAll() } }
+  func removeAll() {
+    lock.withLock {
+      memo = nil
+      entries.removeAll()
+    }
+  }
 
   /// A new recency tick, for uses of a key that did not go through ``hit(_:)``.
   func nextTick() -> UInt64 {
