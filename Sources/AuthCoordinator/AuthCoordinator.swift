@@ -32,7 +32,6 @@ public actor AuthCoordinator {
     /// Forced refreshes that must wait for this flight to end and then ask again.
     var followers: WaiterQueue?
     var work: Task<Void, Never>?
-    var timer: Task<Void, Never>?
     /// Set when the authorizer entered ``AuthorizationRequest/exchange(_:)``.
     var exchangeStarted: LockedState<Duration?>?
   }
@@ -65,7 +64,7 @@ public actor AuthCoordinator {
 
   nonisolated let configuration: Configuration
   nonisolated private let hot: HotCache
-  nonisolated private let counters = CoordinatorCounters()
+  nonisolated private let counters: CoordinatorCounters
   nonisolated private let broadcaster = EventBroadcaster<AuthEvent>(bufferSize: 1024)
   nonisolated private let clock: CoordinatorClock
   nonisolated private let store: any TokenStore
@@ -77,6 +76,10 @@ public actor AuthCoordinator {
   private var flights: [UInt64: FlightRecord] = [:]
   private var nextFlightID: UInt64 = 1
   private var storeOperations = StoreSequencer()
+  private var deadlines = DeadlineQueue()
+  /// The one task sleeping until the earliest deadline, with the deadline it sleeps until.
+  private var deadlineSleeper: (until: Duration, generation: UInt64, task: Task<Void, Never>)?
+  private var sleeperGeneration: UInt64 = 0
 
   /// Creates a coordinator.
   ///
@@ -97,7 +100,10 @@ public actor AuthCoordinator {
     self.configuration = configuration
     self.onAccountStatusChange = onAccountStatusChange
     self.clock = CoordinatorClock(configuration.clock)
-    self.hot = HotCache(leeway: configuration.refreshLeeway, now: configuration.now)
+    let counters = CoordinatorCounters()
+    self.counters = counters
+    self.hot = HotCache(
+      leeway: configuration.refreshLeeway, now: configuration.now, counters: counters)
     self.policy = AccountStateMachine.Policy(
       refreshLeeway: configuration.refreshLeeway.seconds,
       maxForcedAuthorizations: configuration.maxForcedAuthorizations,
@@ -137,7 +143,19 @@ public actor AuthCoordinator {
     refresh: RefreshPolicy = .ifNeeded,
     timeout: Duration? = nil
   ) async throws -> AuthModel {
-    if case .ifNeeded = refresh, let model = hot.hit(key) { return model }
+    if case .ifNeeded = refresh {
+      switch hot.lookup(key) {
+      case .hit(let model):
+        return model
+      case .join(let queue, let ticket):
+        // Joined the flight in progress without entering the actor.
+        guard let timeout else { return try queue.result(of: await queue.park(ticket)) }
+        let deadline = clock.now() + timeout
+        return try queue.result(of: await park(on: queue, ticket: ticket, until: deadline))
+      case .miss:
+        break
+      }
+    }
     guard let timeout else { return try await authModelSlowPath(key, refresh: refresh) }
     return try await authModelWithTimeout(key, refresh: refresh, timeout: timeout)
   }
@@ -260,33 +278,37 @@ public actor AuthCoordinator {
     }
   }
 
-  /// The same with a caller's own deadline: a timer makes the caller leave its flight.
+  /// Parks on `queue` with a timer that makes the caller leave at `deadline`.
+  @inline(never)
+  nonisolated(nonsending) private func park(
+    on queue: WaiterQueue, ticket: Int, until deadline: Duration
+  ) async -> WaiterQueue.Wake {
+    let clock = self.clock
+    let timer = Task {
+      do { try await clock.sleepUntil(deadline) } catch { return }
+      queue.leave(ticket, .timedOut)
+    }
+    defer { timer.cancel() }
+    return await queue.park(ticket)
+  }
+
+  /// A request with the caller's own timeout: every park is bounded by the same deadline.
   @inline(never)
   nonisolated(nonsending) private func authModelWithTimeout(
     _ key: AccountKey, refresh: RefreshPolicy, timeout: Duration
   ) async throws -> AuthModel {
     var refresh = refresh
-    let clock = self.clock
     let deadline = clock.now() + timeout
     while true {
-      let queue: WaiterQueue
-      let ticket: Int
-      var rejecting: String?
       switch try await admit(key, refresh: refresh) {
-      case .answered(let answer): return try answer.get()
-      case .wait(let waitQueue, let waitTicket): (queue, ticket) = (waitQueue, waitTicket)
-      case .retryAfter(let waitQueue, let waitTicket, let token):
-        (queue, ticket, rejecting) = (waitQueue, waitTicket, token)
+      case .answered(let answer):
+        return try answer.get()
+      case .wait(let queue, let ticket):
+        return try queue.result(of: await park(on: queue, ticket: ticket, until: deadline))
+      case .retryAfter(let queue, let ticket, let rejecting):
+        try queue.checkEnded(await park(on: queue, ticket: ticket, until: deadline))
+        refresh = .force(rejecting: rejecting)
       }
-      let timer = Task {
-        do { try await clock.sleepUntil(deadline) } catch { return }
-        queue.leave(ticket, .timedOut)
-      }
-      let wake = await queue.park(ticket)
-      timer.cancel()
-      guard let rejecting else { return try queue.result(of: wake) }
-      try queue.checkEnded(wake)
-      refresh = .force(rejecting: rejecting)
     }
   }
 
@@ -328,6 +350,7 @@ public actor AuthCoordinator {
       }
       let ticket = queue.reserve()!
       flights[id] = FlightRecord(key: key, queue: queue)
+      hot.setFlight(queue, for: key)
       counters.update {
         $0.flightsStarted += 1
         $0.flightsInProgress += 1
@@ -466,12 +489,39 @@ public actor AuthCoordinator {
   }
 
   private func armDeadline(_ id: UInt64, at deadline: Duration, phase: AuthEvent.FlightPhase) {
-    let clock = self.clock
-    flights[id]?.timer?.cancel()
-    flights[id]?.timer = Task { [weak self] in
-      do { try await clock.sleepUntil(deadline) } catch { return }
-      await self?.deadlineReached(id, phase: phase)
+    deadlines.insert(.init(at: deadline, flight: id, phase: phase))
+    // Entries of ended flights are dropped once they outnumber the live ones.
+    if deadlines.count > 2 * flights.count + 64 {
+      deadlines.prune { flights[$0] != nil }
     }
+    scheduleDeadlineSleeper()
+  }
+
+  /// Makes sure one task sleeps until the earliest deadline.
+  private func scheduleDeadlineSleeper() {
+    guard let earliest = deadlines.earliest else {
+      deadlineSleeper?.task.cancel()
+      deadlineSleeper = nil
+      return
+    }
+    if let sleeper = deadlineSleeper, sleeper.until <= earliest { return }
+    deadlineSleeper?.task.cancel()
+    sleeperGeneration += 1
+    let generation = sleeperGeneration
+    let clock = self.clock
+    let task = Task { [weak self] in
+      do { try await clock.sleepUntil(earliest) } catch { return }
+      await self?.deadlinesDue(generation)
+    }
+    deadlineSleeper = (earliest, generation, task)
+  }
+
+  private func deadlinesDue(_ generation: UInt64) {
+    if deadlineSleeper?.generation == generation { deadlineSleeper = nil }
+    for entry in deadlines.popDue(now: clock.now()) {
+      deadlineReached(entry.flight, phase: entry.phase)
+    }
+    scheduleDeadlineSleeper()
   }
 
   private func exchangeBegan(_ id: UInt64, at start: Duration) {
@@ -509,7 +559,6 @@ public actor AuthCoordinator {
       broadcaster.emit(.lateResultDiscarded(key: key, flight: id))
       return nil
     case .persist(let model):
-      record.timer?.cancel()
       return .persist(model, storeOperations.reserve(key))
     case .fail:
       guard case .failure(let error) = result else { return nil }
@@ -531,15 +580,20 @@ public actor AuthCoordinator {
   }
 
   private func lastWaiterLeft(_ id: UInt64) {
-    guard let record = flights[id], record.queue.activeCount == 0,
-      accounts[record.key]?.machine.lastWaiterLeft(id) == .stop
+    guard let record = flights[id], let machine = accounts[record.key]?.machine,
+      machine.flight?.id == id, machine.policy.whenAbandoned == .cancel,
+      // Atomically with joins through the hot cache: no caller may reserve after this.
+      record.queue.closeIfIdle(.failure(CancellationError()))
     else { return }
+    guard accounts[record.key]!.machine.lastWaiterLeft(id) == .stop else {
+      preconditionFailure("Internal inconsistency: an abandoned flight \(id) kept running")
+    }
     broadcaster.emit(.flightCancelled(key: record.key, flight: id, reason: .lastWaiterLeft))
     stopFlight(id, as: .cancelled, failing: CancellationError())
   }
 
   private func signOutInMemory(_ key: AccountKey) {
-    hot.set(nil, for: key)
+    hot.remove(key)
     guard let id = accounts[key]?.machine.signOut() else { return }
     broadcaster.emit(.flightCancelled(key: key, flight: id, reason: .signedOut))
     stopFlight(id, as: .cancelled, failing: AuthCoordinatorError.signedOut(key))
@@ -551,7 +605,7 @@ public actor AuthCoordinator {
   /// for the flight ask again.
   private func finishFlight(_ id: UInt64, with result: Result<AuthModel, AuthCoordinatorError>) {
     guard let record = flights.removeValue(forKey: id) else { return }
-    record.timer?.cancel()
+    hot.setFlight(nil, for: record.key)
     let served: Int
     switch result {
     case .success(let model):
@@ -583,6 +637,7 @@ public actor AuthCoordinator {
   /// is cancelled and anything it returns later is discarded.
   private func stopFlight(_ id: UInt64, as kind: StopKind, failing error: any Error) {
     guard let record = flights.removeValue(forKey: id) else { return }
+    hot.setFlight(nil, for: record.key)
     // One update, so that every snapshot balances (the authorizer's cancellation handler below
     // may read the statistics).
     counters.update {
@@ -593,7 +648,6 @@ public actor AuthCoordinator {
       }
     }
     record.work?.cancel()
-    record.timer?.cancel()
     record.queue.finish(.failure(error))
     // Forced refreshes waiting for this flight ask again, unless the account signed out.
     let signedOut = (error as? AuthCoordinatorError)?.code == .signedOut
@@ -627,7 +681,7 @@ public actor AuthCoordinator {
     candidates.sort { $0.lastUsed < $1.lastUsed }
     for candidate in candidates.prefix(count) {
       accounts.removeValue(forKey: candidate.key)
-      hot.set(nil, for: candidate.key)
+      hot.remove(candidate.key)
       storeOperations.forget(candidate.key)
       broadcaster.emit(.evicted(key: candidate.key))
     }

@@ -1,78 +1,109 @@
 import Foundation
 import SyncPrimitives
 
-/// The lock-protected mirror of every valid cached model: the cache-hit path.
+/// The lock-protected mirror the common requests are answered from without entering the actor.
 ///
 /// The actor owns the truth (``AccountStateMachine``) and writes here whenever a key's cached
-/// model changes; ``AuthCoordinator/authModel(for:refresh:timeout:)`` reads here without entering
-/// the actor, so a hit costs one lock and one dictionary lookup. It also keeps the recency ticks
-/// the least-recently-used eviction orders keys by, and counts hits.
+/// model or its flight changes. An ordinary request (``RefreshPolicy/ifNeeded``) reads here:
+/// a valid model is a hit (one lock, one lookup); otherwise, if a flight is in progress, the
+/// caller joins it here too, because an ordinary request always joins a running flight and the
+/// state machine records nothing for it. Only misses with no flight, and forced refreshes, go
+/// to the actor. It also keeps the recency ticks the least-recently-used eviction orders keys
+/// by, and counts hits.
 final class HotCache: @unchecked Sendable {
   private struct Entry {
-    var model: AuthModel
-    /// `expiresAt - refreshLeeway` as seconds since the reference date; `.infinity` without expiry.
+    var model: AuthModel?
+    /// `expiresAt - refreshLeeway` as seconds since the reference date; `.infinity` without
+    /// expiry, `-.infinity` without a model.
     var freshUntil: Double
     var lastUsed: UInt64
+    /// The queue of the key's flight in progress, while ordinary requests may join it.
+    var flight: WaiterQueue?
+  }
+
+  /// What an ordinary request finds.
+  enum Lookup {
+    case hit(AuthModel)
+    case join(WaiterQueue, ticket: Int)
+    case miss
   }
 
   private let lock = Lock()
   private var entries: [AccountKey: Entry] = [:]
-  /// The last key hit and its position: a hit on the same key skips hashing it (most traffic is
-  /// one user's). Cleared by every change of `entries`' structure.
+  /// The last key looked up and its position: a lookup of the same key skips hashing it (most
+  /// traffic is one user's). Cleared by every change of `entries`' structure.
   private var memo: (key: AccountKey, index: [AccountKey: Entry].Index)?
   private var tick: UInt64 = 0
   private var hits = 0
   private let leeway: Double
   private let now: @Sendable () -> Date
+  private let counters: CoordinatorCounters
 
-  init(leeway: Duration, now: @escaping @Sendable () -> Date) {
+  init(leeway: Duration, now: @escaping @Sendable () -> Date, counters: CoordinatorCounters) {
     self.leeway = leeway.seconds
     self.now = now
+    self.counters = counters
   }
 
-  /// The model for `key` if it is cached and valid now.
+  /// A hit, a ticket on the flight in progress, or a miss for the actor.
   ///
   /// Out of line on purpose: inlined into the async `authModel`, its temporaries (the hasher,
   /// the entry copy) became part of every caller's async frame, parked callers included.
   @inline(never)
-  func hit(_ key: AccountKey) -> AuthModel? {
+  func lookup(_ key: AccountKey) -> Lookup {
     let date = now().timeIntervalSinceReferenceDate
     lock.lock()
-    defer { lock.unlock() }
     let index: [AccountKey: Entry].Index
     if let memo, memo.key == key {
       index = memo.index
     } else {
-      guard let found = entries.index(forKey: key) else { return nil }
+      guard let found = entries.index(forKey: key) else {
+        lock.unlock()
+        return .miss
+      }
       index = found
       memo = (key, found)
     }
-    guard entries.values[index].freshUntil > date else { return nil }
     tick &+= 1
-    hits &+= 1
     entries.values[index].lastUsed = tick
-    return entries.values[index].model
+    if entries.values[index].freshUntil > date, let model = entries.values[index].model {
+      hits &+= 1
+      lock.unlock()
+      return .hit(model)
+    }
+    let flight = entries.values[index].flight
+    lock.unlock()
+    // A finished queue takes no one: the caller then asks the actor.
+    guard let flight, let ticket = flight.reserve() else { return .miss }
+    counters.update { $0.coalescedCallers += 1 }
+    return .join(flight, ticket: ticket)
   }
 
-  /// Stores (or, with `nil`, removes) the model for `key`.
+  /// Stores (or, with `nil`, forgets) the model for `key`.
   func set(_ model: AuthModel?, for key: AccountKey) {
-    guard let model else {
-      lock.withLock {
-        memo = nil
-        _ = entries.removeValue(forKey: key)
-      }
-      return
-    }
     let freshUntil =
-      model.expiresAt.map { $0.timeIntervalSinceReferenceDate - leeway } ?? .infinity
-    lock.withLock {
-      tick &+= 1
-      memo = nil
-      entries[key] = Entry(model: model, freshUntil: freshUntil, lastUsed: tick)
+      model.map { $0.expiresAt.map { $0.timeIntervalSinceReferenceDate - leeway } ?? .infinity }
+      ?? -.infinity
+    update(key) { entry in
+      entry.model = model
+      entry.freshUntil = freshUntil
     }
   }
 
-  /// Removes every model.
+  /// Publishes (or, with `nil`, withdraws) the queue ordinary requests for `key` may join.
+  func setFlight(_ queue: WaiterQueue?, for key: AccountKey) {
+    update(key) { $0.flight = queue }
+  }
+
+  /// Forgets everything about `key`.
+  func remove(_ key: AccountKey) {
+    lock.withLock {
+      memo = nil
+      _ = entries.removeValue(forKey: key)
+    }
+  }
+
+  /// Forgets every model and flight.
   func removeAll() {
     lock.withLock {
       memo = nil
@@ -80,7 +111,7 @@ final class HotCache: @unchecked Sendable {
     }
   }
 
-  /// A new recency tick, for uses of a key that did not go through ``hit(_:)``.
+  /// A new recency tick, for uses of a key that did not go through ``lookup(_:)``.
   func nextTick() -> UInt64 {
     lock.withLock {
       tick &+= 1
@@ -88,11 +119,25 @@ final class HotCache: @unchecked Sendable {
     }
   }
 
-  /// The last tick at which `key` was hit, if it is cached.
+  /// The last tick at which `key` was looked up, if it is known here.
   func lastUsed(_ key: AccountKey) -> UInt64? { lock.withLock { entries[key]?.lastUsed } }
 
   /// How many hits were served.
   var hitCount: Int { lock.withLock { hits } }
+
+  private func update(_ key: AccountKey, _ change: (inout Entry) -> Void) {
+    lock.withLock {
+      tick &+= 1
+      var entry =
+        entries[key] ?? Entry(model: nil, freshUntil: -.infinity, lastUsed: tick, flight: nil)
+      change(&entry)
+      if entry.model == nil, entry.flight == nil {
+        if entries.removeValue(forKey: key) != nil { memo = nil }
+      } else {
+        if entries.updateValue(entry, forKey: key) == nil { memo = nil }
+      }
+    }
+  }
 }
 
 extension Duration {

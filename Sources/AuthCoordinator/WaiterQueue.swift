@@ -62,6 +62,8 @@ final class WaiterQueue: @unchecked Sendable {
   private var active = 0
   private let counters: CoordinatorCounters
   private let onLastLeft: @Sendable () -> Void
+  /// Tests observe the order in which ``finish(_:)`` resumes tickets (set before finishing).
+  var resumeObserver: (@Sendable (Int) -> Void)?
 
   /// - Parameters:
   ///   - counters: Where the number of waiting callers is kept.
@@ -213,6 +215,19 @@ final class WaiterQueue: @unchecked Sendable {
     if wasLast { onLastLeft() }
   }
 
+  /// Ends the queue with `outcome` if no caller is waiting, atomically with respect to
+  /// ``reserve()``: a caller that reserves afterwards is refused (and asks the actor), so an
+  /// abandoned flight's cancellation never reaches a later caller.
+  ///
+  /// - Returns: Whether the queue was idle and is now finished.
+  func closeIfIdle(_ outcome: Outcome) -> Bool {
+    lock.withLock {
+      guard self.outcome == nil, active == 0 else { return false }
+      self.outcome = outcome
+      return true
+    }
+  }
+
   /// Ends the queue: every caller still waiting gets `outcome`, in arrival order.
   ///
   /// - Returns: How many callers were still waiting.
@@ -226,17 +241,21 @@ final class WaiterQueue: @unchecked Sendable {
     self.outcome = outcome
     let waiting = active
     active = 0
-    var parked: [UnsafeContinuation<Wake, Never>] = []
+    var parked: [(ticket: Int, continuation: UnsafeContinuation<Wake, Never>)] = []
     parked.reserveCapacity(waiting)
     for index in slots.indices {
       if case .parked(let continuation) = slots[index] {
-        parked.append(continuation)
+        parked.append((index, continuation))
         slots[index] = .done
       }
     }
+    let observer = resumeObserver
     lock.unlock()
     counters.waitersResumed(waiting)
-    for continuation in parked { continuation.resume(returning: .finished) }
+    for (ticket, continuation) in parked {
+      observer?(ticket)
+      continuation.resume(returning: .finished)
+    }
     return waiting
   }
 }

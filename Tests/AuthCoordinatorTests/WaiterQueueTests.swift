@@ -7,27 +7,23 @@ import Testing
 @Suite(.timeLimit(.minutes(2))) struct WaiterQueueTests {
   let model = AuthModel(uid: "2088", accessToken: "t", mcUid: "u1")
 
-  /// Waiters run on the main actor, so the order they run after `finish` is the order they were
-  /// resumed in.
-  @MainActor @Test func waitersWakeInArrivalOrder() async {
+  /// Waiters parked in a shuffled order are resumed in the order they arrived (reserved).
+  @Test func waitersAreResumedInArrivalOrder() async {
     let queue = WaiterQueue(counters: CoordinatorCounters())
     let n = 500
     let tickets = (0..<n).map { _ in queue.reserve()! }
-    var woke: [Int] = []
+    let resumed = LockedState<[Int]>([])
+    queue.resumeObserver = { ticket in resumed.withLock { $0.append(ticket) } }
     var tasks: [Task<Void, Never>] = []
     // Park them in a shuffled order: arrival order is the reservation order, not the parking one.
     for ticket in tickets.shuffled() {
-      tasks.append(
-        Task { @MainActor in
-          _ = await queue.wait(ticket)
-          woke.append(ticket)
-        })
+      tasks.append(Task { _ = await queue.wait(ticket) })
     }
     // Every waiter must be parked before the flight ends, or a late parker wakes at once.
     while queue.parkedCount < n { await Task.yield() }
     queue.finish(.success(model))
     for task in tasks { await task.value }
-    #expect(woke == tickets)
+    #expect(resumed.withLock { $0 } == tickets)
   }
 
   @Test func aLeaverIsResumedOnceWithItsReasonAndTheRestGetTheOutcome() async {
@@ -71,5 +67,19 @@ import Testing
     queue.finish(.success(model))
     queue.leave(ticket, .cancelled)
     if case .success = await queue.wait(ticket) {} else { Issue.record("the outcome was lost") }
+  }
+}
+
+extension WaiterQueueTests {
+  /// Closing an abandoned flight is atomic with joins: a caller that reserves afterwards is
+  /// refused (and asks the actor, starting a new flight) instead of inheriting the cancellation.
+  @Test func closeIfIdleRefusesLaterJoinersAndNeverClosesOnAWaiter() async {
+    let busy = WaiterQueue(counters: CoordinatorCounters())
+    let ticket = busy.reserve()!
+    #expect(!busy.closeIfIdle(.failure(CancellationError())), "a caller is waiting")
+    busy.leave(ticket, .cancelled)
+    #expect(busy.closeIfIdle(.failure(CancellationError())))
+    #expect(busy.reserve() == nil, "closed: a later caller must not join")
+    #expect(busy.finish(.success(model)) == 0, "finishing a closed queue resumes nobody")
   }
 }

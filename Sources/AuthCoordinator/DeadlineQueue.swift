@@ -1,0 +1,71 @@
+/// The pending deadlines of every flight, earliest first: a binary min-heap.
+///
+/// The coordinator keeps one task sleeping until the earliest deadline instead of a timer task
+/// per flight (creating and cancelling one per flight was a measurable part of a flight's cost).
+/// Entries of flights that ended are not removed when the flight ends: they are ignored when
+/// they come due (the flight id no longer names a flight) and dropped by ``prune(keeping:)``
+/// when they outnumber the live ones.
+struct DeadlineQueue {
+  struct Entry: Equatable {
+    var at: Duration
+    var flight: UInt64
+    var phase: AuthEvent.FlightPhase
+  }
+
+  private(set) var entries: [Entry] = []
+
+  var count: Int { entries.count }
+
+  /// The earliest deadline, if any.
+  var earliest: Duration? { entries.first?.at }
+
+  mutating func insert(_ entry: Entry) {
+    entries.append(entry)
+    siftUp(entries.count - 1)
+  }
+
+  /// Removes and returns every entry due at `now`, earliest first.
+  mutating func popDue(now: Duration) -> [Entry] {
+    var due: [Entry] = []
+    while let first = entries.first, first.at <= now {
+      due.append(first)
+      let last = entries.removeLast()
+      if !entries.isEmpty {
+        entries[0] = last
+        siftDown(0)
+      }
+    }
+    return due
+  }
+
+  /// Keeps only the entries whose flight `isLive` says is still running.
+  mutating func prune(keeping isLive: (UInt64) -> Bool) {
+    let kept = entries.filter { isLive($0.flight) }
+    entries = []
+    for entry in kept { insert(entry) }
+  }
+
+  private mutating func siftUp(_ start: Int) {
+    var child = start
+    while child > 0 {
+      let parent = (child - 1) / 2
+      guard entries[child].at < entries[parent].at else { return }
+      entries.swapAt(child, parent)
+      child = parent
+    }
+  }
+
+  private mutating func siftDown(_ start: Int) {
+    var parent = start
+    while true {
+      let left = 2 * parent + 1
+      let right = left + 1
+      var smallest = parent
+      if left < entries.count, entries[left].at < entries[smallest].at { smallest = left }
+      if right < entries.count, entries[right].at < entries[smallest].at { smallest = right }
+      guard smallest != parent else { return }
+      entries.swapAt(parent, smallest)
+      parent = smallest
+    }
+  }
+}
