@@ -145,19 +145,12 @@ public actor AuthCoordinator {
   ) async throws -> AuthModel {
     if case .ifNeeded = refresh {
       switch hot.lookup(key) {
-      case .hit(let model):
-        return model
-      case .join(let queue, let ticket):
-        // Joined the flight in progress without entering the actor.
-        guard let timeout else { return try queue.result(of: await queue.park(ticket)) }
-        let deadline = clock.now() + timeout
-        return try queue.result(of: await park(on: queue, ticket: ticket, until: deadline))
-      case .miss:
-        break
+      case .hit(let model): return model
+      case .join(let queue, let ticket): return try await joined(queue, ticket: ticket, timeout)
+      case .miss: break
       }
     }
-    guard let timeout else { return try await authModelSlowPath(key, refresh: refresh) }
-    return try await authModelWithTimeout(key, refresh: refresh, timeout: timeout)
+    return try await missed(key, refresh: refresh, timeout)
   }
 
   /// Returns the login state for `key`, reading the container's `extendParams`.
@@ -253,6 +246,28 @@ public actor AuthCoordinator {
   }
 
   // MARK: - Slow path (caller side)
+
+  // The entry point keeps only the lookup: its async frame is allocated on every call, hits
+  // included, so the waiting paths live in functions of their own.
+
+  /// A caller that joined the flight in progress through the hot cache: park on it.
+  @inline(never)
+  nonisolated(nonsending) private func joined(
+    _ queue: WaiterQueue, ticket: Int, _ timeout: Duration?
+  ) async throws -> AuthModel {
+    guard let timeout else { return try queue.result(of: await queue.park(ticket)) }
+    let deadline = clock.now() + timeout
+    return try queue.result(of: await park(on: queue, ticket: ticket, until: deadline))
+  }
+
+  /// A miss with no flight to join, or a forced refresh: ask the actor.
+  @inline(never)
+  nonisolated(nonsending) private func missed(
+    _ key: AccountKey, refresh: RefreshPolicy, _ timeout: Duration?
+  ) async throws -> AuthModel {
+    guard let timeout else { return try await authModelSlowPath(key, refresh: refresh) }
+    return try await authModelWithTimeout(key, refresh: refresh, timeout: timeout)
+  }
 
   /// A miss: enter the actor, then (usually) park on the flight outside it.
   ///

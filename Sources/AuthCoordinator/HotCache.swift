@@ -12,13 +12,11 @@ import SyncPrimitives
 /// by, and counts hits.
 final class HotCache: @unchecked Sendable {
   private struct Entry {
-    var model: AuthModel?
+    var model: AuthModel
     /// `expiresAt - refreshLeeway` as seconds since the reference date; `.infinity` without
-    /// expiry, `-.infinity` without a model.
+    /// expiry.
     var freshUntil: Double
     var lastUsed: UInt64
-    /// The queue of the key's flight in progress, while ordinary requests may join it.
-    var flight: WaiterQueue?
   }
 
   /// What an ordinary request finds.
@@ -30,6 +28,9 @@ final class HotCache: @unchecked Sendable {
 
   private let lock = Lock()
   private var entries: [AccountKey: Entry] = [:]
+  /// The queues of flights in progress that ordinary requests may join. Apart from `entries`,
+  /// so that a hit reads exactly one small entry; only a miss looks here.
+  private var flights: [AccountKey: WaiterQueue] = [:]
   /// The last key looked up and its position: a lookup of the same key skips hashing it (most
   /// traffic is one user's). Cleared by every change of `entries`' structure.
   private var memo: (key: AccountKey, index: [AccountKey: Entry].Index)?
@@ -53,25 +54,24 @@ final class HotCache: @unchecked Sendable {
   func lookup(_ key: AccountKey) -> Lookup {
     let date = now().timeIntervalSinceReferenceDate
     lock.lock()
-    let index: [AccountKey: Entry].Index
+    let index: [AccountKey: Entry].Index?
     if let memo, memo.key == key {
       index = memo.index
     } else {
-      guard let found = entries.index(forKey: key) else {
-        lock.unlock()
-        return .miss
-      }
-      index = found
-      memo = (key, found)
+      index = entries.index(forKey: key)
+      if let index { memo = (key, index) }
     }
     tick &+= 1
-    entries.values[index].lastUsed = tick
-    if entries.values[index].freshUntil > date, let model = entries.values[index].model {
-      hits &+= 1
-      lock.unlock()
-      return .hit(model)
+    if let index {
+      entries.values[index].lastUsed = tick
+      if entries.values[index].freshUntil > date {
+        hits &+= 1
+        let model = entries.values[index].model
+        lock.unlock()
+        return .hit(model)
+      }
     }
-    let flight = entries.values[index].flight
+    let flight = flights[key]
     lock.unlock()
     // A finished queue takes no one: the caller then asks the actor.
     guard let flight, let ticket = flight.reserve() else { return .miss }
@@ -81,18 +81,25 @@ final class HotCache: @unchecked Sendable {
 
   /// Stores (or, with `nil`, forgets) the model for `key`.
   func set(_ model: AuthModel?, for key: AccountKey) {
+    guard let model else {
+      lock.withLock {
+        memo = nil
+        _ = entries.removeValue(forKey: key)
+      }
+      return
+    }
     let freshUntil =
-      model.map { $0.expiresAt.map { $0.timeIntervalSinceReferenceDate - leeway } ?? .infinity }
-      ?? -.infinity
-    update(key) { entry in
-      entry.model = model
-      entry.freshUntil = freshUntil
+      model.expiresAt.map { $0.timeIntervalSinceReferenceDate - leeway } ?? .infinity
+    lock.withLock {
+      tick &+= 1
+      memo = nil
+      entries[key] = Entry(model: model, freshUntil: freshUntil, lastUsed: tick)
     }
   }
 
   /// Publishes (or, with `nil`, withdraws) the queue ordinary requests for `key` may join.
   func setFlight(_ queue: WaiterQueue?, for key: AccountKey) {
-    update(key) { $0.flight = queue }
+    lock.withLock { flights[key] = queue }
   }
 
   /// Forgets everything about `key`.
@@ -100,6 +107,7 @@ final class HotCache: @unchecked Sendable {
     lock.withLock {
       memo = nil
       _ = entries.removeValue(forKey: key)
+      _ = flights.removeValue(forKey: key)
     }
   }
 
@@ -108,6 +116,7 @@ final class HotCache: @unchecked Sendable {
     lock.withLock {
       memo = nil
       entries.removeAll()
+      flights.removeAll()
     }
   }
 
@@ -124,20 +133,6 @@ final class HotCache: @unchecked Sendable {
 
   /// How many hits were served.
   var hitCount: Int { lock.withLock { hits } }
-
-  private func update(_ key: AccountKey, _ change: (inout Entry) -> Void) {
-    lock.withLock {
-      tick &+= 1
-      var entry =
-        entries[key] ?? Entry(model: nil, freshUntil: -.infinity, lastUsed: tick, flight: nil)
-      change(&entry)
-      if entry.model == nil, entry.flight == nil {
-        if entries.removeValue(forKey: key) != nil { memo = nil }
-      } else {
-        if entries.updateValue(entry, forKey: key) == nil { memo = nil }
-      }
-    }
-  }
 }
 
 extension Duration {
