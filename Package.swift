@@ -34,8 +34,13 @@ let package = Package(
       path: "Benchmarks/AuthCoordinatorBenchmarks"
     ),
     .testTarget(name: "TokenStoreTests", dependencies: ["TokenStore", "store-crasher"]),
-    // Runs the HTTP exchanger against Resources/token_server.py (needs python3 on PATH).
-    .testTarget(name: "ExchangerTests", dependencies: ["AuthCoordinator"], exclude: ["Resources"]),
+    // Launches Tests/ExchangerTests/Resources/token_server.py (python3) on 127.0.0.1 for the
+    // exchanger and end-to-end tests.
+    .target(name: "LoopbackTokenServer", path: "Tests/Support/LoopbackTokenServer"),
+    // Runs the HTTP exchanger against the loopback token server (needs python3 on PATH).
+    .testTarget(
+      name: "ExchangerTests", dependencies: ["AuthCoordinator", "LoopbackTokenServer"],
+      exclude: ["Resources"]),
     .testTarget(
       name: "AppConfigDoctorTests",
       dependencies: ["AppConfigDoctor", "authcoord"],
@@ -45,7 +50,8 @@ let package = Package(
       name: "AuthCoordinatorTests",
       dependencies: ["AuthCoordinator", "AuthCoordinatorTestKit", "SyncPrimitives"]
     ),
-    .testTarget(name: "AlipayBridgeTests", dependencies: ["AuthCoordinator"]),
+    .testTarget(
+      name: "AlipayBridgeTests", dependencies: ["AuthCoordinator", "AuthCoordinatorTestKit"]),
     .testTarget(
       name: "ConcurrencyTests",
       dependencies: ["AuthCoordinator", "AuthCoordinatorTestKit", "SyncPrimitives"]
@@ -54,7 +60,10 @@ let package = Package(
     // the ExchangerTests' python3 token server on 127.0.0.1 (needs python3 on PATH).
     .testTarget(
       name: "EndToEndTests",
-      dependencies: ["AuthCoordinator", "AuthCoordinatorTestKit", "authcoord"]),
+      dependencies: [
+        "AuthCoordinator", "AuthCoordinatorTestKit", "authcoord", "LoopbackTokenServer",
+      ]
+    ),
   ],
   swiftLanguageModes: [.v6]
 )

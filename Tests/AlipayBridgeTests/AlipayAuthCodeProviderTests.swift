@@ -1,3 +1,4 @@
+import AuthCoordinatorTestKit
 import Foundation
 import Testing
 
@@ -6,7 +7,7 @@ import Testing
 @Suite struct AlipayAuthCodeProviderTests {
   /// A provider wired to a fake Alipay app and a router, with an event subscription.
   struct Rig {
-    let clock = TestClock()
+    let clock = ManualClock()
     let alipay: FakeAlipayApp
     let provider: AlipayAuthCodeProvider
     let router: AlipayCallbackRouter
@@ -72,7 +73,7 @@ import Testing
   @Test func builderErrorPropagatesAndLeavesNothingPending() async {
     struct SigningFailed: Error {}
     let provider = AlipayAuthCodeProvider(
-      clock: TestClock(), authURL: { _ in throw SigningFailed() }, open: { _ in true })
+      clock: ManualClock(), authURL: { _ in throw SigningFailed() }, open: { _ in true })
     await #expect(throws: SigningFailed.self) {
       try await provider.authCode(for: makeRequest("req-b"))
     }

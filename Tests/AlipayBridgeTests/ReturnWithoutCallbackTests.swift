@@ -1,3 +1,4 @@
+import AuthCoordinatorTestKit
 import Foundation
 import Testing
 
@@ -7,7 +8,7 @@ import Testing
 @Suite struct ReturnWithoutCallbackTests {
   /// A pending request whose URL was opened, with its task and an event subscription.
   struct Pending {
-    let clock = TestClock()
+    let clock = ManualClock()
     let provider: AlipayAuthCodeProvider
     let router: AlipayCallbackRouter
     let task: Task<AuthCode, any Error>
@@ -62,7 +63,7 @@ import Testing
   }
 
   @Test func becomingActiveWithNothingPendingDoesNothing() async throws {
-    let clock = TestClock()
+    let clock = ManualClock()
     let provider = makeProvider(clock: clock) { _ in true }
     provider.appDidBecomeActive()
     #expect(clock.sleeperCount == 0)
@@ -71,7 +72,7 @@ import Testing
 
   @Test func becomingActiveBeforeTheURLIsOpenedArmsNothing() async throws {
     // The builder is still signing the URL: the user has not left, nothing to abandon.
-    let clock = TestClock()
+    let clock = ManualClock()
     let gate = AsyncStream<Void>.makeStream()
     let entered = AsyncStream<Void>.makeStream()
     let provider = AlipayAuthCodeProvider(
@@ -128,7 +129,7 @@ import Testing
   }
 
   @Test func endToEndUserComesBackWithoutActing() async throws {
-    let clock = TestClock()
+    let clock = ManualClock()
     let alipay = FakeAlipayApp(script: .noCallback)
     let provider = makeProvider(clock: clock) { await alipay.open($0) }
     alipay.connect(AlipayCallbackRouter(provider: provider))

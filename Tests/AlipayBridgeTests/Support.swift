@@ -1,3 +1,4 @@
+import AuthCoordinatorTestKit
 import Foundation
 
 @testable import AuthCoordinator
@@ -74,7 +75,7 @@ enum Callback {
 
 /// A provider whose auth URL embeds the request id as `state`.
 func makeProvider(
-  clock: TestClock = TestClock(),
+  clock: ManualClock = ManualClock(),
   grace: Duration = .seconds(3),
   open: @escaping AlipayAuthCodeProvider.Opener
 ) -> AlipayAuthCodeProvider {

@@ -1,6 +1,7 @@
 import AuthCoordinator
 import AuthCoordinatorTestKit
 import Foundation
+import LoopbackTokenServer
 import Testing
 
 /// The whole account-connect stack wired as an app wires it, with only the two outside parties
@@ -21,7 +22,7 @@ final class EndToEndRig: @unchecked Sendable {
   let key: AccountKey
   let clock = ManualClock()
   let alipay = SimulatedAlipayApp()
-  let server: IntegratorTokenServer
+  let server: TokenServer
   /// Tags this rig's exchanges on the server (`/echo` records the request under it).
   let echoID = UUID().uuidString
   let store = InMemoryTokenStore()
@@ -47,7 +48,7 @@ final class EndToEndRig: @unchecked Sendable {
     exchangeTimeout: Duration = .seconds(30)
   ) throws {
     key = AccountKey(mcUid: "merchant-\(UUID().uuidString.prefix(8))")
-    server = try IntegratorTokenServer.running()
+    server = try TokenServer.running()
 
     let alipay = self.alipay
     provider = AlipayAuthCodeProvider(

@@ -1,6 +1,7 @@
 import AuthCoordinator
 import AuthCoordinatorTestKit
 import Foundation
+import LoopbackTokenServer
 import Testing
 
 /// The coordinator, the Alipay bridge and the HTTP exchanger together (see ``EndToEndRig``):
@@ -31,11 +32,11 @@ struct EndToEndTests {
     #expect(models.count == 1_000)
     #expect(Set(models).count == 1)
     let model = try #require(models.first)
-    #expect(model.uid == IntegratorTokenServer.userID)
+    #expect(model.uid == TokenServer.userID)
     #expect(model.mcUid == rig.key.mcUid)
-    let servesServerToken = model.accessToken == IntegratorTokenServer.token
+    let servesServerToken = model.accessToken == TokenServer.token
     #expect(servesServerToken, "not the server's token")
-    #expect(model.expiresAt == rig.clock.date.addingTimeInterval(IntegratorTokenServer.expiresIn))
+    #expect(model.expiresAt == rig.clock.date.addingTimeInterval(TokenServer.expiresIn))
 
     // Exactly one of everything.
     #expect(rig.alipay.openCount == 1)
@@ -64,7 +65,7 @@ struct EndToEndTests {
     #expect(rig.exchanges.calls == 1)
 
     // The events tell the same story and never show the code or the token.
-    let secrets = [code, IntegratorTokenServer.token]
+    let secrets = [code, TokenServer.token]
     let seen = await readUntil(&coordinatorEvents) {
       if case .flightSucceeded = $0 { return true }
       return false
@@ -116,7 +117,7 @@ struct EndToEndTests {
     #expect(second.targetID != first.targetID)
     rig.appOpened(rig.alipay.authorizedCallback(for: second).url)
     let model = try await retry[0].value
-    #expect(model.uid == IntegratorTokenServer.userID)
+    #expect(model.uid == TokenServer.userID)
     #expect(rig.exchanges.outcomes == ["success"])
   }
 

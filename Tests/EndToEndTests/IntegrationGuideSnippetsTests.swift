@@ -1,6 +1,7 @@
 import AuthCoordinator
 import AuthCoordinatorTestKit
 import Foundation
+import LoopbackTokenServer
 import Testing
 
 /// Collects a bridge's answers; lets a test await the n-th without polling.
@@ -138,7 +139,7 @@ struct IntegrationGuideSnippetsTests {
 
   @Test("the wiring of the guide works end to end (simulated Alipay, loopback server)")
   func wiringWorksEndToEnd() async throws {
-    let server = try IntegratorTokenServer.running()
+    let server = try TokenServer.running()
     let alipay = SimulatedAlipayApp()  // SIMULATED ALIPAY APP
     let notified = Ledger()
     let directory = FileManager.default.temporaryDirectory
@@ -169,7 +170,7 @@ struct IntegrationGuideSnippetsTests {
       Issue.record("expected a model")
       return
     }
-    #expect(model.uid == IntegratorTokenServer.userID)
+    #expect(model.uid == TokenServer.userID)
     #expect(model.mcUid == "merchant-1")
     #expect(FileManager.default.fileExists(atPath: storeURL.path))
     #expect(connect.router.handle(URL(string: "https://example.com/")!) == .notOurs)

@@ -1,4 +1,5 @@
 import Foundation
+import LoopbackTokenServer
 
 /// SIMULATED ALIPAY APP, in process. No real Alipay is involved.
 ///
@@ -98,7 +99,7 @@ final class SimulatedAlipayApp: @unchecked Sendable {
     var pairs = ["success=\(success)", "result_code=\(code == nil ? "6001" : "200")"]
     pairs.append("app_id=\(appID)")
     if let code { pairs.append("auth_code=\(code)") }
-    pairs.append("user_id=\(IntegratorTokenServer.userID)")
+    pairs.append("user_id=\(TokenServer.userID)")
     if let targetID { pairs.append("target_id=\(targetID)") }
     return pairs.joined(separator: "&")
   }

@@ -1,4 +1,5 @@
 import Foundation
+import LoopbackTokenServer
 import Testing
 
 @testable import AuthCoordinator

@@ -6,23 +6,36 @@ import Testing
 #endif
 
 /// Why the token server could not be started.
-struct TokenServerError: Error, Sendable, CustomStringConvertible {
-  var description: String
+public struct TokenServerError: Error, Sendable, CustomStringConvertible {
+  public var description: String
 }
 
-/// The suite's one fake token server: `Resources/token_server.py` run by python3 on 127.0.0.1.
+/// SIMULATED INTEGRATOR SERVER = REAL HTTP ON LOOPBACK.
 ///
-/// The server prints its port, then lives until its stdin closes (when this test process exits,
-/// the kernel closes the pipe's write end) or until its own hard timeout, so it never outlives
-/// the tests.
-final class TokenServer: @unchecked Sendable {
-  /// The access token every successful route answers with.
-  static let token = "SERVER-ACCESS-TOKEN-5f3c9a1e"
+/// The tests' fake token server, `Tests/ExchangerTests/Resources/token_server.py`, run by
+/// python3 on 127.0.0.1, shared by `ExchangerTests` and `EndToEndTests` (this small support
+/// target is how test targets share it). It stands in for the integrator's endpoint that calls
+/// `alipay.system.oauth.token`; it talks to no real Alipay.
+///
+/// The server prints its port, then lives until its stdin closes (when this test process exits
+/// the kernel closes the pipe) or until its own hard timeout, so it never outlives the tests.
+public final class TokenServer: @unchecked Sendable {
+  /// The access token every successful route answers with (a fixture, never printed).
+  public static let token = "SERVER-ACCESS-TOKEN-5f3c9a1e"
   /// The Alipay user id every successful route answers with.
-  static let userID = "2088000000000001"
+  public static let userID = "2088000000000001"
+  /// `expires_in` of every successful route, in seconds (15 days).
+  public static let expiresIn: TimeInterval = 1_296_000
+
+  /// The script, relative to this file.
+  public static let script = URL(fileURLWithPath: #filePath)
+    .deletingLastPathComponent()  // LoopbackTokenServer
+    .deletingLastPathComponent()  // Support
+    .deletingLastPathComponent()  // Tests
+    .appendingPathComponent("ExchangerTests/Resources/token_server.py")
 
   /// Started once, on first use.
-  static let shared: Result<TokenServer, TokenServerError> = {
+  public static let shared: Result<TokenServer, TokenServerError> = {
     do {
       return .success(try TokenServer())
     } catch let error as TokenServerError {
@@ -33,7 +46,7 @@ final class TokenServer: @unchecked Sendable {
   }()
 
   /// The running server, or a test failure explaining why there is none.
-  static func running() throws -> TokenServer {
+  public static func running() throws -> TokenServer {
     switch shared {
     case .success(let server): return server
     case .failure(let error):
@@ -42,16 +55,18 @@ final class TokenServer: @unchecked Sendable {
     }
   }
 
-  let port: Int
+  public let port: Int
   private let process: Process
   private let input: Pipe
 
   private init() throws {
-    let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-      .appendingPathComponent("Resources/token_server.py")
+    let script = Self.script
+    guard FileManager.default.fileExists(atPath: script.path) else {
+      throw TokenServerError(description: "the server script is missing: \(script.path)")
+    }
     guard let python = Self.executable(named: "python3") else {
       throw TokenServerError(
-        description: "python3 was not found on PATH: ExchangerTests run a real HTTP server "
+        description: "python3 was not found on PATH: the tests run a real HTTP server "
           + "(\(script.lastPathComponent)) with it. Install python3 (CI does).")
     }
     let process = Process()
@@ -77,7 +92,8 @@ final class TokenServer: @unchecked Sendable {
       if chunk.isEmpty { break }
       line.append(chunk)
     }
-    let text = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    let text = String(decoding: line, as: UTF8.self)
+      .trimmingCharacters(in: .whitespacesAndNewlines)
     guard let port = Int(text), port > 0 else {
       process.terminate()
       throw TokenServerError(
@@ -89,12 +105,12 @@ final class TokenServer: @unchecked Sendable {
   }
 
   /// `http://127.0.0.1:<port><path>`.
-  func url(_ path: String) -> URL {
+  public func url(_ path: String) -> URL {
     URL(string: "http://127.0.0.1:\(port)\(path)")!
   }
 
-  /// A plain GET to the server, for reading what it recorded.
-  func get(_ path: String) async throws -> (Int, [String: Any]) {
+  /// A plain GET to the server (to read what it recorded, or to wait until it holds a request).
+  public func get(_ path: String) async throws -> (Int, [String: Any]) {
     let (data, response) = try await URLSession.shared.data(from: url(path))
     let status = (response as? HTTPURLResponse)?.statusCode ?? 0
     let object = try JSONSerialization.jsonObject(with: data) as? [String: Any] ?? [:]
