@@ -111,7 +111,10 @@ public actor AuthCoordinator {
       whenAbandoned: configuration.whenAbandoned)
   }
 
-  deinit { broadcaster.finish() }
+  deinit {
+    deadlineSleeper?.task.cancel()
+    broadcaster.finish()
+  }
 
   // MARK: - Public API
 
