@@ -10,7 +10,8 @@ import Foundation
 /// ```swift
 /// let model = AuthModel(uid: "2088000000000001", accessToken: token, mcUid: "u1",
 ///                       expiresAt: Date().addingTimeInterval(15 * 24 * 3600))
-/// print(model)  // AuthModel(uid: 2088000000000001, mcUid: u1, accessToken: <redacted>, ...)
+/// print(model)
+/// // AuthModel(uid: 2088000000000001, mcUid: u1, accessToken: <redacted 32 bytes>, ...)
 /// ```
 public struct AuthModel: Sendable, Hashable, Codable {
   /// The Alipay user id (`user_id`, 16 digits beginning with 2088 in practice).
