@@ -245,12 +245,17 @@ struct AccountStateMachine {
   }
 
   /// Every waiter of flight `id` left.
-  mutating func lastWaiterLeft(_ id: UInt64) -> StopAction {
+  ///
+  /// Under ``AuthCoordinator/AbandonPolicy/cancel`` the flight stops, but only if `closeQueue`
+  /// succeeds: the actor closes the flight's queue atomically with joins that bypass it, and a
+  /// caller that joined meanwhile keeps the flight running.
+  mutating func lastWaiterLeft(_ id: UInt64, closeQueue: () -> Bool) -> StopAction {
     guard let flight, flight.id == id else { return .ignore }
     switch policy.whenAbandoned {
     case .finishAndCache:
       return .keepRunning
     case .cancel:
+      guard closeQueue() else { return .keepRunning }
       self.flight = nil
       return .stop
     }

@@ -598,14 +598,10 @@ public actor AuthCoordinator {
   }
 
   private func lastWaiterLeft(_ id: UInt64) {
-    guard let record = flights[id], let machine = accounts[record.key]?.machine,
-      machine.flight?.id == id, machine.policy.whenAbandoned == .cancel,
-      // Atomically with joins through the hot cache: no caller may reserve after this.
-      record.queue.closeIfIdle(.failure(CancellationError()))
+    guard let record = flights[id],
+      accounts[record.key]?.machine.lastWaiterLeft(
+        id, closeQueue: { record.queue.closeIfIdle(.failure(CancellationError())) }) == .stop
     else { return }
-    guard accounts[record.key]!.machine.lastWaiterLeft(id) == .stop else {
-      preconditionFailure("Internal inconsistency: an abandoned flight \(id) kept running")
-    }
     broadcaster.emit(.flightCancelled(key: record.key, flight: id, reason: .lastWaiterLeft))
     stopFlight(id, as: .cancelled, failing: CancellationError())
   }

@@ -35,9 +35,6 @@ struct StoreSequencer {
   mutating func forget(_ key: AccountKey) {
     if tails[key]?.isOpen == true { tails.removeValue(forKey: key) }
   }
-
-  /// The number of keys with a remembered operation.
-  var rememberedKeys: Int { tails.count }
 }
 
 /// One store operation's place in line: wait for `after`, do the operation, open `done`.

@@ -86,9 +86,6 @@ final class WaiterQueue: @unchecked Sendable {
     }
   }
 
-  /// Whether the queue has been finished.
-  var isFinished: Bool { lock.withLock { outcome != nil } }
-
   /// Reserves the next slot. Called on the actor.
   ///
   /// - Returns: The ticket, or `nil` when the queue is already finished.

@@ -102,7 +102,13 @@ import Testing
     #expect(machine.loaded(99, model: model("x"), date: date, now: .zero) == .discard)
     #expect(machine.persisted(99) == .discard)
     #expect(machine.deadlineReached(99) == .ignore)
-    #expect(machine.lastWaiterLeft(99) == .ignore)
+    #expect(
+      machine.lastWaiterLeft(
+        99,
+        closeQueue: {
+          Issue.record("stale: no close")
+          return true
+        }) == .ignore)
   }
 
   @Test func deadlineStopsOnlyAnAuthorizingFlight() {
@@ -247,7 +253,8 @@ import Testing
   @Test func lastWaiterLeavingCancelsOrKeepsRunningByPolicy() {
     var cancel = self.machine(holding: nil)
     _ = cancel.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
-    #expect(cancel.lastWaiterLeft(2) == .stop)
+    #expect(cancel.lastWaiterLeft(99, closeQueue: { true }) == .ignore)
+    #expect(cancel.lastWaiterLeft(2, closeQueue: { true }) == .stop)
     #expect(cancel.isIdle)
 
     var keep = self.machine(
@@ -256,8 +263,26 @@ import Testing
         refreshLeeway: 60, maxForcedAuthorizations: 3, loopWindow: .seconds(60),
         whenAbandoned: .finishAndCache))
     _ = keep.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
-    #expect(keep.lastWaiterLeft(2) == .keepRunning)
+    var asked = false
+    #expect(
+      keep.lastWaiterLeft(
+        2,
+        closeQueue: {
+          asked = true
+          return true
+        }) == .keepRunning)
+    #expect(!asked, "a flight that keeps running never closes its queue")
     #expect(keep.authorized(2, result: .success(model("t2"))) == .persist(model("t2")))
+  }
+
+  /// A caller joined (through the hot cache) after the last one left: the queue cannot be closed,
+  /// so the flight runs on for it.
+  @Test func anAbandonedFlightWhoseQueueGotAJoinerKeepsRunning() {
+    var machine = self.machine(holding: nil)
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+    #expect(machine.lastWaiterLeft(2, closeQueue: { false }) == .keepRunning)
+    #expect(machine.flight?.id == 2)
+    #expect(machine.authorized(2, result: .success(model("t2"))) == .persist(model("t2")))
   }
 
   @Test func signOutCancelsTheFlightAndForgetsEverything() {
