@@ -157,6 +157,18 @@ public final class FileTokenStore: TokenStore {
     }
   }
 
+  /// Removes every model of the user `mcUid`, in every mode, in one atomic replace.
+  ///
+  /// - Parameter mcUid: The host app's user id.
+  /// - Throws: ``TokenStoreError``, as ``save(_:for:)`` does.
+  public func removeModels(forMcUid mcUid: String) async throws(TokenStoreError) {
+    try await perform { store throws(TokenStoreError) in
+      try store.modify { entries in
+        for key in entries.keys where key.mcUid == mcUid { entries[key] = nil }
+      }
+    }
+  }
+
   /// Removes every model (the file then holds no entries).
   ///
   /// - Throws: ``TokenStoreError``, as ``save(_:for:)`` does; in particular a newer-version

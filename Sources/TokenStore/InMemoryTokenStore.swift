@@ -38,6 +38,13 @@ public final class InMemoryTokenStore: TokenStore {
     _ = models.withLock { $0.removeValue(forKey: key) }
   }
 
+  /// Removes every model of the user `mcUid`, in every mode.
+  ///
+  /// - Parameter mcUid: The host app's user id.
+  public func removeModels(forMcUid mcUid: String) async {
+    models.withLock { models in models = models.filter { $0.key.mcUid != mcUid } }
+  }
+
   /// Removes every model.
   public func removeAll() async {
     models.withLock { $0.removeAll() }

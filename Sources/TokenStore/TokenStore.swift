@@ -12,9 +12,16 @@
 ///   func model(for key: AccountKey) async throws -> AuthModel? { ... }
 ///   func save(_ model: AuthModel, for key: AccountKey) async throws { ... }
 ///   func removeModel(for key: AccountKey) async throws { ... }
+///   func removeModels(forMcUid mcUid: String) async throws { ... }
 ///   func removeAll() async throws { ... }
 /// }
 /// ```
+///
+/// A logout must leave no model of the user behind, in any mode, including modes this process
+/// never used. The coordinator asks for that with ``removeModels(forMcUid:)``. Its default
+/// implementation calls ``removeAll()``: it never leaves a token behind, but it signs every
+/// other user of the store out too. A store that holds more than one user should implement it
+/// to remove exactly the keys whose ``AccountKey/mcUid`` matches.
 ///
 /// > Important: Never log the models you store: they carry access tokens.
 public protocol TokenStore: Sendable {
@@ -40,8 +47,29 @@ public protocol TokenStore: Sendable {
   /// - Throws: When the store could not be changed.
   func removeModel(for key: AccountKey) async throws
 
+  /// Removes every model stored for the user `mcUid`, whatever its ``AuthMode``.
+  ///
+  /// When this returns without throwing, no key whose ``AccountKey/mcUid`` is `mcUid` may be
+  /// read back. The default implementation calls ``removeAll()``, which is correct but removes
+  /// the other users' models too.
+  ///
+  /// - Parameter mcUid: The host app's user id.
+  /// - Throws: When the store could not be changed.
+  func removeModels(forMcUid mcUid: String) async throws
+
   /// Removes every stored model.
   ///
   /// - Throws: When the store could not be changed.
   func removeAll() async throws
+}
+
+extension TokenStore {
+  /// Removes every stored model (see ``TokenStore/removeModels(forMcUid:)``): correct for any
+  /// store, but broader than needed. Implement the requirement to remove only `mcUid`'s keys.
+  ///
+  /// - Parameter mcUid: The host app's user id.
+  /// - Throws: When the store could not be changed.
+  public func removeModels(forMcUid mcUid: String) async throws {
+    try await removeAll()
+  }
 }
