@@ -96,6 +96,19 @@ struct AccountStateMachine {
     case complete(AuthModel)
   }
 
+  enum DeadlineAction: Equatable {
+    /// The deadline is stale or belongs to a phase the flight has left.
+    case ignore
+    /// The authorization or the exchange ran out: stop the flight, its waiters time out.
+    case stop
+    /// The store did not answer the load: the flight fails with `store_failed` and nothing is
+    /// authorized (a stuck store is no reason to send the user to Alipay).
+    case failLoad
+    /// The store did not finish the save: the model is served and cached all the same (rule 10),
+    /// and the save goes on in the background.
+    case complete(AuthModel)
+  }
+
   enum StopAction: Equatable {
     /// The event is stale or does not apply.
     case ignore
@@ -115,11 +128,22 @@ struct AccountStateMachine {
 
   let policy: Policy
   private(set) var cache: Cache = .unknown
+  /// How long before its expiry the cached model counts as expired: the policy's leeway, or
+  /// less for a model that arrived with a lifetime shorter than twice the leeway (see
+  /// ``leeway(forModelExpiring:obtainedAt:)``).
+  private(set) var cacheLeeway: TimeInterval
+  /// The cached model was obtained by an authorization with a lifetime no longer than the
+  /// leeway: renewing it counts for the refresh-loop guard.
+  private(set) var cacheArrivedInsideLeeway = false
   private(set) var flight: Flight?
-  /// When (on the injected clock) authorizations started by forced refreshes began, oldest first.
+  /// When (on the injected clock) authorizations counted by the refresh-loop guard began
+  /// (forced refreshes, and renewals of models that arrived inside the leeway), oldest first.
   private(set) var forcedStarts: [Duration] = []
 
-  init(policy: Policy) { self.policy = policy }
+  init(policy: Policy) {
+    self.policy = policy
+    self.cacheLeeway = policy.refreshLeeway
+  }
 
   /// The cached model, valid or not.
   var cachedModel: AuthModel? {
@@ -128,6 +152,14 @@ struct AccountStateMachine {
   }
 
   var isIdle: Bool { flight == nil }
+
+  /// Whether the key can be forgotten without losing a decision: no flight, and no
+  /// authorization in the refresh-loop window (evicting it would reset the guard).
+  func isEvictable(now: Duration) -> Bool {
+    guard flight == nil else { return false }
+    guard let last = forcedStarts.last else { return true }
+    return last <= now - policy.loopWindow
+  }
 
   // MARK: - Events
 
@@ -142,7 +174,7 @@ struct AccountStateMachine {
     _ refresh: RefreshPolicy, date: Date, now: Duration, newFlightID: UInt64
   ) -> RequestAction {
     let rejection = resolve(refresh)
-    let valid = cachedModel.flatMap { isValid($0, at: date) ? $0 : nil }
+    let valid = cachedModel.flatMap { $0.isValid(at: date, leeway: cacheLeeway) ? $0 : nil }
 
     if rejection == .none, let valid { return .serve(valid) }
     if case .token(let token) = rejection, let valid, valid.accessToken != token {
@@ -175,7 +207,9 @@ struct AccountStateMachine {
     let forced = rejection != .none
     let reason: AuthorizationReason =
       forced ? .forcedRefresh : (cachedModel == nil ? .missing : .expired)
-    if forced, !admitForcedAuthorization(now: now) {
+    // Renewing a model that arrived inside the leeway, again and again, is a loop too.
+    let counted = forced || (reason == .expired && cacheArrivedInsideLeeway)
+    if counted, !admitForcedAuthorization(now: now) {
       return .refuse(.refreshLoop)
     }
     flight = Flight(id: newFlightID, phase: .authorizing(reason))
@@ -189,10 +223,12 @@ struct AccountStateMachine {
       preconditionFailure("Internal inconsistency: store loaded in phase \(flight.phase)")
     }
     cache = model.map(Cache.model) ?? .empty
+    cacheLeeway = policy.refreshLeeway
+    cacheArrivedInsideLeeway = false
     let rejected =
       model.map { flight.rejectsStoredModel || flight.rejectedTokens.contains($0.accessToken) }
       ?? false
-    if let model, isValid(model, at: date), !rejected {
+    if let model, model.isValid(at: date, leeway: policy.refreshLeeway), !rejected {
       self.flight = nil
       return .complete(model)
     }
@@ -227,21 +263,39 @@ struct AccountStateMachine {
   }
 
   /// The new model of flight `id` was written to the store (or the write failed and was reported).
-  mutating func persisted(_ id: UInt64) -> PersistedAction {
+  mutating func persisted(_ id: UInt64, date: Date) -> PersistedAction {
     guard let flight, flight.id == id else { return .discard }
     guard case .persisting(let model) = flight.phase else {
       preconditionFailure("Internal inconsistency: persisted in phase \(flight.phase)")
     }
-    cache = .model(model)
+    adopt(model, obtainedAt: date)
     self.flight = nil
     return .complete(model)
   }
 
-  /// The authorization or exchange deadline of flight `id` passed.
-  mutating func deadlineReached(_ id: UInt64) -> StopAction {
-    guard let flight, flight.id == id, case .authorizing = flight.phase else { return .ignore }
-    self.flight = nil
-    return .stop
+  /// A deadline of flight `id` for `phase` passed.
+  ///
+  /// Each phase that waits on something outside has one: the store load, the authorization,
+  /// the exchange, the save. A deadline of a phase the flight has already left does nothing.
+  mutating func deadlineReached(
+    _ id: UInt64, phase: AuthEvent.FlightPhase, date: Date
+  ) -> DeadlineAction {
+    guard let flight, flight.id == id else { return .ignore }
+    switch (phase, flight.phase) {
+    case (.authorization, .authorizing), (.exchange, .authorizing):
+      self.flight = nil
+      return .stop
+    case (.load, .loading):
+      // The cache stays unknown: the next request reads the store again.
+      self.flight = nil
+      return .failLoad
+    case (.save, .persisting(let model)):
+      adopt(model, obtainedAt: date)
+      self.flight = nil
+      return .complete(model)
+    default:
+      return .ignore
+    }
   }
 
   /// Every waiter of flight `id` left.
@@ -251,6 +305,9 @@ struct AccountStateMachine {
   /// caller that joined meanwhile keeps the flight running.
   mutating func lastWaiterLeft(_ id: UInt64, closeQueue: () -> Bool) -> StopAction {
     guard let flight, flight.id == id else { return .ignore }
+    // A flight that already has its model finishes and caches it: the save is under way, and
+    // dropping the model would leave the store holding what memory forgot.
+    if case .persisting = flight.phase { return .keepRunning }
     switch policy.whenAbandoned {
     case .finishAndCache:
       return .keepRunning
@@ -266,6 +323,8 @@ struct AccountStateMachine {
     let cancelled = flight?.id
     flight = nil
     cache = .empty
+    cacheLeeway = policy.refreshLeeway
+    cacheArrivedInsideLeeway = false
     forcedStarts.removeAll()
     return cancelled
   }
@@ -285,8 +344,25 @@ struct AccountStateMachine {
     }
   }
 
-  private func isValid(_ model: AuthModel, at date: Date) -> Bool {
-    model.isValid(at: date, leeway: policy.refreshLeeway)
+  /// Caches a model an authorization produced at `date`.
+  private mutating func adopt(_ model: AuthModel, obtainedAt date: Date) {
+    cache = .model(model)
+    cacheLeeway = Self.leeway(
+      policy.refreshLeeway, forModelExpiring: model.expiresAt, obtainedAt: date)
+    cacheArrivedInsideLeeway =
+      model.expiresAt.map { $0.timeIntervalSince(date) <= policy.refreshLeeway } ?? false
+  }
+
+  /// The leeway for a model obtained at `date`: the configured one, but never more than half
+  /// the lifetime the model arrived with, so a fresh model is served for at least half of that
+  /// lifetime instead of counting as expired on arrival. A model that arrived already expired
+  /// gets no leeway (it is expired anyway).
+  static func leeway(
+    _ configured: TimeInterval, forModelExpiring expiresAt: Date?, obtainedAt date: Date
+  ) -> TimeInterval {
+    guard let expiresAt else { return configured }
+    let lifetime = expiresAt.timeIntervalSince(date)
+    return min(configured, max(lifetime, 0) / 2)
   }
 
   /// The refresh-loop guard: records a forced authorization unless too many started recently.

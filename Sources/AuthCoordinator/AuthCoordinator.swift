@@ -76,6 +76,9 @@ public actor AuthCoordinator {
   private var flights: [UInt64: FlightRecord] = [:]
   private var nextFlightID: UInt64 = 1
   private var storeOperations = StoreSequencer()
+  /// Users whose logout could not remove their models from the store: whatever a load finds for
+  /// them is not served until a later removal succeeds.
+  private var unremoved = UnremovedUsers()
   private var deadlines = DeadlineQueue()
   /// The one task sleeping until the earliest deadline, with the deadline it sleeps until.
   private var deadlineSleeper: (until: Duration, generation: UInt64, task: Task<Void, Never>)?
@@ -102,8 +105,7 @@ public actor AuthCoordinator {
     self.clock = CoordinatorClock(configuration.clock)
     let counters = CoordinatorCounters()
     self.counters = counters
-    self.hot = HotCache(
-      leeway: configuration.refreshLeeway, now: configuration.now, counters: counters)
+    self.hot = HotCache(now: configuration.now, counters: counters)
     self.policy = AccountStateMachine.Policy(
       refreshLeeway: configuration.refreshLeeway.seconds,
       maxForcedAuthorizations: configuration.maxForcedAuthorizations,
@@ -195,42 +197,63 @@ public actor AuthCoordinator {
   ///
   /// - Parameter change: What happened to the host app's account.
   public func accountStatusChanged(_ change: AccountStatusChange) async {
-    let keys: [AccountKey]
+    // The in-memory effect is complete before the first suspension.
     switch change {
     case .logout(let mcUid), .unbind(let mcUid):
-      var affected = Set(accounts.keys.filter { $0.mcUid == mcUid })
-      for mode in configuration.accountModes {
-        affected.insert(AccountKey(mcUid: mcUid, mode: mode))
-      }
-      keys = Array(affected)
+      for key in accounts.keys where key.mcUid == mcUid { signOutInMemory(key) }
     case .logoutAll:
-      keys = Array(accounts.keys)
+      for key in accounts.keys { signOutInMemory(key) }
+      hot.removeAll()
     }
-    for key in keys { signOutInMemory(key) }
-    if case .logoutAll = change { hot.removeAll() }
     broadcaster.emit(.accountStatusChanged(change))
 
-    // Removals are ordered after every store operation already issued for these keys (a save
-    // of a flight that just finished), and before any issued later. The turns are reserved
-    // before the first suspension.
+    // The removal covers every mode of the user, in memory or not. It is ordered after every
+    // store operation already issued for the user (a save of a flight that just finished) and
+    // before any issued later (a load cannot read the old model back while it is pending).
+    // It runs in a task of its own, so that a stuck store delays this call by at most the
+    // store deadline; the removal still happens when the store comes back.
+    let turn: StoreTurn
+    let operation: AuthEvent.StoreOperation
     switch change {
+    case .logout(let mcUid), .unbind(let mcUid):
+      turn = storeOperations.reserveUser(mcUid)
+      operation = .remove
     case .logoutAll:
-      let turn = storeOperations.reserveBarrier()
+      turn = storeOperations.reserveBarrier()
+      operation = .removeAll
+    }
+    let store = self.store
+    Task { [weak self] in
       await turn.waitForTurn()
-      do { try await store.removeAll() } catch { reportStoreFailure(nil, .removeAll, error) }
-      turn.done.open()
-    case .logout, .unbind:
-      let turns = keys.map { ($0, storeOperations.reserve($0)) }
-      for (key, turn) in turns {
-        await turn.waitForTurn()
-        do { try await store.removeModel(for: key) } catch {
-          reportStoreFailure(key, .remove, error)
+      var failure: (any Error)?
+      do {
+        switch change {
+        case .logout(let mcUid), .unbind(let mcUid): try await store.removeModels(forMcUid: mcUid)
+        case .logoutAll: try await store.removeAll()
         }
-        turn.done.open()
+      } catch {
+        failure = error
       }
-      for key in keys where accounts[key] == nil { storeOperations.forget(key) }
+      await self?.removalFinished(change, failure: failure)
+      turn.done.open()
+    }
+    let limit = storeTimeout
+    if await !turn.done.wait(until: clock.deadline(after: limit), on: clock) {
+      reportStoreFailure(
+        nil, operation,
+        AuthCoordinatorError(
+          .storeFailed,
+          "the store did not finish the removal within \(limit); it goes on in the background"))
     }
     await onAccountStatusChange?(change)
+  }
+
+  /// Records whether a logout's removal reached the store.
+  private func removalFinished(_ change: AccountStatusChange, failure: (any Error)?) {
+    if let failure {
+      reportStoreFailure(nil, change == .logoutAll ? .removeAll : .remove, failure)
+    }
+    unremoved.removal(of: change, succeeded: failure == nil)
   }
 
   /// A stream of what happens inside the coordinator. Each access returns a new subscription
@@ -259,7 +282,7 @@ public actor AuthCoordinator {
     _ queue: WaiterQueue, ticket: Int, _ timeout: Duration?
   ) async throws -> AuthModel {
     guard let timeout else { return try queue.result(of: await queue.park(ticket)) }
-    let deadline = clock.now() + timeout
+    let deadline = clock.deadline(after: timeout)
     return try queue.result(of: await park(on: queue, ticket: ticket, until: deadline))
   }
 
@@ -316,7 +339,7 @@ public actor AuthCoordinator {
     _ key: AccountKey, refresh: RefreshPolicy, timeout: Duration
   ) async throws -> AuthModel {
     var refresh = refresh
-    let deadline = clock.now() + timeout
+    let deadline = clock.deadline(after: timeout)
     while true {
       switch try await admit(key, refresh: refresh) {
       case .answered(let answer):
@@ -376,7 +399,9 @@ public actor AuthCoordinator {
       broadcaster.emit(.flightStarted(key: key, flight: id))
       let first: FlightStep
       switch step {
-      case .load: first = .load(storeOperations.reserve(key))
+      case .load:
+        first = .load(storeOperations.reserve(key))
+        armDeadline(id, at: clock.deadline(after: storeTimeout), phase: .load)
       case .authorize(let reason): first = beginAuthorization(key, flight: id, reason: reason)
       }
       flights[id]?.work = Task { [weak self] in await self?.runFlight(key, flight: id, first: first)
@@ -400,7 +425,8 @@ public actor AuthCoordinator {
           .failure(
             AuthCoordinatorError(
               code,
-              "more than \(policy.maxForcedAuthorizations) forced refreshes of \(key) within "
+              "more than \(policy.maxForcedAuthorizations) forced refreshes (or renewals of "
+                + "tokens shorter than the refresh leeway) of \(key) within "
                 + "\(configuration.loopWindow); not bouncing the user to Alipay again"))))
     }
   }
@@ -460,8 +486,9 @@ public actor AuthCoordinator {
     var loaded: AuthModel?
     switch result {
     case .success(let model):
-      // A model stored for another user is never handed out.
+      // A model stored for another user is never handed out, nor one a failed logout left.
       loaded = model.flatMap { $0.mcUid == key.mcUid ? $0 : nil }
+      if loaded != nil, unremoved.covers(key.mcUid) { loaded = nil }
     case .failure(let error):
       reportStoreFailure(key, .load, error)
     }
@@ -502,7 +529,8 @@ public actor AuthCoordinator {
     flights[id]?.exchangeStarted = exchangeStarted
     counters.update { $0.authorizationsStarted += 1 }
     broadcaster.emit(.authorizationStarted(key: key, flight: id, reason: reason))
-    armDeadline(id, at: clock.now() + configuration.authorizationTimeout, phase: .authorization)
+    armDeadline(
+      id, at: clock.deadline(after: configuration.authorizationTimeout), phase: .authorization)
     return .authorize(request)
   }
 
@@ -546,21 +574,42 @@ public actor AuthCoordinator {
     guard let record = flights[id], let machine = accounts[record.key]?.machine,
       machine.flight?.id == id, case .authorizing = machine.flight?.phase
     else { return }
-    armDeadline(id, at: start + configuration.exchangeTimeout, phase: .exchange)
+    armDeadline(
+      id, at: clock.deadline(after: configuration.exchangeTimeout, from: start), phase: .exchange)
   }
 
   private func deadlineReached(_ id: UInt64, phase: AuthEvent.FlightPhase) {
-    guard let record = flights[id] else { return }
+    guard let record = flights[id], accounts[record.key] != nil else { return }
     // The authorization deadline no longer applies once the exchange began.
     if phase == .authorization, record.exchangeStarted?.withLock({ $0 }) != nil { return }
-    guard accounts[record.key]?.machine.deadlineReached(id) == .stop else { return }
-    let limit =
-      phase == .authorization ? configuration.authorizationTimeout : configuration.exchangeTimeout
-    broadcaster.emit(.flightTimedOut(key: record.key, flight: id, phase: phase))
-    stopFlight(
-      id, as: .timedOut,
-      failing: AuthCoordinatorError.timedOut("the \(phase.rawValue) did not finish within \(limit)")
-    )
+    let key = record.key
+    switch accounts[key]!.machine.deadlineReached(id, phase: phase, date: configuration.now()) {
+    case .ignore:
+      return
+    case .stop:
+      let limit =
+        phase == .authorization
+        ? configuration.authorizationTimeout : configuration.exchangeTimeout
+      broadcaster.emit(.flightTimedOut(key: key, flight: id, phase: phase))
+      stopFlight(
+        id, as: .timedOut,
+        failing: AuthCoordinatorError.timedOut(
+          "the \(phase.rawValue) did not finish within \(limit)"))
+    case .failLoad:
+      let error = AuthCoordinatorError(
+        .storeFailed, "the token store did not answer the load within \(storeTimeout)")
+      reportStoreFailure(key, .load, error)
+      broadcaster.emit(.flightTimedOut(key: key, flight: id, phase: phase))
+      stopFlight(id, as: .timedOut, failing: error)
+    case .complete(let model):
+      // Rule 10: the waiters get the model; the save goes on and its outcome is reported.
+      reportStoreFailure(
+        key, .save,
+        AuthCoordinatorError(
+          .storeFailed, "the token store did not finish the save within \(storeTimeout)"))
+      syncHotCache(key)
+      finishFlight(id, with: .success(model))
+    }
   }
 
   private func authorizationFinished(
@@ -577,6 +626,7 @@ public actor AuthCoordinator {
       broadcaster.emit(.lateResultDiscarded(key: key, flight: id))
       return nil
     case .persist(let model):
+      armDeadline(id, at: clock.deadline(after: storeTimeout), phase: .save)
       return .persist(model, storeOperations.reserve(key))
     case .fail:
       guard case .failure(let error) = result else { return nil }
@@ -588,7 +638,7 @@ public actor AuthCoordinator {
   private func persisted(_ id: UInt64, key: AccountKey, saveFailure: (any Error)?) {
     if let saveFailure { reportStoreFailure(key, .save, saveFailure) }
     guard let record = flights[id], accounts[record.key] != nil else { return }
-    switch accounts[record.key]!.machine.persisted(id) {
+    switch accounts[record.key]!.machine.persisted(id, date: configuration.now()) {
     case .discard:
       break
     case .complete(let model):
@@ -677,7 +727,14 @@ public actor AuthCoordinator {
   }
 
   private func syncHotCache(_ key: AccountKey) {
-    hot.set(accounts[key]?.machine.cachedModel, for: key)
+    guard let machine = accounts[key]?.machine else { return hot.set(nil, for: key) }
+    hot.set(machine.cachedModel, leeway: machine.cacheLeeway, for: key)
+  }
+
+  /// How long one store operation may take before the coordinator stops waiting for it: the
+  /// configured store timeout, and never longer than the authorization timeout.
+  private var storeTimeout: Duration {
+    min(configuration.storeTimeout, configuration.authorizationTimeout)
   }
 
   /// Evicts the least recently used idle keys beyond ``Configuration/maxIdleKeys``.
@@ -689,7 +746,8 @@ public actor AuthCoordinator {
     let count = idle - limit + limit / 16
     var candidates: [(key: AccountKey, lastUsed: UInt64)] = []
     candidates.reserveCapacity(idle)
-    for (key, account) in accounts where account.machine.isIdle {
+    let now = clock.now()
+    for (key, account) in accounts where account.machine.isEvictable(now: now) {
       candidates.append((key, max(account.lastUsed, hot.lastUsed(key) ?? 0)))
     }
     candidates.sort { $0.lastUsed < $1.lastUsed }

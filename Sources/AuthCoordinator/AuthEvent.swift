@@ -29,10 +29,14 @@ public enum AuthEvent: Sendable, Hashable {
 
   /// The phase a flight was in.
   public enum FlightPhase: String, Sendable, Hashable {
+    /// Reading the store (a cold start).
+    case load
     /// Waiting for the authorizer (the user is in Alipay).
     case authorization
     /// Exchanging the auth code at the integrator's server.
     case exchange
+    /// Writing the new model to the store.
+    case save
   }
 
   /// Why a flight was cancelled.
@@ -49,7 +53,7 @@ public enum AuthEvent: Sendable, Hashable {
     case load
     /// Writing a new model (persist before resume).
     case save
-    /// Removing one key's model (a logout or unbind).
+    /// Removing a user's models, every mode (a logout or unbind).
     case remove
     /// Removing every model (``AccountStatusChange/logoutAll``).
     case removeAll

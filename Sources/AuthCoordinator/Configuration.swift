@@ -18,7 +18,8 @@ extension AuthCoordinator {
   /// ```
   public struct Configuration: Sendable {
     /// How long an authorization may take, counted from the call into the authorizer.
-    /// Default 5 minutes: the user may be reading Alipay's consent page.
+    /// Default 5 minutes: the user may be reading Alipay's consent page. Any length is accepted:
+    /// one beyond about a century (`.seconds(Int64.max)`, say) means "no timeout" and is clamped.
     public var authorizationTimeout: Duration = .seconds(300)
     /// How long the auth-code exchange may take, counted from
     /// ``AuthorizationRequest/exchange(_:)``. Default 30 seconds.
@@ -36,9 +37,20 @@ extension AuthCoordinator {
     public var maxIdleKeys: Int = 10_000
     /// What happens to a flight whose last waiter left. Default ``AbandonPolicy/cancel``.
     public var whenAbandoned: AbandonPolicy = .cancel
-    /// The modes that ``AccountStatusChange/logout(mcUid:)`` clears from the store for keys the
-    /// coordinator has not seen since launch. Default `[.platformOnly]`.
+    /// No longer used: a logout removes every mode of the user from the store through
+    /// ``TokenStore/removeModels(forMcUid:)``, whether the coordinator saw the mode or not.
+    @available(*, deprecated, message: "logout removes every mode of the user; nothing to list")
     public var accountModes: [AuthMode] = [.platformOnly]
+    /// How long one store operation (a load, a save, a logout's removal) may take before the
+    /// coordinator stops waiting for it; never longer than ``authorizationTimeout``. Default
+    /// 10 seconds.
+    ///
+    /// A load that runs out fails its flight with
+    /// ``AuthCoordinatorError/Code-swift.struct/storeFailed`` (nothing is authorized); a save
+    /// that runs out still serves and caches the model (the save goes on); a logout returns with
+    /// its memory cleared and its removal going on in the background, ordered before any later
+    /// load of that user. Each is reported as a `storeFailed` event.
+    public var storeTimeout: Duration = .seconds(10)
     /// The clock of every deadline, window and grace period. Default `ContinuousClock()`.
     public var clock: any Clock<Duration> = ContinuousClock()
     /// The wall-clock source that ``AuthModel/expiresAt`` is compared with. Default `Date()`.

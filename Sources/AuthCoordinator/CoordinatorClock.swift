@@ -6,6 +6,16 @@ struct CoordinatorClock: Sendable {
   /// Sleeps until the given offset; throws `CancellationError` when cancelled.
   let sleepUntil: @Sendable (Duration) async throws -> Void
 
+  /// The longest wait the coordinator arms: about a century. Longer timeouts (up to
+  /// `.seconds(Int64.max)`, a common way to say "no timeout") are clamped to it, since the
+  /// clocks trap when asked to sleep that long.
+  static let longestWait: Duration = .seconds(100 * 365 * 86_400)
+
+  /// The offset `timeout` after `start` (default: now), clamped to ``longestWait``.
+  func deadline(after timeout: Duration, from start: Duration? = nil) -> Duration {
+    (start ?? now()) + min(max(timeout, .zero), Self.longestWait)
+  }
+
   init(_ clock: some Clock<Duration>) {
     let origin = clock.now
     now = { origin.duration(to: clock.now) }

@@ -13,8 +13,7 @@ import SyncPrimitives
 final class HotCache: @unchecked Sendable {
   private struct Entry {
     var model: AuthModel
-    /// `expiresAt - refreshLeeway` as seconds since the reference date; `.infinity` without
-    /// expiry.
+    /// `expiresAt - leeway` as seconds since the reference date; `.infinity` without expiry.
     var freshUntil: Double
     var lastUsed: UInt64
   }
@@ -36,12 +35,10 @@ final class HotCache: @unchecked Sendable {
   private var memo: (key: AccountKey, index: [AccountKey: Entry].Index)?
   private var tick: UInt64 = 0
   private var hits = 0
-  private let leeway: Double
   private let now: @Sendable () -> Date
   private let counters: CoordinatorCounters
 
-  init(leeway: Duration, now: @escaping @Sendable () -> Date, counters: CoordinatorCounters) {
-    self.leeway = leeway.seconds
+  init(now: @escaping @Sendable () -> Date, counters: CoordinatorCounters) {
     self.now = now
     self.counters = counters
   }
@@ -79,8 +76,9 @@ final class HotCache: @unchecked Sendable {
     return .join(flight, ticket: ticket)
   }
 
-  /// Stores (or, with `nil`, forgets) the model for `key`.
-  func set(_ model: AuthModel?, for key: AccountKey) {
+  /// Stores (or, with `nil`, forgets) the model for `key`, fresh until `leeway` before its
+  /// expiry (the state machine's leeway for that model).
+  func set(_ model: AuthModel?, leeway: TimeInterval = 0, for key: AccountKey) {
     guard let model else {
       lock.withLock {
         memo = nil

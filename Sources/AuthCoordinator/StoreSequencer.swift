@@ -6,27 +6,49 @@ import SyncPrimitives
 /// what the operation must wait for and a latch to open when it is done; the flight's own task,
 /// or the logout, then carries the operation out. Ordering per key is what makes a logout final:
 /// a save issued before the logout completes before its removal starts, and a load issued after
-/// it starts after the removal completed. A `removeAll` is a barrier after every earlier
-/// operation and before every later one.
+/// it starts after the removal completed. Removing a user's models is a barrier for every key
+/// of that user, in any mode (including keys the coordinator never saw); a `removeAll` is a
+/// barrier for every key.
 struct StoreSequencer {
   private var tails: [AccountKey: StoreOperationLatch] = [:]
+  /// The latest removal of each user's models, while it may still be pending.
+  private var userBarriers: [String: StoreOperationLatch] = [:]
   private var barrier: StoreOperationLatch?
 
   /// Reserves the next operation for `key`.
   mutating func reserve(_ key: AccountKey) -> StoreTurn {
     if barrier?.isOpen == true { barrier = nil }
     let previous = tails[key].flatMap { $0.isOpen ? nil : $0 }
+    let user = pendingUserBarrier(key.mcUid)
     let latch = StoreOperationLatch()
     tails[key] = latch
-    return StoreTurn(after: [previous, barrier].compactMap { $0 }, done: latch)
+    return StoreTurn(after: [previous, user, barrier].compactMap { $0 }, done: latch)
+  }
+
+  /// Reserves an operation on every key of `mcUid`: after every operation issued so far for
+  /// any of them, and before every later one.
+  mutating func reserveUser(_ mcUid: String) -> StoreTurn {
+    if barrier?.isOpen == true { barrier = nil }
+    var after: [StoreOperationLatch] = []
+    for (key, latch) in tails where key.mcUid == mcUid {
+      if !latch.isOpen { after.append(latch) }
+      tails.removeValue(forKey: key)
+    }
+    if let user = pendingUserBarrier(mcUid) { after.append(user) }
+    if let barrier { after.append(barrier) }
+    let latch = StoreOperationLatch()
+    userBarriers[mcUid] = latch
+    return StoreTurn(after: after, done: latch)
   }
 
   /// Reserves an operation after every operation issued so far and before every later one.
   mutating func reserveBarrier() -> StoreTurn {
     var after = tails.values.filter { !$0.isOpen }
+    after += userBarriers.values.filter { !$0.isOpen }
     if let barrier, !barrier.isOpen { after.append(barrier) }
     let latch = StoreOperationLatch()
     tails.removeAll()
+    userBarriers.removeAll()
     barrier = latch
     return StoreTurn(after: after, done: latch)
   }
@@ -34,6 +56,17 @@ struct StoreSequencer {
   /// Forgets `key`'s finished operations, so that idle and evicted keys cost nothing here.
   mutating func forget(_ key: AccountKey) {
     if tails[key]?.isOpen == true { tails.removeValue(forKey: key) }
+    _ = pendingUserBarrier(key.mcUid)
+  }
+
+  /// The user's removal if it has not finished; forgets it once it has.
+  private mutating func pendingUserBarrier(_ mcUid: String) -> StoreOperationLatch? {
+    guard let latch = userBarriers[mcUid] else { return nil }
+    if latch.isOpen {
+      userBarriers.removeValue(forKey: mcUid)
+      return nil
+    }
+    return latch
   }
 }
 
@@ -50,28 +83,49 @@ struct StoreTurn: Sendable {
 
 /// Opens once, when a store operation finished; later operations wait for it.
 final class StoreOperationLatch: Sendable {
-  private let state = LockedState<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>(
-    (false, []))
+  private let state = LockedState<(open: Bool, waiters: [@Sendable () -> Void])>((false, []))
 
   var isOpen: Bool { state.withLock { $0.open } }
 
   func wait() async {
     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-      let open = state.withLock { state -> Bool in
-        if state.open { return true }
-        state.waiters.append(continuation)
-        return false
+      whenOpen { continuation.resume() }
+    }
+  }
+
+  /// Waits until the latch opens or `deadline` passes on `clock`.
+  ///
+  /// - Returns: `true` when the latch opened, `false` when the deadline came first.
+  func wait(until deadline: Duration, on clock: CoordinatorClock) async -> Bool {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+      let pending = LockedState<CheckedContinuation<Bool, Never>?>(continuation)
+      let timer = Task {
+        do { try await clock.sleepUntil(deadline) } catch { return }
+        pending.withLock { $0.take() }?.resume(returning: false)
       }
-      if open { continuation.resume() }
+      whenOpen {
+        timer.cancel()
+        pending.withLock { $0.take() }?.resume(returning: true)
+      }
     }
   }
 
   func open() {
-    let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+    let waiters = state.withLock { state -> [@Sendable () -> Void] in
       state.open = true
       defer { state.waiters.removeAll() }
       return state.waiters
     }
-    for waiter in waiters { waiter.resume() }
+    for waiter in waiters { waiter() }
+  }
+
+  /// Runs `action` when the latch opens, or at once if it is open.
+  private func whenOpen(_ action: @escaping @Sendable () -> Void) {
+    let open = state.withLock { state -> Bool in
+      if state.open { return true }
+      state.waiters.append(action)
+      return false
+    }
+    if open { action() }
   }
 }

@@ -80,7 +80,7 @@ import Testing
         == .start(flight: 2, .authorize(.missing)))
     #expect(machine.authorized(2, result: .success(model("t2"))) == .persist(model("t2")))
     #expect(machine.cachedModel == nil, "the model is cached only once persisted")
-    #expect(machine.persisted(2) == .complete(model("t2")))
+    #expect(machine.persisted(2, date: date) == .complete(model("t2")))
     #expect(machine.cachedModel == model("t2"))
     #expect(machine.isIdle)
   }
@@ -100,8 +100,8 @@ import Testing
     _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
     #expect(machine.authorized(99, result: .success(model("x"))) == .discard)
     #expect(machine.loaded(99, model: model("x"), date: date, now: .zero) == .discard)
-    #expect(machine.persisted(99) == .discard)
-    #expect(machine.deadlineReached(99) == .ignore)
+    #expect(machine.persisted(99, date: date) == .discard)
+    #expect(machine.deadlineReached(99, phase: .authorization, date: date) == .ignore)
     #expect(
       machine.lastWaiterLeft(
         99,
@@ -114,7 +114,7 @@ import Testing
   @Test func deadlineStopsOnlyAnAuthorizingFlight() {
     var machine = self.machine(holding: nil)
     _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
-    #expect(machine.deadlineReached(2) == .stop)
+    #expect(machine.deadlineReached(2, phase: .authorization, date: date) == .stop)
     #expect(machine.isIdle)
     // A result that arrives after the deadline is discarded.
     #expect(machine.authorized(2, result: .success(model("late"))) == .discard)
@@ -124,7 +124,9 @@ import Testing
       machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 3)
         == .start(flight: 3, .authorize(.missing)))
     _ = machine.authorized(3, result: .success(model("t3")))
-    #expect(machine.deadlineReached(3) == .ignore, "a persisting flight has no deadline")
+    #expect(
+      machine.deadlineReached(3, phase: .authorization, date: date) == .ignore,
+      "an authorization deadline does not apply to a persisting flight")
   }
 
   @Test func forcedRefreshServesADifferentValidToken() {
@@ -207,7 +209,7 @@ import Testing
         machine.request(.force(rejecting: nil), date: date, now: now, newFlightID: id)
           == .start(flight: id, .authorize(.forcedRefresh)))
       _ = machine.authorized(id, result: .success(model("t\(round)")))
-      _ = machine.persisted(id)
+      _ = machine.persisted(id, date: date)
     }
     #expect(
       machine.request(.force(rejecting: nil), date: date, now: .seconds(40), newFlightID: 9)
@@ -301,7 +303,7 @@ import Testing
     _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
     _ = machine.authorized(2, result: .success(model("t2")))
     #expect(machine.signOut() == 2)
-    #expect(machine.persisted(2) == .discard)
+    #expect(machine.persisted(2, date: date) == .discard)
     #expect(machine.cachedModel == nil)
   }
 }
@@ -320,5 +322,107 @@ extension AccountStateMachineTests {
     _ = counted.request(.force(rejecting: nil), date: date, now: .zero, newFlightID: 2)
     #expect(counted.loaded(1, model: nil, date: date, now: .zero) == .authorize(.missing))
     #expect(counted.forcedStarts.count == 1)
+  }
+}
+
+/// The decisions added for the defects of the outside review: store deadlines, short-lived
+/// models, eviction and the loop guard, a save that outlives its callers.
+@Suite struct AccountStateMachineDeadlineAndLeewayTests {
+  let date = Date(timeIntervalSince1970: 1_800_000_000)
+  let policy = AccountStateMachine.Policy(
+    refreshLeeway: 60, maxForcedAuthorizations: 3, loopWindow: .seconds(60),
+    whenAbandoned: .cancel)
+
+  func model(_ token: String, expiresIn: TimeInterval) -> AuthModel {
+    AuthModel(
+      uid: "2088", accessToken: token, mcUid: "u1", expiresAt: date.addingTimeInterval(expiresIn))
+  }
+
+  /// A machine that authorized `model` in flight 1 (a missing key) and cached it at `date`.
+  func machine(cachedFromAuthorization model: AuthModel) -> AccountStateMachine {
+    var machine = AccountStateMachine(policy: policy)
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 1)
+    _ = machine.loaded(1, model: nil, date: date, now: .zero)
+    _ = machine.authorized(1, result: .success(model))
+    #expect(machine.persisted(1, date: date) == .complete(model))
+    return machine
+  }
+
+  @Test func theLeewayIsAtMostHalfTheLifetimeAModelArrivedWith() {
+    typealias M = AccountStateMachine
+    #expect(M.leeway(60, forModelExpiring: nil, obtainedAt: date) == 60)
+    #expect(M.leeway(60, forModelExpiring: date.addingTimeInterval(3600), obtainedAt: date) == 60)
+    #expect(M.leeway(60, forModelExpiring: date.addingTimeInterval(100), obtainedAt: date) == 50)
+    #expect(M.leeway(60, forModelExpiring: date.addingTimeInterval(30), obtainedAt: date) == 15)
+    #expect(M.leeway(60, forModelExpiring: date.addingTimeInterval(-5), obtainedAt: date) == 0)
+  }
+
+  @Test func aShortLivedModelIsServedThenItsRenewalCountsForTheLoopGuard() {
+    var machine = self.machine(cachedFromAuthorization: model("t1", expiresIn: 30))
+    #expect(machine.cacheArrivedInsideLeeway)
+    #expect(
+      machine.request(.ifNeeded, date: date.addingTimeInterval(14), now: .zero, newFlightID: 2)
+        == .serve(model("t1", expiresIn: 30)))
+    #expect(
+      machine.request(.ifNeeded, date: date.addingTimeInterval(16), now: .zero, newFlightID: 2)
+        == .start(flight: 2, .authorize(.expired)))
+    #expect(machine.forcedStarts == [.zero], "the renewal was counted")
+  }
+
+  @Test func aLongLivedModelsRenewalIsNotCounted() {
+    var machine = self.machine(cachedFromAuthorization: model("t1", expiresIn: 3600))
+    #expect(!machine.cacheArrivedInsideLeeway)
+    #expect(
+      machine.request(.ifNeeded, date: date.addingTimeInterval(3550), now: .zero, newFlightID: 2)
+        == .start(flight: 2, .authorize(.expired)))
+    #expect(machine.forcedStarts.isEmpty)
+  }
+
+  @Test func eachDeadlineAppliesOnlyToItsOwnPhase() {
+    var machine = AccountStateMachine(policy: policy)
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 1)
+    #expect(machine.deadlineReached(1, phase: .authorization, date: date) == .ignore)
+    #expect(machine.deadlineReached(1, phase: .save, date: date) == .ignore)
+    #expect(machine.deadlineReached(1, phase: .load, date: date) == .failLoad)
+    #expect(machine.isIdle)
+    #expect(machine.cache == .unknown, "the next request reads the store again")
+
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+    _ = machine.loaded(2, model: nil, date: date, now: .zero)
+    #expect(machine.deadlineReached(2, phase: .load, date: date) == .ignore)
+    _ = machine.authorized(2, result: .success(model("t2", expiresIn: 3600)))
+    #expect(machine.deadlineReached(2, phase: .authorization, date: date) == .ignore)
+    #expect(
+      machine.deadlineReached(2, phase: .save, date: date)
+        == .complete(model("t2", expiresIn: 3600)))
+    #expect(machine.cachedModel == model("t2", expiresIn: 3600), "a stuck save still caches")
+    #expect(machine.persisted(2, date: date) == .discard, "the late save changes nothing")
+  }
+
+  @Test func theLastWaiterLeavingDuringTheSaveKeepsTheFlight() {
+    var machine = AccountStateMachine(policy: policy)
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 1)
+    _ = machine.loaded(1, model: nil, date: date, now: .zero)
+    _ = machine.authorized(1, result: .success(model("t1", expiresIn: 3600)))
+    #expect(
+      machine.lastWaiterLeft(
+        1,
+        closeQueue: {
+          Issue.record("the queue stays open: the model is already obtained")
+          return true
+        }) == .keepRunning)
+    #expect(machine.persisted(1, date: date) == .complete(model("t1", expiresIn: 3600)))
+  }
+
+  @Test func aKeyWithAuthorizationsInTheLoopWindowIsNotEvictable() {
+    var machine = self.machine(cachedFromAuthorization: model("t1", expiresIn: 3600))
+    #expect(machine.isEvictable(now: .zero))
+    #expect(
+      machine.request(.force(rejecting: nil), date: date, now: .seconds(10), newFlightID: 2)
+        == .start(flight: 2, .authorize(.forcedRefresh)))
+    _ = machine.authorized(2, result: .success(model("t2", expiresIn: 3600)))
+    _ = machine.persisted(2, date: date)
+    #expect(!machine.isEvictable(now: .seconds(69)))
+    #expect(machine.isEvictable(now: .seconds(70)))
   }
 }

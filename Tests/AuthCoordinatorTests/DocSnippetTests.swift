@@ -183,7 +183,7 @@ private final class SnippetAlipay: @unchecked Sendable {
     #expect(configuration.refreshLeeway == .seconds(60))
     #expect(configuration.loopWindow == .seconds(60))
     #expect(configuration.maxIdleKeys == 10_000)
-    #expect(configuration.accountModes == [.platformOnly])
+    #expect(configuration.storeTimeout == .seconds(10))
   }
 
   @Test func gettingStartedApp() async throws {

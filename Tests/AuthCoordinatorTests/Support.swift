@@ -77,7 +77,7 @@ func expectFailure(
     let model = try await task.value
     Issue.record("expected \(code), got \(model)", sourceLocation: sourceLocation)
   } catch let error as AuthCoordinatorError {
-    #expect(error.code == code, sourceLocation: sourceLocation)
+    #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
   } catch {
     Issue.record("expected \(code), got \(error)", sourceLocation: sourceLocation)
   }
@@ -157,6 +157,11 @@ final class InstrumentedStore: TokenStore, @unchecked Sendable {
   func removeModel(for key: AccountKey) async throws {
     counts.withLock { $0.removes += 1 }
     await inner.removeModel(for: key)
+  }
+
+  func removeModels(forMcUid mcUid: String) async throws {
+    counts.withLock { $0.removes += 1 }
+    await inner.removeModels(forMcUid: mcUid)
   }
 
   func removeAll() async throws {
