@@ -32,6 +32,11 @@ import SyncPrimitives
 ///   extension) never lose each other's updates. The decoded contents are cached in memory
 ///   and re-read whenever the file's identity (device, inode, size, modification time)
 ///   changes, so another process's writes are seen by the next read.
+/// - **Bounded lock wait.** The lock is waited for at most ``lockTimeout`` (5 seconds by
+///   default); after that a change throws ``TokenStoreError/Code/lockTimeout`` and leaves the
+///   file as it was. Reading a good file needs no lock at all. One store runs its operations
+///   one at a time, so a call waiting for the lock delays the calls queued behind it, for every
+///   key, by at most that long each.
 /// - **Corrupt, truncated or oversized files** (``TokenStoreError/Code/corruptFile``,
 ///   ``TokenStoreError/Code/truncatedFile``, ``TokenStoreError/Code/fileTooLarge``) are
 ///   reported to `onIssue`, renamed to `<name>.corrupt-<UTC timestamp>` for diagnosis (an
@@ -64,10 +69,16 @@ public final class FileTokenStore: TokenStore {
   /// The default size cap: 16 MiB.
   public static let defaultMaximumFileSize = 16 * 1024 * 1024
 
+  /// The default ``lockTimeout``: 5 seconds.
+  public static let defaultLockTimeout: Duration = .seconds(5)
+
   /// The store's file.
   public let url: URL
   /// Files larger than this many bytes are not read (``TokenStoreError/Code/fileTooLarge``).
   public let maximumFileSize: Int
+  /// How long a change waits for the cross-process lock on `<name>.lock` before it throws
+  /// ``TokenStoreError/Code/lockTimeout``. Zero means a single attempt.
+  public let lockTimeout: Duration
 
   private let path: String
   private let directoryPath: String
@@ -96,6 +107,9 @@ public final class FileTokenStore: TokenStore {
   /// - Parameters:
   ///   - url: A file URL. Its directory is created on the first save when missing.
   ///   - maximumFileSize: Files larger than this are moved aside unread; 16 MiB by default.
+  ///   - lockTimeout: How long a change waits for the lock that another process (or another
+  ///     open file description) holds before it throws ``TokenStoreError/Code/lockTimeout``;
+  ///     ``defaultLockTimeout`` (5 seconds) by default. Negative values count as zero.
   ///   - onIssue: Called (on the store's private queue) with every problem the store handles
   ///     itself instead of throwing: a corrupt, truncated or oversized file moved aside, a
   ///     newer-version file read as empty, a directory that could not be synced. Errors that
@@ -103,10 +117,12 @@ public final class FileTokenStore: TokenStore {
   public init(
     url: URL,
     maximumFileSize: Int = FileTokenStore.defaultMaximumFileSize,
+    lockTimeout: Duration = FileTokenStore.defaultLockTimeout,
     onIssue: (@Sendable (TokenStoreError) -> Void)? = nil
   ) {
     self.url = url
     self.maximumFileSize = max(0, maximumFileSize)
+    self.lockTimeout = max(.zero, lockTimeout)
     path = url.path(percentEncoded: false)
     let directory = url.deletingLastPathComponent().path(percentEncoded: false)
     directoryPath = directory.isEmpty ? "." : directory
@@ -121,7 +137,9 @@ public final class FileTokenStore: TokenStore {
   /// Reads the model stored for `key`.
   ///
   /// Served from memory while the file is unchanged. A corrupt, truncated, oversized or
-  /// newer-version file reads as empty (and is reported to `onIssue`).
+  /// newer-version file reads as empty (and is reported to `onIssue`). Reading a good file
+  /// takes no lock; moving a bad one aside does, and when the lock stays held elsewhere for
+  /// ``lockTimeout`` the bad file is reported and left in place instead.
   ///
   /// - Parameter key: The account.
   /// - Returns: The stored model, or `nil`.
@@ -138,9 +156,11 @@ public final class FileTokenStore: TokenStore {
   ///   - model: The model to keep.
   ///   - key: The account.
   /// - Throws: ``TokenStoreError``: ``TokenStoreError/Code/unsupportedVersion`` when a newer
-  ///   version wrote the file (it is left as it is), ``TokenStoreError/Code/notARegularFile``,
-  ///   ``TokenStoreError/Code/permissionDenied``, ``TokenStoreError/Code/ioFailure``,
-  ///   ``TokenStoreError/Code/encodingFailed``. The previous file is intact after a failure.
+  ///   version wrote the file (it is left as it is), ``TokenStoreError/Code/lockTimeout`` when
+  ///   the lock stayed held elsewhere for ``lockTimeout``,
+  ///   ``TokenStoreError/Code/notARegularFile``, ``TokenStoreError/Code/permissionDenied``,
+  ///   ``TokenStoreError/Code/ioFailure``, ``TokenStoreError/Code/encodingFailed``. The
+  ///   previous file is intact after a failure.
   public func save(_ model: AuthModel, for key: AccountKey) async throws(TokenStoreError) {
     try await perform { store throws(TokenStoreError) in
       try store.modify { $0[key] = model }
@@ -233,27 +253,31 @@ public final class FileTokenStore: TokenStore {
     return try currentSnapshot(issue: &issue)
   }
 
-  /// The cached snapshot if the file is unchanged, else a fresh load (under the file lock when
-  /// it can be taken; without it in a read-only directory, where nothing can be moved aside).
+  /// The cached snapshot if the file is unchanged, else a fresh load.
+  ///
+  /// A good, missing or newer-version file is read without the lock: every writer replaces the
+  /// file with one `rename`, so an unlocked read sees a whole file, old or new. Only a bad file
+  /// needs the lock, to be moved aside; it is re-read under the lock first. When the lock
+  /// cannot be had (a read-only or missing directory, or held elsewhere for ``lockTimeout``)
+  /// the bad file is reported and left in place, and the store reads as empty.
   private func currentSnapshot(issue: inout TokenStoreError?) throws(TokenStoreError) -> Snapshot {
     let identity = try currentIdentity()
     if let cached = state.withLock({ $0.cache }), cached.identity == identity {
       return cached
     }
-    var snapshot: Snapshot?
-    let fd = openLockFile()
-    if fd >= 0 {
-      defer { close(fd) }  // Closing the descriptor releases the lock.
-      if lockExclusively(fd) {
-        snapshot = try load(moveAside: true, issue: &issue)
+    var disk = try readDisk()
+    var moveAside = false
+    var fd: Int32 = -1
+    defer { if fd >= 0 { close(fd) } }  // Closing the descriptor releases the lock.
+    if case .bad = disk {
+      fd = openLockFile()
+      if fd >= 0, acquireLock(fd) == .acquired {
+        // Another process may have moved or replaced the file while we waited.
+        disk = try readDisk()
+        moveAside = true
       }
     }
-    if snapshot == nil {
-      // No lock to be had (a read-only or missing directory): read without it, and move
-      // nothing, since moving needs the lock.
-      snapshot = try load(moveAside: false, issue: &issue)
-    }
-    let result = snapshot!
+    let result = try absorb(disk, moveAside: moveAside, issue: &issue)
     state.withLock { $0.cache = result }
     return result
   }
@@ -264,7 +288,18 @@ public final class FileTokenStore: TokenStore {
     forWriting: Bool = false,
     issue: inout TokenStoreError?
   ) throws(TokenStoreError) -> Snapshot {
-    switch try readDisk() {
+    try absorb(try readDisk(), moveAside: moveAside, forWriting: forWriting, issue: &issue)
+  }
+
+  /// Turns what was read into a snapshot, moving a bad file aside when `moveAside` (the lock
+  /// is held) and reporting every absorbed problem.
+  private func absorb(
+    _ disk: DiskState,
+    moveAside: Bool,
+    forWriting: Bool = false,
+    issue: inout TokenStoreError?
+  ) throws(TokenStoreError) -> Snapshot {
+    switch disk {
     case .missing:
       return Snapshot(identity: nil, models: [:])
     case .good(let identity, let models):
@@ -275,6 +310,9 @@ public final class FileTokenStore: TokenStore {
       return Snapshot(identity: identity, models: [:], writeBlocker: error)
     case .bad(let identity, var problem):
       guard moveAside else {
+        problem.message +=
+          " It was left in place (moving it needs the store's lock, which could not be taken);"
+          + " the store reads as empty."
         issue = problem
         report(problem)
         return Snapshot(identity: identity, models: [:])
@@ -551,10 +589,18 @@ public final class FileTokenStore: TokenStore {
       throw systemError("open", code, "The store's lock file cannot be opened.", path: lockPath)
     }
     defer { close(fd) }  // Closing the descriptor releases the lock.
-    guard lockExclusively(fd) else {
-      throw systemError("flock", errno, "The store's lock cannot be taken.", path: lockPath)
+    switch acquireLock(fd) {
+    case .acquired:
+      return try body()
+    case .timedOut:
+      throw TokenStoreError(
+        .lockTimeout,
+        "The store's lock file stayed locked by another process or open file for the"
+          + " \(lockTimeout) lock timeout; nothing was changed.",
+        path: lockPath)
+    case .failed(let code):
+      throw systemError("flock", code, "The store's lock cannot be taken.", path: lockPath)
     }
-    return try body()
   }
 
   /// Opens `<name>.lock` (never through a symbolic link), creating it with mode 0600.
@@ -562,14 +608,45 @@ public final class FileTokenStore: TokenStore {
     open(lockPath, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode_t(0o600))
   }
 
-  /// Blocks until the descriptor holds an exclusive `flock`.
+  private enum LockOutcome: Equatable {
+    case acquired
+    /// Held elsewhere for the whole ``FileTokenStore/lockTimeout``.
+    case timedOut
+    /// `flock` failed for another reason (the `errno`).
+    case failed(Int32)
+  }
+
+  /// Takes an exclusive `flock` on the descriptor, waiting at most ``lockTimeout``.
   ///
-  /// - Returns: `false` (with `errno` set) when the lock cannot be taken.
-  private func lockExclusively(_ fd: Int32) -> Bool {
-    while flock(fd, LOCK_EX) != 0 {
-      if errno != EINTR { return false }
+  /// A blocking `flock(LOCK_EX)` would wait forever for a holder that never lets go (a hung
+  /// process, a descriptor leaked in this one), and with it every call queued behind it. So it
+  /// polls with `LOCK_NB`, sleeping between attempts, 1 ms at first and doubling up to 50 ms.
+  /// Sleeping is fine here: this runs on the store's own queue, never on the cooperative pool.
+  private func acquireLock(_ fd: Int32) -> LockOutcome {
+    let clock = ContinuousClock()
+    let deadline = clock.now.advanced(by: lockTimeout)
+    var pause = Duration.milliseconds(1)
+    while true {
+      if flock(fd, LOCK_EX | LOCK_NB) == 0 { return .acquired }
+      let code = errno
+      if code == EINTR { continue }
+      guard code == EWOULDBLOCK || code == EAGAIN else { return .failed(code) }
+      let now = clock.now
+      guard now < deadline else { return .timedOut }
+      Self.sleep(min(pause, now.duration(to: deadline)))
+      pause = min(pause * 2, .milliseconds(50))
     }
-    return true
+  }
+
+  /// Blocks the calling thread (the store's queue) for `duration`.
+  private static func sleep(_ duration: Duration) {
+    let (seconds, attoseconds) = duration.components
+    var request = timespec(
+      tv_sec: Int(seconds), tv_nsec: Int(attoseconds / 1_000_000_000))
+    var remaining = timespec()
+    while nanosleep(&request, &remaining) != 0 && errno == EINTR {
+      request = remaining
+    }
   }
 
   private func createDirectory() throws(TokenStoreError) {

@@ -40,6 +40,9 @@ public struct TokenStoreError: Error, Hashable, Sendable, CustomStringConvertibl
     public static let ioFailure = Code(rawValue: "ioFailure")
     /// The models could not be encoded.
     public static let encodingFailed = Code(rawValue: "encodingFailed")
+    /// The store's lock file stayed locked (by another process, or another open file
+    /// description in this one) for longer than the store's lock timeout; nothing was changed.
+    public static let lockTimeout = Code(rawValue: "lockTimeout")
 
     /// The code's name.
     public var description: String { rawValue }
