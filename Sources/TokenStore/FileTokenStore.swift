@@ -74,7 +74,8 @@ public final class FileTokenStore: TokenStore {
 
   /// The store's file.
   public let url: URL
-  /// Files larger than this many bytes are not read (``TokenStoreError/Code/fileTooLarge``).
+  /// Files larger than this many bytes are not read, and a change that would write one is
+  /// refused (``TokenStoreError/Code/fileTooLarge`` in both cases).
   public let maximumFileSize: Int
   /// How long a change waits for the cross-process lock on `<name>.lock` before it throws
   /// ``TokenStoreError/Code/lockTimeout``. Zero means a single attempt.
@@ -106,7 +107,8 @@ public final class FileTokenStore: TokenStore {
   ///
   /// - Parameters:
   ///   - url: A file URL. Its directory is created on the first save when missing.
-  ///   - maximumFileSize: Files larger than this are moved aside unread; 16 MiB by default.
+  ///   - maximumFileSize: Files larger than this are moved aside unread, and a save that would
+  ///     write one throws instead; 16 MiB by default.
   ///   - lockTimeout: How long a change waits for the lock that another process (or another
   ///     open file description) holds before it throws ``TokenStoreError/Code/lockTimeout``;
   ///     ``defaultLockTimeout`` (5 seconds) by default. Negative values count as zero.
@@ -159,8 +161,10 @@ public final class FileTokenStore: TokenStore {
   ///   version wrote the file (it is left as it is), ``TokenStoreError/Code/lockTimeout`` when
   ///   the lock stayed held elsewhere for ``lockTimeout``,
   ///   ``TokenStoreError/Code/notARegularFile``, ``TokenStoreError/Code/permissionDenied``,
-  ///   ``TokenStoreError/Code/ioFailure``, ``TokenStoreError/Code/encodingFailed``. The
-  ///   previous file is intact after a failure.
+  ///   ``TokenStoreError/Code/ioFailure``, ``TokenStoreError/Code/encodingFailed``,
+  ///   ``TokenStoreError/Code/fileTooLarge`` when the new file would exceed
+  ///   ``maximumFileSize`` (a read would reject it). The previous file is intact after a
+  ///   failure.
   public func save(_ model: AuthModel, for key: AccountKey) async throws(TokenStoreError) {
     try await perform { store throws(TokenStoreError) in
       try store.modify { $0[key] = model }
@@ -435,6 +439,15 @@ public final class FileTokenStore: TokenStore {
         change(&models)
         guard models != current.models else { return }
         let data = try StoreFileFormat.encode(models)
+        // Never write what a read would reject: an oversized file would be moved aside whole
+        // by the next read, and every other key with it.
+        guard data.count <= maximumFileSize else {
+          throw TokenStoreError(
+            .fileTooLarge,
+            "The change would make the store file \(data.count) bytes, over the"
+              + " \(maximumFileSize)-byte limit; it was refused and the file left as it was.",
+            path: path)
+        }
         let identity = try replaceFile(with: data)
         state.withLock { $0.cache = Snapshot(identity: identity, models: models) }
       }

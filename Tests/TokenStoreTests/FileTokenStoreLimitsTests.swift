@@ -98,6 +98,33 @@ import Testing
     #expect(FileTokenStore(url: url, lockTimeout: .seconds(-1)).lockTimeout == .zero)
     #expect(TokenStoreError.Code.lockTimeout.rawValue == "lockTimeout")
   }
+
+  // MARK: - Never write what a read would reject
+
+  @Test func aSaveThatWouldExceedTheSizeCapIsRefusedAndLosesNothing() async throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.remove() }
+    let issues = IssueLog()
+    let store = FileTokenStore(url: dir.file(), maximumFileSize: 600, onIssue: issues.handler)
+    let small = sampleModel(1)
+    try await store.save(small, for: key(1))
+    let before = try Data(contentsOf: dir.file())
+    #expect(before.count <= 600)
+
+    let big = AuthModel(
+      uid: "2088000000000002", accessToken: String(repeating: "x", count: 700), mcUid: "u2")
+    await #expect(throws: TokenStoreError(.fileTooLarge, "")) {
+      try await store.save(big, for: key(2))
+    }
+    // The previous file is untouched, nothing was moved aside, every key is still there.
+    #expect(try Data(contentsOf: dir.file()) == before)
+    #expect(try dir.contents() == ["tokens.store", "tokens.store.lock"])
+    let reopened = FileTokenStore(url: dir.file(), maximumFileSize: 600, onIssue: issues.handler)
+    #expect(try await reopened.loadAll() == [key(1): small])
+    #expect(try await store.model(for: key(1)) == small)
+    #expect(try await store.model(for: key(2)) == nil)
+    #expect(issues.all.isEmpty)
+  }
 }
 
 // MARK: - Helpers
