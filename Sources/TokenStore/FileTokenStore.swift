@@ -42,6 +42,11 @@ import SyncPrimitives
 ///   reported to `onIssue`, renamed to `<name>.corrupt-<UTC timestamp>` for diagnosis (an
 ///   oversized file is never read into memory) and treated as empty; the next save writes a
 ///   fresh file.
+/// - **Quarantined copies are bounded and deleted on removal.** Such a copy may hold live
+///   tokens, and it cannot be safely edited, so at most ``maximumQuarantinedFiles`` (3 by
+///   default) are kept, the oldest deleted first, and ``removeModel(for:)``,
+///   ``removeModels(forMcUid:)`` and ``removeAll()`` delete all of them: after a logout no
+///   token of the user is left on disk, not even in a copy kept for diagnosis.
 /// - **Newer versions** (``TokenStoreError/Code/unsupportedVersion``): the file is reported
 ///   and read as empty but never replaced; every change throws instead, so running an older
 ///   app does not destroy what a newer one stored.
@@ -72,6 +77,9 @@ public final class FileTokenStore: TokenStore {
   /// The default ``lockTimeout``: 5 seconds.
   public static let defaultLockTimeout: Duration = .seconds(5)
 
+  /// The default ``maximumQuarantinedFiles``: 3.
+  public static let defaultMaximumQuarantinedFiles = 3
+
   /// The store's file.
   public let url: URL
   /// Files larger than this many bytes are not read, and a change that would write one is
@@ -80,6 +88,9 @@ public final class FileTokenStore: TokenStore {
   /// How long a change waits for the cross-process lock on `<name>.lock` before it throws
   /// ``TokenStoreError/Code/lockTimeout``. Zero means a single attempt.
   public let lockTimeout: Duration
+  /// How many moved-aside copies of bad files (`<name>.corrupt-*`) are kept for diagnosis; the
+  /// oldest are deleted beyond this. Zero deletes a bad file instead of keeping it.
+  public let maximumQuarantinedFiles: Int
 
   private let path: String
   private let directoryPath: String
@@ -112,6 +123,9 @@ public final class FileTokenStore: TokenStore {
   ///   - lockTimeout: How long a change waits for the lock that another process (or another
   ///     open file description) holds before it throws ``TokenStoreError/Code/lockTimeout``;
   ///     ``defaultLockTimeout`` (5 seconds) by default. Negative values count as zero.
+  ///   - maximumQuarantinedFiles: How many moved-aside copies of bad files to keep, newest
+  ///     first; ``defaultMaximumQuarantinedFiles`` (3) by default. Negative values count as
+  ///     zero. Every removal deletes them all regardless.
   ///   - onIssue: Called (on the store's private queue) with every problem the store handles
   ///     itself instead of throwing: a corrupt, truncated or oversized file moved aside, a
   ///     newer-version file read as empty, a directory that could not be synced. Errors that
@@ -120,11 +134,13 @@ public final class FileTokenStore: TokenStore {
     url: URL,
     maximumFileSize: Int = FileTokenStore.defaultMaximumFileSize,
     lockTimeout: Duration = FileTokenStore.defaultLockTimeout,
+    maximumQuarantinedFiles: Int = FileTokenStore.defaultMaximumQuarantinedFiles,
     onIssue: (@Sendable (TokenStoreError) -> Void)? = nil
   ) {
     self.url = url
     self.maximumFileSize = max(0, maximumFileSize)
     self.lockTimeout = max(.zero, lockTimeout)
+    self.maximumQuarantinedFiles = max(0, maximumQuarantinedFiles)
     path = url.path(percentEncoded: false)
     let directory = url.deletingLastPathComponent().path(percentEncoded: false)
     directoryPath = directory.isEmpty ? "." : directory
@@ -171,35 +187,39 @@ public final class FileTokenStore: TokenStore {
     }
   }
 
-  /// Removes the model stored for `key`; does nothing when there is none.
+  /// Removes the model stored for `key`, and every quarantined copy of a bad file (which may
+  /// hold it); does nothing else when there is none.
   ///
   /// - Parameter key: The account.
-  /// - Throws: ``TokenStoreError``, as ``save(_:for:)`` does.
+  /// - Throws: ``TokenStoreError``, as ``save(_:for:)`` does, or when a quarantined copy
+  ///   cannot be deleted.
   public func removeModel(for key: AccountKey) async throws(TokenStoreError) {
     try await perform { store throws(TokenStoreError) in
-      try store.modify { $0[key] = nil }
+      try store.modify(deletingQuarantinedFiles: true) { $0[key] = nil }
     }
   }
 
-  /// Removes every model of the user `mcUid`, in every mode, in one atomic replace.
+  /// Removes every model of the user `mcUid`, in every mode, in one atomic replace, and
+  /// deletes every quarantined copy of a bad file (which may hold them).
   ///
   /// - Parameter mcUid: The host app's user id.
-  /// - Throws: ``TokenStoreError``, as ``save(_:for:)`` does.
+  /// - Throws: ``TokenStoreError``, as ``removeModel(for:)`` does.
   public func removeModels(forMcUid mcUid: String) async throws(TokenStoreError) {
     try await perform { store throws(TokenStoreError) in
-      try store.modify { entries in
+      try store.modify(deletingQuarantinedFiles: true) { entries in
         for key in entries.keys where key.mcUid == mcUid { entries[key] = nil }
       }
     }
   }
 
-  /// Removes every model (the file then holds no entries).
+  /// Removes every model (the file then holds no entries) and deletes every quarantined copy
+  /// of a bad file.
   ///
-  /// - Throws: ``TokenStoreError``, as ``save(_:for:)`` does; in particular a newer-version
-  ///   file is not emptied.
+  /// - Throws: ``TokenStoreError``, as ``removeModel(for:)`` does; in particular a
+  ///   newer-version file is not emptied (its quarantined copies are still deleted).
   public func removeAll() async throws(TokenStoreError) {
     try await perform { store throws(TokenStoreError) in
-      try store.modify { $0.removeAll() }
+      try store.modify(deletingQuarantinedFiles: true) { $0.removeAll() }
     }
   }
 
@@ -333,7 +353,17 @@ public final class FileTokenStore: TokenStore {
         report(problem)
         return Snapshot(identity: identity, models: [:])
       }
-      problem.message += " It was moved to \(aside) and the store starts empty."
+      if maximumQuarantinedFiles == 0 {
+        problem.message +=
+          " It was deleted (no quarantined copies are kept) and the store starts empty."
+      } else {
+        problem.message += " It was moved to \(aside) and the store starts empty."
+      }
+      do throws(TokenStoreError) {
+        try deleteQuarantinedFiles(keepingNewest: maximumQuarantinedFiles)
+      } catch {
+        report(error)
+      }
       issue = problem
       report(problem)
       return Snapshot(identity: nil, models: [:])
@@ -426,7 +456,13 @@ public final class FileTokenStore: TokenStore {
   // MARK: - Writing (on the queue)
 
   /// Read-modify-write under the file lock, re-reading the file first.
-  private func modify(_ change: (inout [AccountKey: AuthModel]) -> Void) throws(TokenStoreError) {
+  ///
+  /// - Parameter deletingQuarantinedFiles: Whether to delete every `.corrupt-*` copy too (a
+  ///   removal: the copies may hold the tokens being removed, and cannot be edited).
+  private func modify(
+    deletingQuarantinedFiles: Bool = false,
+    _ change: (inout [AccountKey: AuthModel]) -> Void
+  ) throws(TokenStoreError) {
     do throws(TokenStoreError) {
       try withFileLock { () throws(TokenStoreError) in
         removeStaleTemporaryFilesOnce()
@@ -434,6 +470,9 @@ public final class FileTokenStore: TokenStore {
         var issue: TokenStoreError?
         let current = try load(moveAside: true, forWriting: true, issue: &issue)
         state.withLock { $0.cache = current }
+        // Before anything can fail or return early: the copies may hold the removed tokens
+        // even when the current file holds none.
+        if deletingQuarantinedFiles { try deleteQuarantinedFiles(keepingNewest: 0) }
         if let blocker = current.writeBlocker { throw blocker }
         var models = current.models
         change(&models)
@@ -565,6 +604,38 @@ public final class FileTokenStore: TokenStore {
     }
     syncDirectory()
     return candidate
+  }
+
+  /// Deletes the moved-aside copies `<name>.corrupt-*` but the newest `keepingNewest`. Runs
+  /// under the file lock. Anything there that is not a regular file is left alone.
+  private func deleteQuarantinedFiles(keepingNewest: Int) throws(TokenStoreError) {
+    let names: [String]
+    do {
+      names = try FileManager.default.contentsOfDirectory(atPath: directoryPath)
+    } catch {
+      throw TokenStoreError(
+        .ioFailure, "The store's directory cannot be listed to delete quarantined copies.",
+        path: directoryPath)
+    }
+    let prefix = "\(fileName).corrupt-"
+    // `<stamp>` or `<stamp>-<n>` (a name taken within the same millisecond); stamps sort by
+    // time as text.
+    let copies = names.filter { $0.hasPrefix(prefix) }.map { name in
+      let rest = name.dropFirst(prefix.count)
+      let parts = rest.split(separator: "-", maxSplits: 1)
+      let attempt = parts.count == 2 ? Int(parts[1]) ?? 0 : 1
+      return (name: name, stamp: String(parts.first ?? ""), attempt: attempt)
+    }.sorted { ($0.stamp, $0.attempt) < ($1.stamp, $1.attempt) }
+    for copy in copies.dropLast(keepingNewest) {
+      let copyPath = "\(directoryPath)/\(copy.name)"
+      var info = stat()
+      guard lstat(copyPath, &info) == 0, FileIdentity(info).isRegularFile else { continue }
+      if unlink(copyPath) != 0 && errno != ENOENT {
+        throw systemError(
+          "unlink", errno, "A quarantined copy of a bad store file cannot be deleted.",
+          path: copyPath)
+      }
+    }
   }
 
   /// A writer killed between creating and renaming its temporary file leaves it behind. Under

@@ -125,6 +125,90 @@ import Testing
     #expect(try await store.model(for: key(2)) == nil)
     #expect(issues.all.isEmpty)
   }
+
+  // MARK: - Quarantined copies
+
+  @Test func atMostTheConfiguredNumberOfQuarantinedCopiesAreKeptNewestFirst() async throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.remove() }
+    var lastGarbage = Data()
+    for round in 0..<6 {
+      lastGarbage = Data("garbage \(round) with token-\(round)\n".utf8)
+      try lastGarbage.write(to: dir.file())
+      let store = FileTokenStore(url: dir.file(), maximumQuarantinedFiles: 2)
+      #expect(try await store.model(for: key(1)) == nil)
+      let aside = try dir.contents().filter { $0.hasPrefix("tokens.store.corrupt-") }
+      #expect(aside.count == min(round + 1, 2), "round \(round): \(aside)")
+    }
+    let kept = try dir.contents().filter { $0.hasPrefix("tokens.store.corrupt-") }
+    let contents = try kept.map { try Data(contentsOf: dir.file($0)) }
+    #expect(contents.contains(lastGarbage), "the newest copy was deleted")
+    #expect(Set(contents) == [Data("garbage 4 with token-4\n".utf8), lastGarbage])
+  }
+
+  @Test func theDefaultKeepsThreeQuarantinedCopies() async throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.remove() }
+    #expect(FileTokenStore.defaultMaximumQuarantinedFiles == 3)
+    for round in 0..<5 {
+      try Data("garbage \(round)\n".utf8).write(to: dir.file())
+      #expect(try await FileTokenStore(url: dir.file()).model(for: key(1)) == nil)
+    }
+    #expect(try dir.contents().filter { $0.contains(".corrupt-") }.count == 3)
+  }
+
+  @Test func zeroQuarantinedCopiesDeletesABadFileInsteadOfKeepingIt() async throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.remove() }
+    try Data("garbage token-u1\n".utf8).write(to: dir.file())
+    let issues = IssueLog()
+    let store = FileTokenStore(
+      url: dir.file(), maximumQuarantinedFiles: -1, onIssue: issues.handler)
+    #expect(store.maximumQuarantinedFiles == 0)
+    #expect(try await store.model(for: key(1)) == nil)
+    #expect(issues.codes == [.corruptFile])
+    #expect(try dir.contents() == ["tokens.store.lock"])
+  }
+
+  @Test func removalsDeleteEveryQuarantinedCopy() async throws {
+    let removals: [(String, @Sendable (FileTokenStore) async throws -> Void)] = [
+      ("removeAll", { try await $0.removeAll() }),
+      ("removeModels(forMcUid:)", { try await $0.removeModels(forMcUid: "u1") }),
+      ("removeModel(for:)", { try await $0.removeModel(for: key(1)) }),
+    ]
+    for (name, remove) in removals {
+      let dir = try TemporaryDirectory()
+      defer { dir.remove() }
+      // Two bad files moved aside (holding what may be live tokens), then a good file.
+      for round in 0..<2 {
+        try Data("garbage \(round) token-u1\n".utf8).write(to: dir.file())
+        #expect(try await FileTokenStore(url: dir.file()).model(for: key(1)) == nil)
+      }
+      let store = FileTokenStore(url: dir.file())
+      let other = sampleModel(2)
+      try await store.save(other, for: key(2))
+      #expect(try dir.contents().filter { $0.contains(".corrupt-") }.count == 2, "\(name)")
+
+      // The user signs out; the file does not even hold a model of theirs.
+      try await remove(store)
+      #expect(
+        try dir.contents().filter { $0.contains(".corrupt-") }.isEmpty,
+        "\(name) left quarantined copies behind")
+      let expected: [AccountKey: AuthModel] = name == "removeAll" ? [:] : [key(2): other]
+      #expect(try await FileTokenStore(url: dir.file()).loadAll() == expected, "\(name)")
+    }
+  }
+
+  @Test func aRemovalThatFindsABadFileDeletesItInsteadOfKeepingIt() async throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.remove() }
+    try Data("garbage token-u1\n".utf8).write(to: dir.file())
+    let issues = IssueLog()
+    let store = FileTokenStore(url: dir.file(), onIssue: issues.handler)
+    try await store.removeModels(forMcUid: "u1")
+    #expect(issues.codes == [.corruptFile])
+    #expect(try dir.contents() == ["tokens.store.lock"])
+  }
 }
 
 // MARK: - Helpers
