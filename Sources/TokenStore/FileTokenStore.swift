@@ -32,11 +32,21 @@ import SyncPrimitives
 ///   extension) never lose each other's updates. The decoded contents are cached in memory
 ///   and re-read whenever the file's identity (device, inode, size, modification time)
 ///   changes, so another process's writes are seen by the next read.
+/// - **Bounded lock wait.** The lock is waited for at most ``lockTimeout`` (5 seconds by
+///   default); after that a change throws ``TokenStoreError/Code/lockTimeout`` and leaves the
+///   file as it was. Reading a good file needs no lock at all. One store runs its operations
+///   one at a time, so a call waiting for the lock delays the calls queued behind it, for every
+///   key, by at most that long each.
 /// - **Corrupt, truncated or oversized files** (``TokenStoreError/Code/corruptFile``,
 ///   ``TokenStoreError/Code/truncatedFile``, ``TokenStoreError/Code/fileTooLarge``) are
 ///   reported to `onIssue`, renamed to `<name>.corrupt-<UTC timestamp>` for diagnosis (an
 ///   oversized file is never read into memory) and treated as empty; the next save writes a
 ///   fresh file.
+/// - **Quarantined copies are bounded and deleted on removal.** Such a copy may hold live
+///   tokens, and it cannot be safely edited, so at most ``maximumQuarantinedFiles`` (3 by
+///   default) are kept, the oldest deleted first, and ``removeModel(for:)``,
+///   ``removeModels(forMcUid:)`` and ``removeAll()`` delete all of them: after a logout no
+///   token of the user is left on disk, not even in a copy kept for diagnosis.
 /// - **Newer versions** (``TokenStoreError/Code/unsupportedVersion``): the file is reported
 ///   and read as empty but never replaced; every change throws instead, so running an older
 ///   app does not destroy what a newer one stored.
@@ -64,10 +74,23 @@ public final class FileTokenStore: TokenStore {
   /// The default size cap: 16 MiB.
   public static let defaultMaximumFileSize = 16 * 1024 * 1024
 
+  /// The default ``lockTimeout``: 5 seconds.
+  public static let defaultLockTimeout: Duration = .seconds(5)
+
+  /// The default ``maximumQuarantinedFiles``: 3.
+  public static let defaultMaximumQuarantinedFiles = 3
+
   /// The store's file.
   public let url: URL
-  /// Files larger than this many bytes are not read (``TokenStoreError/Code/fileTooLarge``).
+  /// Files larger than this many bytes are not read, and a change that would write one is
+  /// refused (``TokenStoreError/Code/fileTooLarge`` in both cases).
   public let maximumFileSize: Int
+  /// How long a change waits for the cross-process lock on `<name>.lock` before it throws
+  /// ``TokenStoreError/Code/lockTimeout``. Zero means a single attempt.
+  public let lockTimeout: Duration
+  /// How many moved-aside copies of bad files (`<name>.corrupt-*`) are kept for diagnosis; the
+  /// oldest are deleted beyond this. Zero deletes a bad file instead of keeping it.
+  public let maximumQuarantinedFiles: Int
 
   private let path: String
   private let directoryPath: String
@@ -95,7 +118,14 @@ public final class FileTokenStore: TokenStore {
   ///
   /// - Parameters:
   ///   - url: A file URL. Its directory is created on the first save when missing.
-  ///   - maximumFileSize: Files larger than this are moved aside unread; 16 MiB by default.
+  ///   - maximumFileSize: Files larger than this are moved aside unread, and a save that would
+  ///     write one throws instead; 16 MiB by default.
+  ///   - lockTimeout: How long a change waits for the lock that another process (or another
+  ///     open file description) holds before it throws ``TokenStoreError/Code/lockTimeout``;
+  ///     ``defaultLockTimeout`` (5 seconds) by default. Negative values count as zero.
+  ///   - maximumQuarantinedFiles: How many moved-aside copies of bad files to keep, newest
+  ///     first; ``defaultMaximumQuarantinedFiles`` (3) by default. Negative values count as
+  ///     zero. Every removal deletes them all regardless.
   ///   - onIssue: Called (on the store's private queue) with every problem the store handles
   ///     itself instead of throwing: a corrupt, truncated or oversized file moved aside, a
   ///     newer-version file read as empty, a directory that could not be synced. Errors that
@@ -103,10 +133,14 @@ public final class FileTokenStore: TokenStore {
   public init(
     url: URL,
     maximumFileSize: Int = FileTokenStore.defaultMaximumFileSize,
+    lockTimeout: Duration = FileTokenStore.defaultLockTimeout,
+    maximumQuarantinedFiles: Int = FileTokenStore.defaultMaximumQuarantinedFiles,
     onIssue: (@Sendable (TokenStoreError) -> Void)? = nil
   ) {
     self.url = url
     self.maximumFileSize = max(0, maximumFileSize)
+    self.lockTimeout = max(.zero, lockTimeout)
+    self.maximumQuarantinedFiles = max(0, maximumQuarantinedFiles)
     path = url.path(percentEncoded: false)
     let directory = url.deletingLastPathComponent().path(percentEncoded: false)
     directoryPath = directory.isEmpty ? "." : directory
@@ -121,7 +155,9 @@ public final class FileTokenStore: TokenStore {
   /// Reads the model stored for `key`.
   ///
   /// Served from memory while the file is unchanged. A corrupt, truncated, oversized or
-  /// newer-version file reads as empty (and is reported to `onIssue`).
+  /// newer-version file reads as empty (and is reported to `onIssue`). Reading a good file
+  /// takes no lock; moving a bad one aside does, and when the lock stays held elsewhere for
+  /// ``lockTimeout`` the bad file is reported and left in place instead.
   ///
   /// - Parameter key: The account.
   /// - Returns: The stored model, or `nil`.
@@ -138,44 +174,52 @@ public final class FileTokenStore: TokenStore {
   ///   - model: The model to keep.
   ///   - key: The account.
   /// - Throws: ``TokenStoreError``: ``TokenStoreError/Code/unsupportedVersion`` when a newer
-  ///   version wrote the file (it is left as it is), ``TokenStoreError/Code/notARegularFile``,
-  ///   ``TokenStoreError/Code/permissionDenied``, ``TokenStoreError/Code/ioFailure``,
-  ///   ``TokenStoreError/Code/encodingFailed``. The previous file is intact after a failure.
+  ///   version wrote the file (it is left as it is), ``TokenStoreError/Code/lockTimeout`` when
+  ///   the lock stayed held elsewhere for ``lockTimeout``,
+  ///   ``TokenStoreError/Code/notARegularFile``, ``TokenStoreError/Code/permissionDenied``,
+  ///   ``TokenStoreError/Code/ioFailure``, ``TokenStoreError/Code/encodingFailed``,
+  ///   ``TokenStoreError/Code/fileTooLarge`` when the new file would exceed
+  ///   ``maximumFileSize`` (a read would reject it). The previous file is intact after a
+  ///   failure.
   public func save(_ model: AuthModel, for key: AccountKey) async throws(TokenStoreError) {
     try await perform { store throws(TokenStoreError) in
       try store.modify { $0[key] = model }
     }
   }
 
-  /// Removes the model stored for `key`; does nothing when there is none.
+  /// Removes the model stored for `key`, and every quarantined copy of a bad file (which may
+  /// hold it); does nothing else when there is none.
   ///
   /// - Parameter key: The account.
-  /// - Throws: ``TokenStoreError``, as ``save(_:for:)`` does.
+  /// - Throws: ``TokenStoreError``, as ``save(_:for:)`` does, or when a quarantined copy
+  ///   cannot be deleted.
   public func removeModel(for key: AccountKey) async throws(TokenStoreError) {
     try await perform { store throws(TokenStoreError) in
-      try store.modify { $0[key] = nil }
+      try store.modify(deletingQuarantinedFiles: true) { $0[key] = nil }
     }
   }
 
-  /// Removes every model of the user `mcUid`, in every mode, in one atomic replace.
+  /// Removes every model of the user `mcUid`, in every mode, in one atomic replace, and
+  /// deletes every quarantined copy of a bad file (which may hold them).
   ///
   /// - Parameter mcUid: The host app's user id.
-  /// - Throws: ``TokenStoreError``, as ``save(_:for:)`` does.
+  /// - Throws: ``TokenStoreError``, as ``removeModel(for:)`` does.
   public func removeModels(forMcUid mcUid: String) async throws(TokenStoreError) {
     try await perform { store throws(TokenStoreError) in
-      try store.modify { entries in
+      try store.modify(deletingQuarantinedFiles: true) { entries in
         for key in entries.keys where key.mcUid == mcUid { entries[key] = nil }
       }
     }
   }
 
-  /// Removes every model (the file then holds no entries).
+  /// Removes every model (the file then holds no entries) and deletes every quarantined copy
+  /// of a bad file.
   ///
-  /// - Throws: ``TokenStoreError``, as ``save(_:for:)`` does; in particular a newer-version
-  ///   file is not emptied.
+  /// - Throws: ``TokenStoreError``, as ``removeModel(for:)`` does; in particular a
+  ///   newer-version file is not emptied (its quarantined copies are still deleted).
   public func removeAll() async throws(TokenStoreError) {
     try await perform { store throws(TokenStoreError) in
-      try store.modify { $0.removeAll() }
+      try store.modify(deletingQuarantinedFiles: true) { $0.removeAll() }
     }
   }
 
@@ -233,27 +277,31 @@ public final class FileTokenStore: TokenStore {
     return try currentSnapshot(issue: &issue)
   }
 
-  /// The cached snapshot if the file is unchanged, else a fresh load (under the file lock when
-  /// it can be taken; without it in a read-only directory, where nothing can be moved aside).
+  /// The cached snapshot if the file is unchanged, else a fresh load.
+  ///
+  /// A good, missing or newer-version file is read without the lock: every writer replaces the
+  /// file with one `rename`, so an unlocked read sees a whole file, old or new. Only a bad file
+  /// needs the lock, to be moved aside; it is re-read under the lock first. When the lock
+  /// cannot be had (a read-only or missing directory, or held elsewhere for ``lockTimeout``)
+  /// the bad file is reported and left in place, and the store reads as empty.
   private func currentSnapshot(issue: inout TokenStoreError?) throws(TokenStoreError) -> Snapshot {
     let identity = try currentIdentity()
     if let cached = state.withLock({ $0.cache }), cached.identity == identity {
       return cached
     }
-    var snapshot: Snapshot?
-    let fd = openLockFile()
-    if fd >= 0 {
-      defer { close(fd) }  // Closing the descriptor releases the lock.
-      if lockExclusively(fd) {
-        snapshot = try load(moveAside: true, issue: &issue)
+    var disk = try readDisk()
+    var moveAside = false
+    var fd: Int32 = -1
+    defer { if fd >= 0 { close(fd) } }  // Closing the descriptor releases the lock.
+    if case .bad = disk {
+      fd = openLockFile()
+      if fd >= 0, acquireLock(fd) == .acquired {
+        // Another process may have moved or replaced the file while we waited.
+        disk = try readDisk()
+        moveAside = true
       }
     }
-    if snapshot == nil {
-      // No lock to be had (a read-only or missing directory): read without it, and move
-      // nothing, since moving needs the lock.
-      snapshot = try load(moveAside: false, issue: &issue)
-    }
-    let result = snapshot!
+    let result = try absorb(disk, moveAside: moveAside, issue: &issue)
     state.withLock { $0.cache = result }
     return result
   }
@@ -264,7 +312,18 @@ public final class FileTokenStore: TokenStore {
     forWriting: Bool = false,
     issue: inout TokenStoreError?
   ) throws(TokenStoreError) -> Snapshot {
-    switch try readDisk() {
+    try absorb(try readDisk(), moveAside: moveAside, forWriting: forWriting, issue: &issue)
+  }
+
+  /// Turns what was read into a snapshot, moving a bad file aside when `moveAside` (the lock
+  /// is held) and reporting every absorbed problem.
+  private func absorb(
+    _ disk: DiskState,
+    moveAside: Bool,
+    forWriting: Bool = false,
+    issue: inout TokenStoreError?
+  ) throws(TokenStoreError) -> Snapshot {
+    switch disk {
     case .missing:
       return Snapshot(identity: nil, models: [:])
     case .good(let identity, let models):
@@ -275,6 +334,9 @@ public final class FileTokenStore: TokenStore {
       return Snapshot(identity: identity, models: [:], writeBlocker: error)
     case .bad(let identity, var problem):
       guard moveAside else {
+        problem.message +=
+          " It was left in place (moving it needs the store's lock, which could not be taken);"
+          + " the store reads as empty."
         issue = problem
         report(problem)
         return Snapshot(identity: identity, models: [:])
@@ -291,7 +353,17 @@ public final class FileTokenStore: TokenStore {
         report(problem)
         return Snapshot(identity: identity, models: [:])
       }
-      problem.message += " It was moved to \(aside) and the store starts empty."
+      if maximumQuarantinedFiles == 0 {
+        problem.message +=
+          " It was deleted (no quarantined copies are kept) and the store starts empty."
+      } else {
+        problem.message += " It was moved to \(aside) and the store starts empty."
+      }
+      do throws(TokenStoreError) {
+        try deleteQuarantinedFiles(keepingNewest: maximumQuarantinedFiles)
+      } catch {
+        report(error)
+      }
       issue = problem
       report(problem)
       return Snapshot(identity: nil, models: [:])
@@ -384,7 +456,13 @@ public final class FileTokenStore: TokenStore {
   // MARK: - Writing (on the queue)
 
   /// Read-modify-write under the file lock, re-reading the file first.
-  private func modify(_ change: (inout [AccountKey: AuthModel]) -> Void) throws(TokenStoreError) {
+  ///
+  /// - Parameter deletingQuarantinedFiles: Whether to delete every `.corrupt-*` copy too (a
+  ///   removal: the copies may hold the tokens being removed, and cannot be edited).
+  private func modify(
+    deletingQuarantinedFiles: Bool = false,
+    _ change: (inout [AccountKey: AuthModel]) -> Void
+  ) throws(TokenStoreError) {
     do throws(TokenStoreError) {
       try withFileLock { () throws(TokenStoreError) in
         removeStaleTemporaryFilesOnce()
@@ -392,11 +470,23 @@ public final class FileTokenStore: TokenStore {
         var issue: TokenStoreError?
         let current = try load(moveAside: true, forWriting: true, issue: &issue)
         state.withLock { $0.cache = current }
+        // Before anything can fail or return early: the copies may hold the removed tokens
+        // even when the current file holds none.
+        if deletingQuarantinedFiles { try deleteQuarantinedFiles(keepingNewest: 0) }
         if let blocker = current.writeBlocker { throw blocker }
         var models = current.models
         change(&models)
         guard models != current.models else { return }
         let data = try StoreFileFormat.encode(models)
+        // Never write what a read would reject: an oversized file would be moved aside whole
+        // by the next read, and every other key with it.
+        guard data.count <= maximumFileSize else {
+          throw TokenStoreError(
+            .fileTooLarge,
+            "The change would make the store file \(data.count) bytes, over the"
+              + " \(maximumFileSize)-byte limit; it was refused and the file left as it was.",
+            path: path)
+        }
         let identity = try replaceFile(with: data)
         state.withLock { $0.cache = Snapshot(identity: identity, models: models) }
       }
@@ -516,6 +606,38 @@ public final class FileTokenStore: TokenStore {
     return candidate
   }
 
+  /// Deletes the moved-aside copies `<name>.corrupt-*` but the newest `keepingNewest`. Runs
+  /// under the file lock. Anything there that is not a regular file is left alone.
+  private func deleteQuarantinedFiles(keepingNewest: Int) throws(TokenStoreError) {
+    let names: [String]
+    do {
+      names = try FileManager.default.contentsOfDirectory(atPath: directoryPath)
+    } catch {
+      throw TokenStoreError(
+        .ioFailure, "The store's directory cannot be listed to delete quarantined copies.",
+        path: directoryPath)
+    }
+    let prefix = "\(fileName).corrupt-"
+    // `<stamp>` or `<stamp>-<n>` (a name taken within the same millisecond); stamps sort by
+    // time as text.
+    let copies = names.filter { $0.hasPrefix(prefix) }.map { name in
+      let rest = name.dropFirst(prefix.count)
+      let parts = rest.split(separator: "-", maxSplits: 1)
+      let attempt = parts.count == 2 ? Int(parts[1]) ?? 0 : 1
+      return (name: name, stamp: String(parts.first ?? ""), attempt: attempt)
+    }.sorted { ($0.stamp, $0.attempt) < ($1.stamp, $1.attempt) }
+    for copy in copies.dropLast(keepingNewest) {
+      let copyPath = "\(directoryPath)/\(copy.name)"
+      var info = stat()
+      guard lstat(copyPath, &info) == 0, FileIdentity(info).isRegularFile else { continue }
+      if unlink(copyPath) != 0 && errno != ENOENT {
+        throw systemError(
+          "unlink", errno, "A quarantined copy of a bad store file cannot be deleted.",
+          path: copyPath)
+      }
+    }
+  }
+
   /// A writer killed between creating and renaming its temporary file leaves it behind. Under
   /// the file lock no other cooperating writer has one in progress, so all are stale.
   private func removeStaleTemporaryFilesOnce() {
@@ -551,10 +673,18 @@ public final class FileTokenStore: TokenStore {
       throw systemError("open", code, "The store's lock file cannot be opened.", path: lockPath)
     }
     defer { close(fd) }  // Closing the descriptor releases the lock.
-    guard lockExclusively(fd) else {
-      throw systemError("flock", errno, "The store's lock cannot be taken.", path: lockPath)
+    switch acquireLock(fd) {
+    case .acquired:
+      return try body()
+    case .timedOut:
+      throw TokenStoreError(
+        .lockTimeout,
+        "The store's lock file stayed locked by another process or open file for the"
+          + " \(lockTimeout) lock timeout; nothing was changed.",
+        path: lockPath)
+    case .failed(let code):
+      throw systemError("flock", code, "The store's lock cannot be taken.", path: lockPath)
     }
-    return try body()
   }
 
   /// Opens `<name>.lock` (never through a symbolic link), creating it with mode 0600.
@@ -562,14 +692,45 @@ public final class FileTokenStore: TokenStore {
     open(lockPath, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode_t(0o600))
   }
 
-  /// Blocks until the descriptor holds an exclusive `flock`.
+  private enum LockOutcome: Equatable {
+    case acquired
+    /// Held elsewhere for the whole ``FileTokenStore/lockTimeout``.
+    case timedOut
+    /// `flock` failed for another reason (the `errno`).
+    case failed(Int32)
+  }
+
+  /// Takes an exclusive `flock` on the descriptor, waiting at most ``lockTimeout``.
   ///
-  /// - Returns: `false` (with `errno` set) when the lock cannot be taken.
-  private func lockExclusively(_ fd: Int32) -> Bool {
-    while flock(fd, LOCK_EX) != 0 {
-      if errno != EINTR { return false }
+  /// A blocking `flock(LOCK_EX)` would wait forever for a holder that never lets go (a hung
+  /// process, a descriptor leaked in this one), and with it every call queued behind it. So it
+  /// polls with `LOCK_NB`, sleeping between attempts, 1 ms at first and doubling up to 50 ms.
+  /// Sleeping is fine here: this runs on the store's own queue, never on the cooperative pool.
+  private func acquireLock(_ fd: Int32) -> LockOutcome {
+    let clock = ContinuousClock()
+    let deadline = clock.now.advanced(by: lockTimeout)
+    var pause = Duration.milliseconds(1)
+    while true {
+      if flock(fd, LOCK_EX | LOCK_NB) == 0 { return .acquired }
+      let code = errno
+      if code == EINTR { continue }
+      guard code == EWOULDBLOCK || code == EAGAIN else { return .failed(code) }
+      let now = clock.now
+      guard now < deadline else { return .timedOut }
+      Self.sleep(min(pause, now.duration(to: deadline)))
+      pause = min(pause * 2, .milliseconds(50))
     }
-    return true
+  }
+
+  /// Blocks the calling thread (the store's queue) for `duration`.
+  private static func sleep(_ duration: Duration) {
+    let (seconds, attoseconds) = duration.components
+    var request = timespec(
+      tv_sec: Int(seconds), tv_nsec: Int(attoseconds / 1_000_000_000))
+    var remaining = timespec()
+    while nanosleep(&request, &remaining) != 0 && errno == EINTR {
+      request = remaining
+    }
   }
 
   private func createDirectory() throws(TokenStoreError) {

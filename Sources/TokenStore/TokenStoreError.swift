@@ -30,7 +30,8 @@ public struct TokenStoreError: Error, Hashable, Sendable, CustomStringConvertibl
     public static let truncatedFile = Code(rawValue: "truncatedFile")
     /// The file was written by a newer format version; it is left untouched.
     public static let unsupportedVersion = Code(rawValue: "unsupportedVersion")
-    /// The file is larger than the store's size cap; it was not read.
+    /// The file is larger than the store's size cap; it was not read. Also thrown by a change
+    /// that would write a file over the cap: it is refused and the previous file kept.
     public static let fileTooLarge = Code(rawValue: "fileTooLarge")
     /// The path is a symbolic link, a directory, a FIFO or anything else but a regular file.
     public static let notARegularFile = Code(rawValue: "notARegularFile")
@@ -40,6 +41,9 @@ public struct TokenStoreError: Error, Hashable, Sendable, CustomStringConvertibl
     public static let ioFailure = Code(rawValue: "ioFailure")
     /// The models could not be encoded.
     public static let encodingFailed = Code(rawValue: "encodingFailed")
+    /// The store's lock file stayed locked (by another process, or another open file
+    /// description in this one) for longer than the store's lock timeout; nothing was changed.
+    public static let lockTimeout = Code(rawValue: "lockTimeout")
 
     /// The code's name.
     public var description: String { rawValue }

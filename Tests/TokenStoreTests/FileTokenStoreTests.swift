@@ -173,7 +173,10 @@ import Testing
       try await store.save(model, for: key(1))
       #expect(try await FileTokenStore(url: dir.file()).model(for: key(1)) == model)
     }
-    #expect(try dir.contents().filter { $0.contains(".corrupt-") }.count == 20)
+    // Only the newest few quarantined copies are kept.
+    #expect(
+      try dir.contents().filter { $0.contains(".corrupt-") }.count
+        == FileTokenStore.defaultMaximumQuarantinedFiles)
   }
 
   @Test func hundredMegabyteFileIsRefusedWithoutReadingIt() async throws {

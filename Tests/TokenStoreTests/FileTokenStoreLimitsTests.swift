@@ -1,0 +1,294 @@
+import Foundation
+import Testing
+
+@testable import TokenStore
+
+#if canImport(Darwin)
+  import Darwin
+#elseif canImport(Glibc)
+  import Glibc
+#elseif canImport(Musl)
+  import Musl
+#endif
+
+/// The store's own limits: how long it waits for the file lock, how large a file it writes, and
+/// how many quarantined (`.corrupt-*`) copies of bad files it keeps.
+@Suite struct FileTokenStoreLimitsTests {
+  // MARK: - Lock timeout
+
+  @Test func writesGiveUpWithLockTimeoutWhileAnotherDescriptorHoldsTheLock() async throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.remove() }
+    let store = FileTokenStore(url: dir.file(), lockTimeout: .milliseconds(200))
+    let kept = sampleModel(1)
+    try await store.save(kept, for: key(1))
+
+    // Another open file description holds the lock, as another process (or a stuck thread of
+    // this one) would.
+    let holder = try LockHolder(path: dir.file("tokens.store.lock"))
+    defer { holder.release() }
+    let operations: [(String, @Sendable () async throws -> Void)] = [
+      ("save", { try await store.save(sampleModel(2), for: key(2)) }),
+      ("removeModel", { try await store.removeModel(for: key(1)) }),
+      ("removeModels(forMcUid:)", { try await store.removeModels(forMcUid: "u1") }),
+      ("removeAll", { try await store.removeAll() }),
+    ]
+    for (name, operation) in operations {
+      let outcome = await finishes(within: .seconds(5), unblock: holder.release, operation)
+      #expect(outcome.inTime, "\(name) still waited for the lock after 5 s")
+      #expect(
+        (outcome.error as? TokenStoreError)?.code == .lockTimeout,
+        "\(name): \(String(describing: outcome.error))")
+    }
+
+    // Released: the store works again and nothing was lost.
+    holder.release()
+    let added = sampleModel(2)
+    try await store.save(added, for: key(2))
+    #expect(try await FileTokenStore(url: dir.file()).loadAll() == [key(1): kept, key(2): added])
+  }
+
+  @Test func readsOfAGoodFileDoNotWaitForTheLock() async throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.remove() }
+    let kept = sampleModel(1)
+    try await FileTokenStore(url: dir.file()).save(kept, for: key(1))
+    let holder = try LockHolder(path: dir.file("tokens.store.lock"))
+    defer { holder.release() }
+    let store = FileTokenStore(url: dir.file(), lockTimeout: .milliseconds(200))
+    let outcome = await finishes(within: .seconds(5), unblock: holder.release) {
+      try await store.loadAll()
+    }
+    #expect(outcome.inTime, "a read waited for the lock")
+    #expect(outcome.value == [key(1): kept])
+    #expect(try await store.model(for: key(1)) == kept)
+  }
+
+  @Test func aBadFileFoundWhileTheLockIsHeldIsReportedAndLeftInPlace() async throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.remove() }
+    let garbage = Data("{\"format\": not a store}\n".utf8)
+    try garbage.write(to: dir.file())
+    let holder = try LockHolder(path: dir.file("tokens.store.lock"))
+    defer { holder.release() }
+    let issues = IssueLog()
+    let store = FileTokenStore(
+      url: dir.file(), lockTimeout: .milliseconds(200), onIssue: issues.handler)
+    let outcome = await finishes(within: .seconds(5), unblock: holder.release) {
+      try await store.model(for: key(1))
+    }
+    #expect(outcome.inTime, "a read of a bad file waited for the lock without limit")
+    #expect(outcome.error == nil)
+    #expect(issues.codes == [.corruptFile])
+    // Moving aside needs the lock: the file stays where it is until a later call gets it.
+    #expect(try Data(contentsOf: dir.file()) == garbage)
+    holder.release()
+    let model = sampleModel(1)
+    try await store.save(model, for: key(1))
+    #expect(try await FileTokenStore(url: dir.file()).loadAll() == [key(1): model])
+    #expect(try dir.contents().contains { $0.hasPrefix("tokens.store.corrupt-") })
+  }
+
+  @Test func lockTimeoutDefaultsToFiveSecondsAndIsConfigurable() {
+    let url = URL(fileURLWithPath: "/nonexistent/tokens.store")
+    #expect(FileTokenStore.defaultLockTimeout == .seconds(5))
+    #expect(FileTokenStore(url: url).lockTimeout == .seconds(5))
+    #expect(
+      FileTokenStore(url: url, lockTimeout: .milliseconds(20)).lockTimeout == .milliseconds(20))
+    #expect(FileTokenStore(url: url, lockTimeout: .seconds(-1)).lockTimeout == .zero)
+    #expect(TokenStoreError.Code.lockTimeout.rawValue == "lockTimeout")
+  }
+
+  // MARK: - Never write what a read would reject
+
+  @Test func aSaveThatWouldExceedTheSizeCapIsRefusedAndLosesNothing() async throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.remove() }
+    let issues = IssueLog()
+    let store = FileTokenStore(url: dir.file(), maximumFileSize: 600, onIssue: issues.handler)
+    let small = sampleModel(1)
+    try await store.save(small, for: key(1))
+    let before = try Data(contentsOf: dir.file())
+    #expect(before.count <= 600)
+
+    let big = AuthModel(
+      uid: "2088000000000002", accessToken: String(repeating: "x", count: 700), mcUid: "u2")
+    await #expect(throws: TokenStoreError(.fileTooLarge, "")) {
+      try await store.save(big, for: key(2))
+    }
+    // The previous file is untouched, nothing was moved aside, every key is still there.
+    #expect(try Data(contentsOf: dir.file()) == before)
+    #expect(try dir.contents() == ["tokens.store", "tokens.store.lock"])
+    let reopened = FileTokenStore(url: dir.file(), maximumFileSize: 600, onIssue: issues.handler)
+    #expect(try await reopened.loadAll() == [key(1): small])
+    #expect(try await store.model(for: key(1)) == small)
+    #expect(try await store.model(for: key(2)) == nil)
+    #expect(issues.all.isEmpty)
+  }
+
+  // MARK: - Quarantined copies
+
+  @Test func atMostTheConfiguredNumberOfQuarantinedCopiesAreKeptNewestFirst() async throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.remove() }
+    var lastGarbage = Data()
+    for round in 0..<6 {
+      lastGarbage = Data("garbage \(round) with token-\(round)\n".utf8)
+      try lastGarbage.write(to: dir.file())
+      let store = FileTokenStore(url: dir.file(), maximumQuarantinedFiles: 2)
+      #expect(try await store.model(for: key(1)) == nil)
+      let aside = try dir.contents().filter { $0.hasPrefix("tokens.store.corrupt-") }
+      #expect(aside.count == min(round + 1, 2), "round \(round): \(aside)")
+    }
+    let kept = try dir.contents().filter { $0.hasPrefix("tokens.store.corrupt-") }
+    let contents = try kept.map { try Data(contentsOf: dir.file($0)) }
+    #expect(contents.contains(lastGarbage), "the newest copy was deleted")
+    #expect(Set(contents) == [Data("garbage 4 with token-4\n".utf8), lastGarbage])
+  }
+
+  @Test func theDefaultKeepsThreeQuarantinedCopies() async throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.remove() }
+    #expect(FileTokenStore.defaultMaximumQuarantinedFiles == 3)
+    for round in 0..<5 {
+      try Data("garbage \(round)\n".utf8).write(to: dir.file())
+      #expect(try await FileTokenStore(url: dir.file()).model(for: key(1)) == nil)
+    }
+    #expect(try dir.contents().filter { $0.contains(".corrupt-") }.count == 3)
+  }
+
+  @Test func zeroQuarantinedCopiesDeletesABadFileInsteadOfKeepingIt() async throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.remove() }
+    try Data("garbage token-u1\n".utf8).write(to: dir.file())
+    let issues = IssueLog()
+    let store = FileTokenStore(
+      url: dir.file(), maximumQuarantinedFiles: -1, onIssue: issues.handler)
+    #expect(store.maximumQuarantinedFiles == 0)
+    #expect(try await store.model(for: key(1)) == nil)
+    #expect(issues.codes == [.corruptFile])
+    #expect(try dir.contents() == ["tokens.store.lock"])
+  }
+
+  @Test func removalsDeleteEveryQuarantinedCopy() async throws {
+    let removals: [(String, @Sendable (FileTokenStore) async throws -> Void)] = [
+      ("removeAll", { try await $0.removeAll() }),
+      ("removeModels(forMcUid:)", { try await $0.removeModels(forMcUid: "u1") }),
+      ("removeModel(for:)", { try await $0.removeModel(for: key(1)) }),
+    ]
+    for (name, remove) in removals {
+      let dir = try TemporaryDirectory()
+      defer { dir.remove() }
+      // Two bad files moved aside (holding what may be live tokens), then a good file.
+      for round in 0..<2 {
+        try Data("garbage \(round) token-u1\n".utf8).write(to: dir.file())
+        #expect(try await FileTokenStore(url: dir.file()).model(for: key(1)) == nil)
+      }
+      let store = FileTokenStore(url: dir.file())
+      let other = sampleModel(2)
+      try await store.save(other, for: key(2))
+      #expect(try dir.contents().filter { $0.contains(".corrupt-") }.count == 2, "\(name)")
+
+      // The user signs out; the file does not even hold a model of theirs.
+      try await remove(store)
+      #expect(
+        try dir.contents().filter { $0.contains(".corrupt-") }.isEmpty,
+        "\(name) left quarantined copies behind")
+      let expected: [AccountKey: AuthModel] = name == "removeAll" ? [:] : [key(2): other]
+      #expect(try await FileTokenStore(url: dir.file()).loadAll() == expected, "\(name)")
+    }
+  }
+
+  @Test func aRemovalThatFindsABadFileDeletesItInsteadOfKeepingIt() async throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.remove() }
+    try Data("garbage token-u1\n".utf8).write(to: dir.file())
+    let issues = IssueLog()
+    let store = FileTokenStore(url: dir.file(), onIssue: issues.handler)
+    try await store.removeModels(forMcUid: "u1")
+    #expect(issues.codes == [.corruptFile])
+    #expect(try dir.contents() == ["tokens.store.lock"])
+  }
+}
+
+// MARK: - Helpers
+
+/// Holds an exclusive `flock` on a file through its own open file description, as another
+/// process would.
+private final class LockHolder: Sendable {
+  private let descriptor: Mutex<Int32?>
+
+  init(path url: URL) throws {
+    let fd = open(url.path(percentEncoded: false), O_RDWR | O_CREAT | O_CLOEXEC, mode_t(0o600))
+    guard fd >= 0 else { throw POSIXErrorDescription(call: "open", errno: errno) }
+    guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+      let code = errno
+      close(fd)
+      throw POSIXErrorDescription(call: "flock", errno: code)
+    }
+    descriptor = Mutex(fd)
+  }
+
+  /// Releases the lock (closing the descriptor); later calls do nothing.
+  func release() {
+    descriptor.withLock { fd in
+      if let open = fd { close(open) }
+      fd = nil
+    }
+  }
+}
+
+/// What ``finishes(within:unblock:_:)`` saw.
+private struct Outcome<T: Sendable>: Sendable {
+  var inTime: Bool
+  var value: T?
+  var error: (any Error)?
+}
+
+private enum Race<T: Sendable>: Sendable {
+  case finished(Result<T, any Error>)
+  case deadline
+  case cancelled
+}
+
+/// Runs `operation`. If it has not finished after `limit` (a watchdog, not a wait for something
+/// to happen: the store should answer long before), calls `unblock` so it can finish, and
+/// reports it as late: a hang becomes a test failure instead of a stuck test run.
+private func finishes<T: Sendable>(
+  within limit: Duration,
+  unblock: @escaping @Sendable () -> Void,
+  _ operation: @escaping @Sendable () async throws -> T
+) async -> Outcome<T> {
+  await withTaskGroup(of: Race<T>.self) { group in
+    group.addTask {
+      do { return .finished(.success(try await operation())) } catch {
+        return .finished(.failure(error))
+      }
+    }
+    group.addTask {
+      do {
+        try await Task.sleep(for: limit)
+        return .deadline
+      } catch {
+        return .cancelled
+      }
+    }
+    var inTime = true
+    while let race = await group.next() {
+      switch race {
+      case .deadline:
+        inTime = false
+        unblock()
+      case .cancelled:
+        continue
+      case .finished(let result):
+        group.cancelAll()
+        switch result {
+        case .success(let value): return Outcome(inTime: inTime, value: value, error: nil)
+        case .failure(let error): return Outcome(inTime: inTime, value: nil, error: error)
+        }
+      }
+    }
+    return Outcome(inTime: false, value: nil, error: nil)
+  }
+}
