@@ -12,7 +12,8 @@ public func fuzzCallbackParser(_ data: UnsafePointer<UInt8>, _ size: Int) -> CIn
   let bytes = UnsafeBufferPointer(start: data, count: size)
   let text = String(decoding: bytes, as: UTF8.self)
 
-  check(SafepayCallback.classify(text))
+  check(SafepayCallback.classify(text, appSchemes: nil))
+  check(SafepayCallback.classify(text, appSchemes: ["demoapp"]), appSchemes: ["demoapp"], text)
   if let callback = try? SafepayCallback(urlString: text) { check(callback) }
   if let url = URL(string: text) {
     _ = SafepayCallback.isSafepay(url)
@@ -31,6 +32,21 @@ public func fuzzCallbackParser(_ data: UnsafePointer<UInt8>, _ size: Int) -> CIn
 
 private func check(_ classification: AlipayURLClassification) {
   if case .safepay(.success(let callback)) = classification { check(callback) }
+}
+
+/// With app schemes, only the app's scheme and the exact `safepay` host are ever parsed.
+private func check(
+  _ classification: AlipayURLClassification, appSchemes: Set<String>, _ text: String
+) {
+  check(classification)
+  if case .safepay = classification {
+    precondition(
+      SafepayCallback.scheme(of: text).map(appSchemes.contains) == true,
+      "an auth result is read only on the app's scheme")
+    precondition(
+      SafepayCallback.host(of: text).lowercased() == "safepay",
+      "an auth result is read only from the exact safepay host")
+  }
 }
 
 /// The parser's promises: success only on 9000 + 200 + auth code, never for a payment.

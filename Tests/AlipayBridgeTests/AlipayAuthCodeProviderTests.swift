@@ -18,7 +18,7 @@ import Testing
       let alipay = FakeAlipayApp(script: script, deliverDuringOpen: deliverDuringOpen)
       self.alipay = alipay
       provider = makeProvider(clock: clock, grace: grace) { await alipay.open($0) }
-      router = AlipayCallbackRouter(provider: provider)
+      router = AlipayCallbackRouter(provider: provider, appSchemes: [Callback.scheme])
       alipay.connect(router)
     }
   }

@@ -14,7 +14,8 @@ import Testing
       let accountConnect = accountConnect
       let payment = payment
       router = AlipayCallbackRouter(
-        provider: provider, accountConnect: { accountConnect.append($0) },
+        provider: provider, appSchemes: [Callback.scheme],
+        accountConnect: { accountConnect.append($0) },
         payment: { payment.append($0) })
     }
   }
@@ -22,8 +23,8 @@ import Testing
   @Test func insideURLsGoToTheAccountConnectHook() {
     let hooks = Hooks()
     for text in [
-      "demoapp://mobile.inside.com/auth?result=x", "demoapp://ACCOUNT.INSIDE.COM/",
-      "https://auth.inside.com:443/path",
+      "demoapp://mobile.inside.com/auth?result=x", "DemoApp://ACCOUNT.INSIDE.COM/",
+      "demoapp://auth.inside.com:443/path",
     ] {
       let url = URL(string: text)!
       #expect(hooks.router.handle(url) == .accountConnect)
@@ -61,6 +62,68 @@ import Testing
     let disposition = hooks.router.handle(URL(string: text)!)
     #expect(disposition == .notOurs)
     #expect(!disposition.isHandled)
+  }
+
+  /// Runs `body` while request `id` is pending, then checks it is still pending (nothing
+  /// completed it) and cancels it.
+  private func whilePending(_ hooks: Hooks, _ id: String, _ body: () -> Void) async {
+    var events = hooks.provider.events.makeAsyncIterator()
+    let provider = hooks.provider
+    let task = Task { try await provider.authCode(for: makeRequest(id)) }
+    _ = await readEvents(&events) { $0 == .opened(requestID: id) }
+    body()
+    #expect(provider.pendingRequestIDs == [id])
+    task.cancel()
+    await #expect(throws: CancellationError.self) { try await task.value }
+  }
+
+  /// A successful auth result for `id` on `scheme://host`.
+  private func forgedSuccess(_ id: String, scheme: String = Callback.scheme, host: String) -> URL {
+    let payload = Callback.payload(result: Callback.authResult(targetID: id))
+    return URL(string: "\(scheme)://\(host)/?\(Callback.encode(payload))")!
+  }
+
+  @Test(
+    "a lookalike safepay host is passed to the payment hook, never read as an auth result",
+    arguments: [
+      "evil-safepay.example", "safepay.evil.net", "notsafepay", "SAFEPAY.example",
+      "user@safepay", "safepay:80", "x.safepay",
+    ])
+  func lookalikeSafepayHostsAreNeverAuthResults(host: String) async throws {
+    let hooks = Hooks()
+    let url = forgedSuccess("forged", host: host)
+    await whilePending(hooks, "forged") {
+      #expect(hooks.router.handle(url) == .payment)
+    }
+    #expect(hooks.payment.all == [url])
+    #expect(!SafepayCallback.isSafepay(url))
+    #expect(throws: AuthCoordinatorError.self) { try SafepayCallback(url: url) }
+  }
+
+  @Test(
+    "an auth result on another scheme than the app's is never read",
+    arguments: ["evil", "https", "demoapp2", "alipays"])
+  func authResultsOnAnotherSchemeAreNeverRead(scheme: String) async throws {
+    let hooks = Hooks()
+    let url = forgedSuccess("forged", scheme: scheme, host: "safepay")
+    await whilePending(hooks, "forged") {
+      #expect(hooks.router.handle(url) == .payment)
+    }
+    // The vendor's payment rule (host contains safepay) still hands it to the payment SDK.
+    #expect(hooks.payment.all == [url])
+  }
+
+  @Test(
+    "a lookalike or foreign-scheme inside.com URL is not ours",
+    arguments: [
+      "demoapp://x.inside.com.evil.net/auth", "demoapp://evil.inside.community/",
+      "demoapp://user@a.inside.com/", "demoapp://a..inside.com/",
+      "evil://account.inside.com/", "https://account.inside.com/",
+    ])
+  func lookalikeInsideURLsAreNotOurs(text: String) {
+    let hooks = Hooks()
+    #expect(hooks.router.handle(URL(string: text)!) == .notOurs)
+    #expect(hooks.accountConnect.all.isEmpty)
   }
 
   @Test func unreadableSafepayGoesToPaymentAndIsReportedMalformed() async {
@@ -124,7 +187,7 @@ import Testing
         text = String(decoding: bytes, as: UTF8.self)
       }
       _ = try? SafepayCallback(urlString: text)
-      _ = SafepayCallback.classify(text)
+      _ = SafepayCallback.classify(text, appSchemes: [Callback.scheme])
       if let url = URL(string: text), case .authResult(.matched) = hooks.router.handle(url) {
         matched += 1
       }

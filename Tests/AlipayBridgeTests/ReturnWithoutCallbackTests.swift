@@ -16,7 +16,7 @@ import Testing
 
     init(grace: Duration = .seconds(3)) async {
       provider = makeProvider(clock: clock, grace: grace) { _ in true }
-      router = AlipayCallbackRouter(provider: provider)
+      router = AlipayCallbackRouter(provider: provider, appSchemes: [Callback.scheme])
       events = provider.events.makeAsyncIterator()
       let provider = provider
       task = Task { try await provider.authCode(for: makeRequest("r")) }
@@ -132,7 +132,7 @@ import Testing
     let clock = ManualClock()
     let alipay = FakeAlipayApp(script: .noCallback)
     let provider = makeProvider(clock: clock) { await alipay.open($0) }
-    alipay.connect(AlipayCallbackRouter(provider: provider))
+    alipay.connect(AlipayCallbackRouter(provider: provider, appSchemes: [Callback.scheme]))
     var events = provider.events.makeAsyncIterator()
     let task = Task { try await provider.authCode(for: makeRequest("e2e")) }
     _ = await readEvents(&events) { $0 == .opened(requestID: "e2e") }

@@ -172,7 +172,8 @@ import Testing
       try SafepayCallback(url: Callback.safepay(payload))
     }
     #expect(
-      SafepayCallback.classify(Callback.safepay(payload).absoluteString)
+      SafepayCallback.classify(
+        Callback.safepay(payload).absoluteString, appSchemes: [Callback.scheme])
         == .safepay(.failure(.malformedAuth("the auth result has no ResultStatus"))))
   }
 

@@ -203,7 +203,7 @@ private final class SnippetAlipay: @unchecked Sendable {
     let coordinator = AuthCoordinator(
       authorizer: AlipayAuthorizer(provider: provider, exchanger: exchanger),
       configuration: .init(authorizationTimeout: .seconds(120)))
-    let router = AlipayCallbackRouter(provider: provider)
+    let router = AlipayCallbackRouter(provider: provider, appSchemes: ["myapp"])
     alipay.router = router
 
     let model = try await coordinator.authModel(for: AccountKey(mcUid: "u1"))

@@ -71,7 +71,8 @@ final class EndToEndRig: @unchecked Sendable {
         return components.url!
       },
       open: { url in await alipay.open(url) })  // SIMULATED ALIPAY APP
-    router = AlipayCallbackRouter(provider: provider)
+    router = AlipayCallbackRouter(
+      provider: provider, appSchemes: [SimulatedAlipayApp.appScheme])
 
     var parameters = query
     parameters["echo_id"] = echoID

@@ -19,7 +19,9 @@ final class AccountConnect: Sendable {
   ///   - signAuthURL: Asks your server for the signed Alipay auth URL carrying `requestID` as
   ///     `target_id` (auth_V2) or `state` (OAuth).
   ///   - open: Opens a URL: `UIApplication.shared.open(url)` on iOS.
-  ///   - accountConnectURL: The Inside SDK's URL handler (hosts containing `.inside.com`).
+  ///   - appSchemes: Your app's URL schemes (`CFBundleURLTypes`), the ones Alipay calls back on;
+  ///     auth results on any other scheme are never read.
+  ///   - accountConnectURL: The Inside SDK's URL handler (hosts `<label>.inside.com`).
   ///   - paymentURL: AlipaySDK's `processOrder(withPaymentResult:standbyCallback:)`.
   ///   - notifySDK: Tells the Inside SDK about a logout or unbind
   ///     (`ANXMCAccountStatusChangeModel`); called after the coordinator cleared the account.
@@ -28,6 +30,7 @@ final class AccountConnect: Sendable {
     tokenEndpoint: URL,
     signAuthURL: @escaping @Sendable (_ requestID: String) async throws -> URL,
     open: @escaping @Sendable (URL) async -> Bool,
+    appSchemes: Set<String>,
     accountConnectURL: @escaping @Sendable (URL) -> Void = { _ in },
     paymentURL: @escaping @Sendable (URL) -> Void = { _ in },
     notifySDK: @escaping @Sendable (AccountStatusChange) async -> Void
@@ -36,7 +39,8 @@ final class AccountConnect: Sendable {
       authURL: { request in try await signAuthURL(request.requestID) },
       open: open)
     router = AlipayCallbackRouter(
-      provider: provider, accountConnect: accountConnectURL, payment: paymentURL)
+      provider: provider, appSchemes: appSchemes, accountConnect: accountConnectURL,
+      payment: paymentURL)
     let exchanger = HTTPTokenExchanger(endpoint: tokenEndpoint, encoding: .postForm)
     var configuration = AuthCoordinator.Configuration(authorizationTimeout: .seconds(300))
     configuration.maxForcedAuthorizations = 3

@@ -156,6 +156,7 @@ struct IntegrationGuideSnippetsTests {
         return components.url!
       },
       open: { url in await alipay.open(url) },
+      appSchemes: [SimulatedAlipayApp.appScheme],
       notifySDK: { change in
         notified.start()
         notified.end("\(change)")

@@ -48,6 +48,17 @@ private func failure(
   ) {
     _ = try await exchanger.exchange(code, for: request(mcUid))
   }
+  return try redactedCause(of: error, code: code, expect: expected, sourceLocation: sourceLocation)
+}
+
+/// The ``TokenExchangeError`` under `error`, checking the wrapping and that no text derived from
+/// the error shows the code or the token.
+private func redactedCause(
+  of error: AuthCoordinatorError,
+  code: AuthCode,
+  expect expected: AuthCoordinatorError.Code = .exchangeFailed,
+  sourceLocation: SourceLocation = #_sourceLocation
+) throws -> TokenExchangeError {
   #expect(error.code == expected, sourceLocation: sourceLocation)
   let cause = try #require(
     error.underlying as? TokenExchangeError, sourceLocation: sourceLocation)
@@ -283,5 +294,149 @@ struct HTTPTokenExchangerTests {
       return try await exchanger.exchange(makeCode(), for: request())
     }
     await #expect(throws: CancellationError.self) { try await task.value }
+  }
+}
+
+extension Result {
+  fileprivate var failureValue: Failure? {
+    if case .failure(let error) = self { return error }
+    return nil
+  }
+}
+
+/// A token endpoint that redirects: the first server answers 3xx with a `Location` on the second
+/// server (another port, so another origin). The exchanger must send nothing there.
+@Suite("HTTPTokenExchanger refuses redirects")
+struct HTTPTokenExchangerRedirectTests {
+  struct Redirect: Sendable, CustomTestStringConvertible {
+    var status: Int
+    var encoding: HTTPTokenExchanger.Encoding
+    var testDescription: String { "\(status) with \(encoding)" }
+  }
+
+  static let redirects = [302, 307, 308].flatMap { status in
+    HTTPTokenExchanger.Encoding.allCases.map { Redirect(status: status, encoding: $0) }
+  }
+
+  static let bearer = "BEARER-SECRET-\(UUID().uuidString.prefix(8))"
+
+  /// The endpoint `/redirect` on `server`, answering `status` with a `Location` on `other`
+  /// that carries `marker`.
+  static func redirectingEndpoint(
+    _ server: TokenServer, to other: TokenServer, status: Int, marker: String
+  ) -> URL {
+    let target = other.url("/ok?leak_id=\(marker)").absoluteString
+    return server.url(
+      "/redirect?status=\(status)&to=\(HTTPTokenExchanger.formEncode(target))")
+  }
+
+  /// The requests `server` received that carry `marker`, the bearer token or the auth code.
+  static func leaks(on server: TokenServer, marker: String, code: AuthCode) async throws
+    -> [String]
+  {
+    let secrets = [marker, bearer, code.value, HTTPTokenExchanger.formEncode(code.value)]
+    return try await server.receivedRequests().map { "\($0)" }
+      .filter { text in secrets.contains { text.contains($0) } }
+  }
+
+  @Test("a redirect to another origin is refused and nothing reaches it", arguments: redirects)
+  func refusesCrossOriginRedirect(_ redirect: Redirect) async throws {
+    let server = try TokenServer.running()
+    let other = try TokenServer.runningSecondary()
+    let marker = UUID().uuidString
+    let code = makeCode()
+    let exchanger = HTTPTokenExchanger(
+      endpoint: Self.redirectingEndpoint(
+        server, to: other, status: redirect.status, marker: marker),
+      encoding: redirect.encoding, headers: ["Authorization": "Bearer \(Self.bearer)"],
+      now: { fixedNow })
+
+    let outcome: Result<AuthModel, any Error>
+    do {
+      outcome = .success(try await exchanger.exchange(code, for: request()))
+    } catch {
+      outcome = .failure(error)
+    }
+
+    // The redirect really was offered (the first server saw the request)...
+    let offered = try await server.receivedRequests().filter {
+      ($0["path"] as? String) == "/redirect" && "\($0)".contains(marker)
+    }
+    #expect(offered.count == 1)
+    // ...and the other origin got nothing: no bearer header, no auth code, no request at all.
+    let leaked = try await Self.leaks(on: other, marker: marker, code: code)
+    #expect(leaked.isEmpty, "the redirect target received: \(leaked)")
+    // The other host's token is not accepted as the user's model.
+    if case .success(let model) = outcome {
+      Issue.record("the redirect target's reply was accepted as \(model.uid)'s model")
+    }
+    let error = try #require(outcome.failureValue as? AuthCoordinatorError)
+    let cause = try redactedCause(of: error, code: code)
+    #expect(cause.code == .redirectRefused)
+    #expect(cause.statusCode == redirect.status)
+  }
+
+  @Test("the fixture can see a leak: a plain URLSession follows the redirect to the other server")
+  func fixtureDetectsAFollowedRedirect() async throws {
+    let server = try TokenServer.running()
+    let other = try TokenServer.runningSecondary()
+    let marker = UUID().uuidString
+    let url = Self.redirectingEndpoint(server, to: other, status: 307, marker: marker)
+    let session = URLSession(configuration: .ephemeral)
+    defer { session.finishTasksAndInvalidate() }
+    let (_, response) = try await session.data(from: url)
+    #expect((response as? HTTPURLResponse)?.statusCode == 200)
+    let seen = try await other.receivedRequests().filter { "\($0)".contains(marker) }
+    #expect(seen.count == 1)
+  }
+
+  @Test(
+    "allowing same-origin HTTPS redirects still refuses plain HTTP and other ports",
+    arguments: [302, 307, 308])
+  func sameOriginFlagRefusesHTTPAndOtherPorts(_ status: Int) async throws {
+    let server = try TokenServer.running()
+    let other = try TokenServer.runningSecondary()
+    for target in [server, other] {
+      let marker = UUID().uuidString
+      let code = makeCode()
+      let exchanger = HTTPTokenExchanger(
+        endpoint: Self.redirectingEndpoint(server, to: target, status: status, marker: marker),
+        encoding: .postForm, headers: ["Authorization": "Bearer \(Self.bearer)"],
+        allowsSameOriginHTTPSRedirects: true, now: { fixedNow })
+      let cause = try await failure(exchanger, code: code)
+      #expect(cause.code == .redirectRefused)
+      let followed = try await target.receivedRequests().filter {
+        ($0["path"] as? String) == "/ok" && "\($0)".contains(marker)
+      }
+      #expect(followed.isEmpty)
+    }
+  }
+
+  @Test("only same-scheme, same-host, same-port HTTPS targets may be followed when asked")
+  func redirectPolicy() throws {
+    let endpoint = try #require(URL(string: "https://api.example.com/alipay/token"))
+    let allowing = RedirectPolicy(endpoint: endpoint, allowsSameOriginHTTPS: true)
+    let refusing = RedirectPolicy(endpoint: endpoint, allowsSameOriginHTTPS: false)
+    let cases: [(String, Bool)] = [
+      ("https://api.example.com/alipay/token/v2", true),
+      ("https://API.EXAMPLE.COM:443/other?x=1", true),
+      ("http://api.example.com/alipay/token", false),
+      ("https://api.example.com:8443/alipay/token", false),
+      ("https://evil.example.com/alipay/token", false),
+      ("https://api.example.com.evil.net/alipay/token", false),
+      ("https://user:pass@api.example.com/alipay/token", false),
+    ]
+    for (text, allowed) in cases {
+      let url = try #require(URL(string: text))
+      #expect(allowing.allowsRedirect(to: url) == allowed, "\(text)")
+      #expect(!refusing.allowsRedirect(to: url), "\(text)")
+    }
+    let plain = try #require(URL(string: "http://127.0.0.1:8080/token"))
+    let samePlain = try #require(URL(string: "http://127.0.0.1:8080/other"))
+    let otherPort = try #require(URL(string: "http://127.0.0.1:8081/token"))
+    let http = RedirectPolicy(endpoint: plain, allowsSameOriginHTTPS: true)
+    #expect(!http.allowsRedirect(to: samePlain))
+    #expect(RedirectPolicy.sameOrigin(plain, samePlain))
+    #expect(!RedirectPolicy.sameOrigin(plain, otherPort))
   }
 }

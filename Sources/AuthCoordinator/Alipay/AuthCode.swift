@@ -31,6 +31,19 @@ public struct AuthCode: Sendable, Hashable, CustomStringConvertible, CustomDebug
   public var debugDescription: String { description }
 }
 
+extension AuthCode: CustomReflectable {
+  /// A reflection that replaces the code, so `dump(code)` does not reveal it.
+  public var customMirror: Mirror {
+    Mirror(
+      self,
+      children: [
+        "value": "<redacted \(value.utf8.count) bytes>", "appID": appID as Any,
+        "userID": userID as Any,
+      ],
+      displayStyle: .struct)
+  }
+}
+
 /// Obtains an auth code for a request: in an app, by bouncing the user to Alipay and waiting for
 /// the callback URL.
 public protocol AuthCodeProvider: Sendable {

@@ -14,6 +14,12 @@ import SyncPrimitives
 /// event (authentication challenges, metrics). On Linux, where swift-corelibs-foundation ignores
 /// per-task delegates of plain data tasks, the task runs on a one-off session made from the
 /// given session's configuration: the given session's delegate is not consulted there.
+///
+/// Redirects are decided by a ``RedirectPolicy`` in this object's
+/// `urlSession(_:task:willPerformHTTPRedirection:newRequest:completionHandler:)`, which both
+/// platforms call on the task's delegate (swift-corelibs-foundation calls it on the session
+/// delegate, which the one-off session's is). A refused redirect ends the task at once as
+/// `.redirectRefused`: nothing is sent to the new location.
 final class BoundedDataTask: NSObject, URLSessionDataDelegate, @unchecked Sendable {
   /// How the task ended.
   enum Outcome {
@@ -24,6 +30,9 @@ final class BoundedDataTask: NSObject, URLSessionDataDelegate, @unchecked Sendab
     /// The transport failed with this `URLError` code (the error itself is dropped: it carries
     /// the request URL, which may hold the auth code).
     case failed(URLError.Code)
+    /// The server answered with a redirect (this status code) that the policy refused; the
+    /// redirect was not followed.
+    case redirectRefused(Int)
   }
 
   private struct State {
@@ -40,11 +49,13 @@ final class BoundedDataTask: NSObject, URLSessionDataDelegate, @unchecked Sendab
 
   private let limit: Int
   private let timeout: TimeInterval
+  private let redirects: RedirectPolicy
   private let state = LockedState(State())
 
-  private init(limit: Int, timeout: TimeInterval) {
+  private init(limit: Int, timeout: TimeInterval, redirects: RedirectPolicy) {
     self.limit = limit
     self.timeout = timeout
+    self.redirects = redirects
   }
 
   /// Runs `request` on `session`.
@@ -57,15 +68,18 @@ final class BoundedDataTask: NSObject, URLSessionDataDelegate, @unchecked Sendab
   ///     passes, the task is cancelled and ends as `.failed(.timedOut)`. (It is enforced here
   ///     because `URLRequest.timeoutInterval` is an idle timeout on Apple platforms and is
   ///     truncated to whole seconds by swift-corelibs-foundation.)
+  ///   - redirects: Which redirects may be followed; a refused one ends the task as
+  ///     `.redirectRefused`.
   /// - Returns: How the task ended.
   /// - Throws: `CancellationError` when the calling Task is cancelled.
   static func run(
     _ request: URLRequest,
     on session: URLSession,
     limit: Int,
-    timeout: TimeInterval
+    timeout: TimeInterval,
+    redirects: RedirectPolicy
   ) async throws -> Outcome {
-    let runner = BoundedDataTask(limit: limit, timeout: timeout)
+    let runner = BoundedDataTask(limit: limit, timeout: timeout, redirects: redirects)
     let outcome = await withTaskCancellationHandler {
       await withCheckedContinuation { continuation in
         runner.start(request, on: session, continuation: continuation)
@@ -152,6 +166,25 @@ final class BoundedDataTask: NSObject, URLSessionDataDelegate, @unchecked Sendab
   }
 
   // MARK: URLSessionDataDelegate
+
+  func urlSession(
+    _ session: URLSession,
+    task: URLSessionTask,
+    willPerformHTTPRedirection response: HTTPURLResponse,
+    newRequest request: URLRequest,
+    completionHandler: @escaping (URLRequest?) -> Void
+  ) {
+    if redirects.allowsRedirect(to: request.url) {
+      completionHandler(request)
+      return
+    }
+    // Finished first, so the outcome is the refusal whatever the session does next. Then nil:
+    // do not follow (the task would complete with the 3xx reply; it is cancelled instead, so its
+    // body is never read).
+    finish(.redirectRefused(response.statusCode))
+    completionHandler(nil)
+    task.cancel()
+  }
 
   func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
     // The declared length is checked with the first bytes (rather than in a `didReceive

@@ -34,6 +34,12 @@ import Foundation
 /// - a cancelled Task throws `CancellationError` (the HTTP request is cancelled).
 ///
 /// No error, message or description contains the auth code or an access token.
+///
+/// > Important: Redirects are refused: a token endpoint does not redirect, and following one
+/// > would send the headers (a bearer token) and, with ``Encoding/getQuery``, the auth code to
+/// > another host, and accept that host's reply. A 3xx reply fails with
+/// > ``TokenExchangeError/Code-swift.struct/redirectRefused`` and nothing is sent to its
+/// > `Location`; see ``allowsSameOriginHTTPSRedirects`` for the one exception.
 public struct HTTPTokenExchanger: TokenExchanger {
   /// How the parameters travel to the server.
   public enum Encoding: String, Sendable, Hashable, CaseIterable {
@@ -71,6 +77,11 @@ public struct HTTPTokenExchanger: TokenExchanger {
   public var session: URLSession
   /// The wall clock `expires_in` counts from. Default `Date()`.
   public var now: @Sendable () -> Date
+  /// Whether a redirect to the endpoint's own origin (same host and port, `https` on both
+  /// sides) may be followed. Default `false`: every redirect is refused with
+  /// ``TokenExchangeError/Code-swift.struct/redirectRefused``. A redirect to another origin,
+  /// or over plain `http`, is refused whatever this says.
+  public var allowsSameOriginHTTPSRedirects: Bool
 
   /// Creates an exchanger.
   ///
@@ -85,6 +96,8 @@ public struct HTTPTokenExchanger: TokenExchanger {
   ///   - maxBodySize: The most reply bytes read; 1 MiB by default.
   ///   - session: The session to use; by default one shared ephemeral session (no cookies, no
   ///     cache) per process.
+  ///   - allowsSameOriginHTTPSRedirects: Whether to follow a redirect to the endpoint's own
+  ///     HTTPS origin; `false` by default (every redirect is refused).
   ///   - now: The wall-clock source for `expiresAt`; `Date()` by default.
   public init(
     endpoint: URL,
@@ -96,6 +109,7 @@ public struct HTTPTokenExchanger: TokenExchanger {
     timeout: Duration = .seconds(5),
     maxBodySize: Int = 1 << 20,
     session: URLSession? = nil,
+    allowsSameOriginHTTPSRedirects: Bool = false,
     now: @escaping @Sendable () -> Date = { Date() }
   ) {
     self.endpoint = endpoint
@@ -108,6 +122,7 @@ public struct HTTPTokenExchanger: TokenExchanger {
     self.maxBodySize = maxBodySize
     self.session = session ?? Self.defaultSession
     self.now = now
+    self.allowsSameOriginHTTPSRedirects = allowsSameOriginHTTPSRedirects
   }
 
   /// One ephemeral session for every exchanger that was not given one.
@@ -136,8 +151,11 @@ public struct HTTPTokenExchanger: TokenExchanger {
     let key = request.key
     let urlRequest = try makeRequest(code: code, key: key)
     try Task.checkCancellation()
+    let redirects = RedirectPolicy(
+      endpoint: endpoint, allowsSameOriginHTTPS: allowsSameOriginHTTPSRedirects)
     let outcome = try await BoundedDataTask.run(
-      urlRequest, on: session, limit: maxBodySize, timeout: Self.seconds(timeout))
+      urlRequest, on: session, limit: maxBodySize, timeout: Self.seconds(timeout),
+      redirects: redirects)
     return try model(from: outcome, code: code, key: key)
   }
 
@@ -236,6 +254,8 @@ public struct HTTPTokenExchanger: TokenExchanger {
       throw Self.failure(
         .timedOut, "the token exchange timed out after \(timeout)",
         TokenExchangeError(.timedOut, urlErrorCode: urlCode.rawValue))
+    case .redirectRefused(let status):
+      throw Self.redirectRefused(status: status)
     case .failed(let urlCode):
       throw Self.failure(
         .exchangeFailed, "the token exchange failed in transport (URLError \(urlCode.rawValue))",
@@ -258,6 +278,16 @@ public struct HTTPTokenExchanger: TokenExchanger {
           TokenExchangeError(.transport, urlErrorCode: URLError.badServerResponse.rawValue))
       }
       let status = http.statusCode
+      // A 3xx the session did not offer to follow, or a reply from another origin than the
+      // endpoint (which a refused redirect never produces): not the endpoint's answer.
+      if (300...399).contains(status) {
+        throw Self.redirectRefused(status: status)
+      }
+      if let final = http.url, !RedirectPolicy.sameOrigin(endpoint, final) {
+        throw Self.failure(
+          .exchangeFailed, "the token server's reply came from another origin than the endpoint",
+          TokenExchangeError(.redirectRefused, statusCode: status))
+      }
       guard (200...299).contains(status) else {
         throw Self.failure(
           .exchangeFailed, "the token server answered HTTP \(status)",
@@ -312,6 +342,14 @@ public struct HTTPTokenExchanger: TokenExchanger {
     }
   }
 
+  private static func redirectRefused(status: Int) -> AuthCoordinatorError {
+    failure(
+      .exchangeFailed,
+      "the token server answered HTTP \(status), a redirect; it was not followed (a token "
+        + "endpoint does not redirect)",
+      TokenExchangeError(.redirectRefused, statusCode: status))
+  }
+
   private static func failure(
     _ code: AuthCoordinatorError.Code,
     _ message: String,
@@ -323,5 +361,71 @@ public struct HTTPTokenExchanger: TokenExchanger {
   private static func seconds(_ duration: Duration) -> TimeInterval {
     let (seconds, attoseconds) = duration.components
     return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
+  }
+}
+
+// MARK: - Descriptions
+
+extension HTTPTokenExchanger: CustomStringConvertible, CustomDebugStringConvertible,
+  CustomReflectable
+{
+  /// A summary without secrets: header and parameter **names** only, and the endpoint with its
+  /// user info, query values and fragment replaced by `<redacted>`, such as
+  /// `HTTPTokenExchanger(endpoint: https://api.example.com/token?key=<redacted>, encoding:
+  /// postForm, ..., parameters: [app_id], headers: [Authorization], ...)`.
+  public var description: String {
+    let parts = [
+      "endpoint: \(Self.redacted(endpoint))", "encoding: \(encoding.rawValue)",
+      "codeParameter: \(codeParameter)", "mcUidParameter: \(mcUidParameter)",
+      "parameters: \(parameters.keys.sorted())", "headers: \(headers.keys.sorted())",
+      "timeout: \(timeout)", "maxBodySize: \(maxBodySize)",
+      "allowsSameOriginHTTPSRedirects: \(allowsSameOriginHTTPSRedirects)",
+    ]
+    return "HTTPTokenExchanger(\(parts.joined(separator: ", ")))"
+  }
+
+  /// The same as ``description``: header values stay hidden in debug output too.
+  public var debugDescription: String { description }
+
+  /// A reflection with the same redactions as ``description``, so `dump(exchanger)` shows no
+  /// header value, parameter value or endpoint credential.
+  public var customMirror: Mirror {
+    Mirror(
+      self,
+      children: [
+        "endpoint": Self.redacted(endpoint), "encoding": encoding,
+        "codeParameter": codeParameter, "mcUidParameter": mcUidParameter,
+        "parameterNames": parameters.keys.sorted(), "headerNames": headers.keys.sorted(),
+        "timeout": timeout, "maxBodySize": maxBodySize,
+        "allowsSameOriginHTTPSRedirects": allowsSameOriginHTTPSRedirects,
+      ],
+      displayStyle: .struct)
+  }
+
+  /// `url` with its user info, every query value and its fragment replaced by `<redacted>`
+  /// (a query item without `=` is replaced whole); scheme, host, port and path are kept.
+  static func redacted(_ url: URL) -> String {
+    guard let parts = URLComponents(url: url, resolvingAgainstBaseURL: false) else {
+      return "<redacted URL>"
+    }
+    var text = parts.scheme.map { $0 + ":" } ?? ""
+    if let host = parts.percentEncodedHost {
+      text += "//"
+      if parts.percentEncodedUser != nil || parts.percentEncodedPassword != nil {
+        text += "<redacted>@"
+      }
+      text += host
+      if let port = parts.port { text += ":\(port)" }
+    }
+    text += parts.percentEncodedPath
+    if let query = parts.percentEncodedQuery {
+      let items = query.split(separator: "&", omittingEmptySubsequences: false).map { item in
+        guard let equals = item.firstIndex(of: "=") else { return "<redacted>" }
+        return "\(item[..<equals])=<redacted>"
+      }
+      text += "?" + items.joined(separator: "&")
+    }
+    if parts.percentEncodedFragment != nil { text += "#<redacted>" }
+    return text
   }
 }

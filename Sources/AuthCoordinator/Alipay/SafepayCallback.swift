@@ -136,8 +136,10 @@ public struct SafepayCallback: Sendable, Hashable, CustomStringConvertible,
     return ": \(Self.clip(memo, to: 120))"
   }
 
-  /// Whether `url`'s host is a `safepay` host (the host contains `safepay`, case-insensitive, as
-  /// in the vendor's sample code).
+  /// Whether `url`'s host is the `safepay` host: the whole authority is exactly `safepay`
+  /// (case-insensitive), with no user info or port. Lookalikes such as `evil-safepay.example`
+  /// or `safepay.evil.net` are not (``AlipayCallbackRouter`` still hands those to the payment
+  /// hook, but never reads them as auth results).
   ///
   /// - Parameter url: A URL the app was opened with.
   /// - Returns: `true` for a `safepay` callback.
@@ -285,7 +287,8 @@ public struct SafepayCallback: Sendable, Hashable, CustomStringConvertible,
     return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
   }
 
-  /// The host of a URL text: what follows `scheme://` up to `/`, `?` or `#`.
+  /// The authority of a URL text (host, with any user info and port): what follows `scheme://`
+  /// up to `/`, `?` or `#`.
   static func host(of urlString: String) -> Substring {
     guard let separator = urlString.range(of: "://") else { return "" }
     let rest = urlString[separator.upperBound...]
@@ -293,8 +296,10 @@ public struct SafepayCallback: Sendable, Hashable, CustomStringConvertible,
     return rest[..<end]
   }
 
+  /// Whether an authority is exactly `safepay` (case-insensitive): no other label, no user
+  /// info, no port.
   static func isSafepayHost(_ host: Substring) -> Bool {
-    host.lowercased().contains("safepay")
+    host.lowercased() == "safepay"
   }
 
   /// The raw query: after the first `?`, up to a `#`.

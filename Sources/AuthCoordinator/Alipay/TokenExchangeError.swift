@@ -46,6 +46,11 @@ public struct TokenExchangeError: Error, Hashable, Sendable, CustomStringConvert
     /// The reply carried Alipay's `error_response` (for example `isv.code-invalid`: the code was
     /// already used or has expired); see ``serverCode``.
     public static let serverRejected = Code(rawValue: "server_rejected")
+    /// The token endpoint answered with a redirect (see ``statusCode``), which was not followed:
+    /// a token endpoint does not redirect, and following one would send the request's headers
+    /// and the auth code to another host. Also thrown when the final reply comes from another
+    /// origin than the endpoint.
+    public static let redirectRefused = Code(rawValue: "redirect_refused")
 
     /// The stable name.
     public var description: String { rawValue }

@@ -1,12 +1,13 @@
 /// What ``AlipayCallbackRouter/handle(_:)`` did with a URL.
 public enum URLDisposition: Sendable, Hashable {
-  /// An account-connect callback for the Inside SDK (the host contains `.inside.com`); it was
-  /// passed to the router's account-connect hook.
+  /// An account-connect callback for the Inside SDK (the app's scheme, a host ending in the
+  /// labels `inside.com`); it was passed to the router's account-connect hook.
   case accountConnect
   /// A `safepay` authorization result; it was matched against the pending requests.
   case authResult(CallbackMatch)
-  /// A `safepay` payment result, or a `safepay` URL this library cannot read; it was passed to
-  /// the router's payment hook.
+  /// A `safepay` payment result, a `safepay` URL this library cannot read, or another URL whose
+  /// host contains `safepay` (a lookalike host, another scheme), never read as an auth result;
+  /// it was passed to the router's payment hook.
   case payment
   /// Not an Alipay URL; the app should route it elsewhere.
   case notOurs

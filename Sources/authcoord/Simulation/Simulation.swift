@@ -77,7 +77,7 @@ struct Simulation {
       },
       open: { url in await alipay.open(url) })
     let router = AlipayCallbackRouter(
-      provider: provider, accountConnect: { _ in }, payment: { _ in })
+      provider: provider, appSchemes: [alipay.scheme], accountConnect: { _ in }, payment: { _ in })
     alipay.connect(router: router, provider: provider)
 
     var configuration = AuthCoordinator.Configuration(

@@ -21,6 +21,11 @@ server outlives the tests. Routes, by path (any method):
   /rejected       Alipay's error_response (the code was already used)
   /echo           answers like /ok and records the request under its `echo_id` parameter
   /record         returns the recorded request for ?id=<echo_id> as JSON
+  /redirect       answers `status` (default 302) with `Location: <to>` and a body holding a
+                  token-shaped reply: a token endpoint that redirects elsewhere
+  /log            every request this server received (but /log itself) as {"requests": [...]},
+                  each with method, path, query, body and headers: lets a test prove a second
+                  server instance was never contacted
 
 Reply shaping parameters (query, form or JSON body): expires_as=number|string|none.
 """
@@ -39,6 +44,7 @@ HARD_TIMEOUT = float(os.environ.get("TOKEN_SERVER_TIMEOUT", "300"))
 
 RECORDS = {}
 ARRIVALS = {}
+LOG = []
 RECORDS_LOCK = threading.Lock()
 
 
@@ -112,6 +118,15 @@ class Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length > 0 else b""
         path, query, params = parse_params(self, body)
         code = params.get("auth_code", params.get("code", ""))
+        if path != "/log":
+            with RECORDS_LOCK:
+                LOG.append({
+                    "method": self.command,
+                    "path": path,
+                    "query": query,
+                    "body": body.decode("utf-8", "replace"),
+                    "headers": {k.lower(): v for k, v in self.headers.items()},
+                })
 
         if path == "/ok" or path == "/echo":
             if path == "/echo":
@@ -153,6 +168,24 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(200, {"error_response": {
                 "code": "40002", "msg": "Invalid Arguments",
                 "sub_code": "isv.code-invalid", "sub_msg": "auth_code %s used" % code}})
+        elif path == "/redirect":
+            status = int(params.get("status", "302"))
+            data = json.dumps(envelope(params)).encode("utf-8")
+            try:
+                self.send_response(status)
+                self.send_header("Location", params.get("to", "/ok"))
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            self.close_connection = True
+        elif path == "/log":
+            with RECORDS_LOCK:
+                requests = list(LOG)
+            self.send_json(200, {"requests": requests})
         elif path == "/huge":
             self.send_huge(int(params.get("mb", "4")), params.get("chunked") == "1")
         elif path == "/arrived":

@@ -35,7 +35,13 @@ public final class TokenServer: @unchecked Sendable {
     .appendingPathComponent("ExchangerTests/Resources/token_server.py")
 
   /// Started once, on first use.
-  public static let shared: Result<TokenServer, TokenServerError> = {
+  public static let shared: Result<TokenServer, TokenServerError> = start()
+
+  /// A second, independent instance on another port, started once on first use: the "other
+  /// host" a redirect points at. Its `/log` shows every request it ever received.
+  public static let secondary: Result<TokenServer, TokenServerError> = start()
+
+  private static func start() -> Result<TokenServer, TokenServerError> {
     do {
       return .success(try TokenServer())
     } catch let error as TokenServerError {
@@ -43,16 +49,34 @@ public final class TokenServer: @unchecked Sendable {
     } catch {
       return .failure(TokenServerError(description: "token server: \(error)"))
     }
-  }()
+  }
 
   /// The running server, or a test failure explaining why there is none.
   public static func running() throws -> TokenServer {
-    switch shared {
+    try unwrap(shared)
+  }
+
+  /// The running second server, or a test failure explaining why there is none.
+  public static func runningSecondary() throws -> TokenServer {
+    try unwrap(secondary)
+  }
+
+  private static func unwrap(_ result: Result<TokenServer, TokenServerError>) throws
+    -> TokenServer
+  {
+    switch result {
     case .success(let server): return server
     case .failure(let error):
       Issue.record("\(error)")
       throw error
     }
+  }
+
+  /// Every request the server received so far (except `/log` reads), oldest first: each with
+  /// `method`, `path`, `query`, `body` and `headers` (names lowercased).
+  public func receivedRequests() async throws -> [[String: Any]] {
+    let (_, object) = try await get("/log")
+    return object["requests"] as? [[String: Any]] ?? []
   }
 
   public let port: Int
