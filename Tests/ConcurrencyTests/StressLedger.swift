@@ -20,9 +20,11 @@ struct StressCall: Sendable {
 /// The checks that need only the call's own result run in ``finish(_:_:store:authorizer:)``,
 /// as each call ends; the driver checks the rest (hangs, statistics) at the end of the run.
 final class StressLedger: @unchecked Sendable {
-  /// The coordinator errors a stress call may legitimately end with.
+  /// The coordinator errors a stress call may legitimately end with. The store never fails
+  /// here, but the driver moves the clock past store deadlines too (a load still queued when
+  /// the clock jumps fails with `store_failed`, the store deadline's code).
   static let allowedCodes: Set<AuthCoordinatorError.Code> = [
-    .timedOut, .signedOut, .refreshLoop, .authorizationFailed, .userCancelled,
+    .timedOut, .signedOut, .refreshLoop, .authorizationFailed, .userCancelled, .storeFailed,
   ]
 
   private struct State {
@@ -38,6 +40,10 @@ final class StressLedger: @unchecked Sendable {
     var outcomes: [String: Int] = [:]
     var violations: [String] = []
     var violationCount = 0
+    /// Models served before their save finished (the save ran past the store deadline): each
+    /// must still reach the store by the end of the run.
+    var unsavedAtResume: [(call: Int, mcUid: String, seq: UInt64)] = []
+    var servedBeforeSaved = 0
   }
 
   private let state = LockedState(State())
@@ -128,7 +134,12 @@ final class StressLedger: @unchecked Sendable {
               + "a removal (store op \(call.removalMark)) that ran before the call started")
         }
       } else {
-        problems.append("call \(call.id) for \(mcUid) got model #\(seq) before it was saved")
+        // Rule 10 with the store deadline: a save that runs past it still serves the model,
+        // and must complete later (checked at the end of the run).
+        state.withLock {
+          $0.unsavedAtResume.append((call.id, mcUid, seq))
+          $0.servedBeforeSaved += 1
+        }
       }
       if case .force(let rejected?) = call.refresh, rejected == model.accessToken {
         problems.append("forced refresh \(call.id) for \(mcUid) got back the token it rejected")
@@ -162,6 +173,20 @@ final class StressLedger: @unchecked Sendable {
 
   /// Records a violation found outside a call (statistics, hangs).
   func violation(_ message: String) { state.withLock { Self.note([message], in: &$0) } }
+
+  /// The models served before their save finished whose save has still not happened (the
+  /// ones that have are forgotten).
+  func servedButNeverSaved(_ store: RecordingStore) -> [String] {
+    state.withLock { state in
+      state.unsavedAtResume.removeAll { store.saveIndex(of: $0.seq) != nil }
+      return state.unsavedAtResume.map {
+        "call \($0.call) for \($0.mcUid) got model #\($0.seq), which never reached the store"
+      }
+    }
+  }
+
+  /// How many models were served before their save finished.
+  var servedBeforeSaved: Int { state.withLock { $0.servedBeforeSaved } }
 
   private static func note(_ problems: [String], in state: inout State) {
     state.violationCount += problems.count
