@@ -46,6 +46,10 @@ actor DictionaryTokenStore: TokenStore {
     models[key] = nil
   }
 
+  func removeModels(forMcUid mcUid: String) async throws {
+    models = models.filter { $0.key.mcUid != mcUid }
+  }
+
   func removeAll() async throws {
     models.removeAll()
   }
@@ -448,6 +452,17 @@ private final class SnippetAlipay: @unchecked Sendable {
       with: AuthModel(uid: "2088000000000001", accessToken: "new", mcUid: "u1"))
     #expect(try await refresh.value.accessToken == "new")
     #expect(try await store.model(for: key)?.accessToken == "new")  // persisted before resume
+
+    // A logout removes every mode of the user and nobody else's model.
+    let otherMode = AccountKey(mcUid: "u1", mode: "another")
+    let otherUser = AccountKey(mcUid: "u2")
+    try await store.save(stored, for: otherMode)
+    try await store.save(
+      AuthModel(uid: "2088000000000002", accessToken: "u2", mcUid: "u2"), for: otherUser)
+    await coordinator.accountStatusChanged(.logout(mcUid: "u1"))
+    #expect(try await store.model(for: key) == nil)
+    #expect(try await store.model(for: otherMode) == nil)
+    #expect(try await store.model(for: otherUser)?.accessToken == "u2")
   }
 
   // MARK: TestingYourIntegration.md

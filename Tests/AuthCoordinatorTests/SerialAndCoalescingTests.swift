@@ -46,7 +46,10 @@ import Testing
     await h.authorizer.nextCall().succeed(with: makeModel("t1", clock: h.clock, expiresIn: 90))
     _ = try await first.value
     #expect(try await h.coordinator.authModel(for: u1).accessToken == "t1")
-    h.clock.advance(by: .seconds(31))  // 59 s left: inside the leeway
+    // A 90 s token gets a leeway of min(60, 90 / 2) = 45 s: served while more than 45 s remain.
+    h.clock.advance(by: .seconds(44))
+    #expect(try await h.coordinator.authModel(for: u1).accessToken == "t1")
+    h.clock.advance(by: .seconds(2))  // 44 s left: inside the leeway
     let second = h.request()
     let call = await h.authorizer.nextCall()
     #expect(call.reason == .expired)
