@@ -10,7 +10,13 @@ import Foundation
 ///   one valid URL scheme (and the expected one, when given), or Alipay cannot return to the app.
 /// - `MPAuthIdentity`, when present, is a dictionary whose `instBizSceneCode` and
 ///   `instCampaignIds` are non-empty strings that are not placeholders (see
-///   ``isPlaceholder(_:)``).
+///   ``isPlaceholder(_:)``; a value that only may be one, ``mayBePlaceholder(_:)``, is a
+///   warning).
+///
+/// Errors are what the vendor guide requires; warnings are suspicious but may be correct
+/// (`alipay` after the 50th query scheme, a value such as `TEST_001`). Only Info.plist is
+/// checked: the guide's other steps (the `mPaaS_AliAccount` pod, the new
+/// `ANX_ALIPAY_INSIDE_CONFIG`, the security-guard image, ...) are outside its reach.
 ///
 /// ```swift
 /// let plist = try InfoPlistDoctor.load(contentsOf: URL(fileURLWithPath: "Info.plist"))
@@ -78,14 +84,16 @@ public enum InfoPlistDoctor {
     return dictionary
   }
 
-  /// Whether a configuration value is a placeholder left from a template instead of a real
-  /// value.
+  /// Whether a configuration value is certainly a placeholder left from a template instead of
+  /// a real value.
   ///
   /// Placeholders: the guide's own text (`业务场景标识（替换为实际值）`, anything saying 替换 "replace",
   /// 请填写 "please fill in" or 实际值 "actual value"), runs of `x` (`xxx`, `x.x.x`), bracketed
   /// names (`<scene code>`, `${CODE}`, `{{code}}`, `[code]`), values starting with `your`
-  /// (`your_scene_code`), and `todo`, `tbd`, `placeholder`, `changeme`, `replace me`, `example`,
-  /// `sample`, `dummy`.
+  /// (`your_scene_code`), anything containing `placeholder`, `replace` or `changeme`, and the
+  /// bare words `todo`, `tbd`, `fixme`, `changeme`, `replace me`, `example`, `sample`, `dummy`,
+  /// `none`, `null`, `test` (without digits). A value such as `TEST_001` is not certain: see
+  /// ``mayBePlaceholder(_:)``.
   ///
   /// - Parameter value: The value, as written in the plist.
   /// - Returns: `true` for a placeholder.
@@ -102,14 +110,30 @@ public enum InfoPlistDoctor {
       return true
     }
     if lower.hasPrefix("your") { return true }
-    let normalized = lower.filter { $0.isLetter }
-    let words = [
-      "todo", "tbd", "fixme", "placeholder", "changeme", "replaceme", "example", "sample",
-      "dummy", "none", "null", "test",
-    ]
-    if words.contains(normalized) { return true }
+    if !lower.contains(where: \.isNumber), placeholderWords.contains(lower.filter(\.isLetter)) {
+      return true
+    }
     return ["placeholder", "replace", "changeme"].contains { lower.contains($0) }
   }
+
+  /// Whether a value that is not certainly a placeholder (see ``isPlaceholder(_:)``) still looks
+  /// like one: a placeholder word with digits or separators (`TEST_001`, `sample-2`), or a value
+  /// starting with `test`, `sample`, `example`, `dummy` or `demo`. Real values can look like
+  /// this, so the doctor only warns.
+  ///
+  /// - Parameter value: The value, as written in the plist.
+  /// - Returns: `true` for a suspicious value that is not a certain placeholder.
+  public static func mayBePlaceholder(_ value: String) -> Bool {
+    guard !isPlaceholder(value) else { return false }
+    let lower = value.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
+    if placeholderWords.contains(lower.filter(\.isLetter)) { return true }
+    return ["test", "sample", "example", "dummy", "demo"].contains { lower.hasPrefix($0) }
+  }
+
+  private static let placeholderWords: Set<String> = [
+    "todo", "tbd", "fixme", "placeholder", "changeme", "replaceme", "example", "sample",
+    "dummy", "none", "null", "test",
+  ]
 
   // MARK: - LSApplicationQueriesSchemes
 
@@ -211,7 +235,7 @@ public enum InfoPlistDoctor {
     if requiredQuerySchemes.contains(scheme.lowercased()) {
       return [.init(.warning, path, "\"\(scheme)\" is Alipay's own scheme, not the app's")]
     }
-    if isPlaceholder(scheme) {
+    if isPlaceholder(scheme) || mayBePlaceholder(scheme) {
       return [.init(.warning, path, "\"\(scheme)\" looks like a placeholder")]
     }
     return []
@@ -252,6 +276,11 @@ public enum InfoPlistDoctor {
       } else if isPlaceholder(text) {
         findings.append(
           .init(.error, path, "\"\(text)\" is a placeholder; replace it with the real value"))
+      } else if mayBePlaceholder(text) {
+        findings.append(
+          .init(
+            .warning, path,
+            "\"\(text)\" may be a placeholder; check that it is the value Alipay support issued"))
       }
     }
     return findings

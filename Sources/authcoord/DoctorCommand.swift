@@ -1,31 +1,42 @@
 import AppConfigDoctor
 import Foundation
 
-/// `authcoord doctor <Info.plist> [--scheme NAME]`: checks an app's Info.plist for what Alipay
-/// account connect needs.
+/// `authcoord doctor <Info.plist> [--scheme NAME] [--strict]`: checks an app's Info.plist for
+/// what Alipay account connect needs.
 ///
 /// Prints one line per finding to standard output (`error: <keyPath>: <message>` or
-/// `warning: <keyPath>: <message>`), or `ok: <path> is configured for account connect` when
-/// there is none. Exit status:
-/// - `0`: no findings;
-/// - `1`: at least one finding, error **or warning** (so a CI step notices a warning too);
+/// `warning: <keyPath>: <message>`), then, when there is no error, an `ok:` line saying that
+/// only Info.plist was checked and where the rest of the checklist is. Exit status:
+/// - `0`: no error (warnings allowed, unless `--strict`);
+/// - `1`: at least one error (what the vendor guide requires), or a warning with `--strict`;
 /// - `2`: bad usage (usage on standard error), or a file that cannot be read or is not a
 ///   property-list dictionary (`error: <path>: <reason>` on standard error).
 enum DoctorCommand {
   /// The usage text.
   static let usage = """
-    usage: authcoord doctor <Info.plist> [--scheme NAME]
+    usage: authcoord doctor <Info.plist> [--scheme NAME] [--strict]
 
     Checks an Info.plist (XML or binary) for Alipay account connect: LSApplicationQueriesSchemes
     has alipay and alipays, CFBundleURLTypes declares the app's scheme (NAME, when given), and
-    MPAuthIdentity (if present) holds real values, not placeholders.
-    Exit status: 0 clean, 1 findings (errors or warnings), 2 usage or unreadable file.
+    MPAuthIdentity (if present) holds real values, not placeholders. Info.plist only: the
+    guide's other steps are in the checklist of docs/integration.md.
+    --strict  also fail on warnings (suspicious but possibly correct values).
+    Exit status: 0 no error, 1 errors (or warnings with --strict), 2 usage or unreadable file.
     """
+
+  /// The `ok:` line: what was checked, and where the rest of the checklist is.
+  static func okLine(path: String, warnings: Int) -> String {
+    let noted = warnings == 0 ? "" : " (\(warnings) warning\(warnings == 1 ? "" : "s") above)"
+    return "ok: \(path): the Info.plist entries for account connect are in place\(noted). "
+      + "Only Info.plist was checked; the steps outside it are in the checklist "
+      + "\"Steps outside Info.plist\" of docs/integration.md."
+  }
 
   /// Runs the command, printing to standard output and standard error.
   ///
   /// - Parameter arguments: The arguments after `doctor`.
-  /// - Returns: The exit status: 0 clean, 1 findings, 2 bad usage or unreadable file.
+  /// - Returns: The exit status: 0 no error, 1 errors (or warnings with `--strict`), 2 bad usage
+  ///   or unreadable file.
   static func run(_ arguments: [String]) -> Int32 {
     run(
       arguments,
@@ -65,12 +76,12 @@ enum DoctorCommand {
       return 2
     }
     let findings = InfoPlistDoctor.check(plist: plist, scheme: options.scheme)
-    guard !findings.isEmpty else {
-      output("ok: \(options.path) is configured for account connect")
-      return 0
-    }
     for finding in findings { output(finding.description) }
-    return 1
+    let errors = findings.filter { $0.severity == .error }.count
+    let warnings = findings.count - errors
+    guard errors == 0 else { return 1 }
+    output(okLine(path: options.path, warnings: warnings))
+    return options.strict && warnings > 0 ? 1 : 0
   }
 
   /// The parsed command line.
@@ -89,11 +100,14 @@ enum DoctorCommand {
     var path: String
     /// The scheme `CFBundleURLTypes` must declare, if any.
     var scheme: String?
+    /// Whether warnings fail too.
+    var strict = false
 
-    /// Parses `<Info.plist> [--scheme NAME]` (also `--scheme=NAME`, `-h`, `--help`).
+    /// Parses `<Info.plist> [--scheme NAME] [--strict]` (also `--scheme=NAME`, `-h`, `--help`).
     static func parse(_ arguments: [String]) -> Parsed {
       var path: String?
       var scheme: String?
+      var strict = false
       var remaining = arguments[...]
       while let argument = remaining.popFirst() {
         switch argument {
@@ -110,6 +124,8 @@ enum DoctorCommand {
           guard !value.isEmpty else { return .invalid("--scheme needs a value") }
           guard scheme == nil else { return .invalid("--scheme given twice") }
           scheme = value
+        case "--strict":
+          strict = true
         case "--":
           guard let value = remaining.popFirst(), path == nil else {
             return .invalid("expected exactly one Info.plist path")
@@ -123,7 +139,7 @@ enum DoctorCommand {
         }
       }
       guard let path, !path.isEmpty else { return .invalid("missing the Info.plist path") }
-      return .run(Options(path: path, scheme: scheme))
+      return .run(Options(path: path, scheme: scheme, strict: strict))
     }
   }
 }

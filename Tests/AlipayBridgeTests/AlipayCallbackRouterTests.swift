@@ -49,7 +49,8 @@ import Testing
     #expect(
       hooks.router.handle(Callback.success("route")) == .authResult(.matched(requestID: "route")))
     _ = try await task.value
-    #expect(hooks.payment.all.isEmpty)
+    // The vendor's payment rule: every safepay URL reaches the payment SDK, auth results too.
+    #expect(hooks.payment.all == [Callback.success("route")])
     #expect(hooks.accountConnect.all.isEmpty)
   }
 
@@ -134,13 +135,69 @@ import Testing
     #expect(await events.next() == .callbackRejected(reason: .malformed, requestID: nil))
   }
 
-  @Test func malformedAuthResultGoesNowhere() {
+  @Test func malformedAuthResultIsRejectedAndStillReachesThePaymentHook() {
     let hooks = Hooks()
     let payload = Callback.json(["memo": ["result": Callback.authResult(targetID: "r")]])
+    let url = Callback.safepay(payload)
     #expect(
-      hooks.router.handle(Callback.safepay(payload))
-        == .authResult(.rejected(reason: .malformed, requestID: nil)))
-    #expect(hooks.payment.all.isEmpty)
+      hooks.router.handle(url) == .authResult(.rejected(reason: .malformed, requestID: nil)))
+    #expect(hooks.payment.all == [url])
+  }
+
+  @Test(
+    "every URL whose host contains safepay reaches the payment hook, whatever else happens",
+    arguments: [
+      Callback.success("pending"), Callback.success(nil), Callback.success("unknown-id"),
+      Callback.failure("6001", "pending"), Callback.failure("6001", nil), Callback.payment(),
+      URL(string: "demoapp://safepay/?garbage")!, URL(string: "demoapp://safepay/")!,
+      URL(string: "demoapp://SAFEPAY/?x")!, URL(string: "evil://safepay/?x")!,
+      URL(string: "demoapp://evil-safepay.example/?x")!, URL(string: "https://safepay.example/")!,
+      Callback.safepay(Callback.json(["memo": ["result": "auth_code=x&target_id=pending"]])),
+    ])
+  func everySafepayURLReachesThePaymentHook(url: URL) async throws {
+    let hooks = Hooks()
+    await whilePending(hooks, "pending-\(UUID())") {
+      #expect(hooks.router.handle(url).isHandled)
+    }
+    #expect(hooks.payment.all == [url])
+    #expect(hooks.accountConnect.all.isEmpty)
+  }
+
+  @Test("the Inside-flow router reads no auth result and passes every safepay URL on")
+  func insideFlowRouterPassesSafepayThrough() {
+    let payment = Recorder<URL>()
+    let accountConnect = Recorder<URL>()
+    let router = AlipayCallbackRouter(
+      appSchemes: [Callback.scheme], accountConnect: { accountConnect.append($0) },
+      payment: { payment.append($0) })
+    let urls = [Callback.success("r"), Callback.payment(), URL(string: "x://a-safepay-b/")!]
+    for url in urls { #expect(router.handle(url) == .payment) }
+    #expect(payment.all == urls)
+    let inside = URL(string: "demoapp://account.inside.com/cb")!
+    #expect(router.handle(inside) == .accountConnect)
+    #expect(accountConnect.all == [inside])
+    #expect(router.handle(URL(string: "demoapp://other/")!) == .notOurs)
+  }
+
+  @Test("a missing hook never reports its URL as handled")
+  func missingHooksDoNotClaimTheURL() async throws {
+    let provider = makeProvider { _ in true }
+    let router = AlipayCallbackRouter(provider: provider, appSchemes: [Callback.scheme])
+    for text in [
+      "demoapp://account.inside.com/cb", "demoapp://safepay/?garbage", "evil://safepay/?x",
+      "https://evil-safepay.example/",
+    ] {
+      let disposition = router.handle(URL(string: text)!)
+      #expect(disposition == .unhandled, "\(text)")
+      #expect(!disposition.isHandled)
+    }
+    #expect(router.handle(Callback.payment()) == .unhandled)
+    let inside = AlipayCallbackRouter(appSchemes: [Callback.scheme])
+    #expect(inside.handle(Callback.success("r")) == .unhandled)
+    #expect(inside.handle(URL(string: "demoapp://account.inside.com/")!) == .unhandled)
+    // An auth result the provider read was handled, hook or not.
+    #expect(
+      router.handle(Callback.success("nobody")).isHandled)
   }
 
   /// 10,000 random and mutated URLs: nothing crashes and nothing completes the pending request.

@@ -26,9 +26,49 @@ struct DoctorCommandTests {
     let path = fixture("good.plist").path
     let result = run([path, "--scheme", "mpaasinsidedemo"])
     #expect(result.status == 0)
-    #expect(result.out == ["ok: \(path) is configured for account connect"])
+    #expect(result.out == [DoctorCommand.okLine(path: path, warnings: 0)])
     #expect(result.err.isEmpty)
     #expect(run(["--scheme=mpaasinsidedemo", path]).status == 0)
+    #expect(run(["--strict", path]).status == 0)
+  }
+
+  @Test("the ok line says only Info.plist was checked and points to the checklist")
+  func okLineStatesItsScope() throws {
+    let line = DoctorCommand.okLine(path: "Info.plist", warnings: 0)
+    #expect(line.hasPrefix("ok: Info.plist: "))
+    #expect(line.contains("Only Info.plist was checked"))
+    #expect(line.contains("\"Steps outside Info.plist\" of docs/integration.md"))
+    #expect(DoctorCommand.okLine(path: "p", warnings: 2).contains("(2 warnings above)"))
+  }
+
+  @Test("a correct app with an extra unrelated scheme and a TEST_ code exits 0")
+  func correctAppWithExtrasExitsZero() throws {
+    let path = fixture("correct-with-extras.plist").path
+    let result = run([path, "--scheme", "mpaasinsidedemo"])
+    #expect(result.status == 0)
+    #expect(
+      result.out == [
+        "warning: CFBundleURLTypes[1].CFBundleURLSchemes[1]: \"test-deeplinks\" looks like a "
+          + "placeholder",
+        "warning: MPAuthIdentity.instBizSceneCode: \"TEST_001\" may be a placeholder; check "
+          + "that it is the value Alipay support issued",
+        DoctorCommand.okLine(path: path, warnings: 2),
+      ])
+    #expect(result.err.isEmpty)
+    // Opt-in strictness turns the warnings into a failure.
+    #expect(run([path, "--scheme", "mpaasinsidedemo", "--strict"]).status == 1)
+  }
+
+  @Test(
+    "the failure fixtures still fail, strict or not",
+    arguments: ["placeholders.plist", "wrong-types.plist"])
+  func failureFixturesStillFail(name: String) {
+    for extra in [[], ["--strict"]] {
+      let result = run([fixture(name).path, "--scheme", "mpaasinsidedemo"] + extra)
+      #expect(result.status == 1)
+      #expect(result.out.contains { $0.hasPrefix("error: ") })
+      #expect(!result.out.contains { $0.hasPrefix("ok: ") })
+    }
   }
 
   @Test func findingsExitOne() throws {
@@ -48,17 +88,21 @@ struct DoctorCommandTests {
       ])
   }
 
-  @Test func warningsAloneExitOne() throws {
+  @Test func warningsAloneExitZeroUnlessStrict() throws {
     var plist = goodPlist()
     plist["CFBundleURLTypes"] = [["CFBundleURLSchemes": ["mpaasinsidedemo", "alipays"]]]
+    plist["LSApplicationQueriesSchemes"] = (0..<50).map { "app\($0)" } + ["alipay", "alipays"]
     let url = try temporaryFile(
       PropertyListSerialization.data(fromPropertyList: plist, format: .binary, options: 0))
     defer { try? FileManager.default.removeItem(at: url) }
     let result = run([url.path])
-    #expect(result.status == 1)
-    #expect(result.out.count == 1)
-    let line = try #require(result.out.first)
-    #expect(line.hasPrefix("warning: CFBundleURLTypes[0].CFBundleURLSchemes[1]: "))
+    #expect(result.status == 0)
+    #expect(result.out.count == 4)
+    #expect(result.out.prefix(3).allSatisfy { $0.hasPrefix("warning: ") })
+    #expect(
+      result.out.contains { $0.hasPrefix("warning: CFBundleURLTypes[0].CFBundleURLSchemes[1]: ") })
+    #expect(result.out.last == DoctorCommand.okLine(path: url.path, warnings: 3))
+    #expect(run([url.path, "--strict"]).status == 1)
   }
 
   @Test func unreadableOrInvalidFileExitsTwo() throws {

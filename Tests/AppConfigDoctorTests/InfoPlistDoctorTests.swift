@@ -171,6 +171,20 @@ struct InfoPlistDoctorCheckTests {
   @Test(arguments: ["SCENE_2021_0001", "CAMP8849302", "2088xxx123", "mpaasinsidedemo", "x1"])
   func realValues(_ value: String) {
     #expect(!InfoPlistDoctor.isPlaceholder(value))
+    #expect(!InfoPlistDoctor.mayBePlaceholder(value))
+  }
+
+  @Test(
+    "a value that only may be a placeholder is a warning, not an error",
+    arguments: ["TEST_001", "test-2021", "Sample2", "demo_scene_01", "DUMMY-9"])
+  func suspiciousValuesWarn(_ value: String) {
+    #expect(!InfoPlistDoctor.isPlaceholder(value))
+    #expect(InfoPlistDoctor.mayBePlaceholder(value))
+    var plist = goodPlist()
+    plist["MPAuthIdentity"] = ["instBizSceneCode": value, "instCampaignIds": "CAMP8849302"]
+    let findings = InfoPlistDoctor.check(plist: plist, scheme: nil)
+    #expect(findings.map(\.keyPath) == ["MPAuthIdentity.instBizSceneCode"])
+    #expect(findings.map(\.severity) == [.warning])
   }
 }
 

@@ -3,22 +3,21 @@
 ///
 /// | result code | meaning | outcome |
 /// |---|---|---|
-/// | `account_open_auth_9000` | authorized | the `auth_code` (with `app_id`, `state`) |
+/// | `account_open_auth_9000` | authorized | the `auth_code` (with `app_id`) |
 /// | `account_open_auth_8000` | failed | `authorization_failed` |
 /// | `account_open_auth_6000` | the user cancelled | `user_cancelled` |
 /// | `account_open_auth_5000` | timed out, flow interrupted | `abandoned` |
 /// | `account_open_auth_4002` | Alipay too old | `alipay_too_old` |
 /// | anything else, or none | | `authorization_failed` |
 ///
-/// A 9000 without an `auth_code` is a failure too. ``requestID`` is the `state` the result
-/// carries, used to match the result to a pending request.
+/// Only `account_open_auth_9000` is in the vendor guide (its result holds `auth_code` and
+/// `app_id`, no `state`); the other codes are inferred. A 9000 without an `auth_code` is a
+/// failure too. ``requestID`` is a `state` the result may carry; the guide's results carry none,
+/// so use ``InsideAuthCodeProvider``, which matches the completion to its own call.
 ///
 /// ```swift
-/// // iOS, in the Inside SDK's completion block:
-/// let result = InsideResult(result as [AnyHashable: Any],
-///                           codeKey: ANXProductConfigResultCodeKey,
-///                           resultKey: ANXProductConfigResultKey)
-/// provider.deliver(result)
+/// // iOS, in the Inside SDK's completion block started by InsideAuthCodeProvider's starter:
+/// completion.complete(result as [AnyHashable: Any]?, error: error)
 /// ```
 public struct InsideResult: Sendable, Hashable, CustomStringConvertible,
   CustomDebugStringConvertible
