@@ -101,9 +101,11 @@ class Handler(BaseHTTPRequestHandler):
     def send_json(self, status, value):
         self.send_bytes(status, json.dumps(value).encode("utf-8"), "application/json")
 
-    def send_bytes(self, status, data, ctype):
+    def send_bytes(self, status, data, ctype, extra_headers=()):
         try:
             self.send_response(status)
+            for name, value in extra_headers:
+                self.send_header(name, value)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(data)))
             self.send_header("Connection", "close")
@@ -171,17 +173,9 @@ class Handler(BaseHTTPRequestHandler):
         elif path == "/redirect":
             status = int(params.get("status", "302"))
             data = json.dumps(envelope(params)).encode("utf-8")
-            try:
-                self.send_response(status)
-                self.send_header("Location", params.get("to", "/ok"))
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.send_header("Connection", "close")
-                self.end_headers()
-                self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-            self.close_connection = True
+            self.send_bytes(
+                status, data, "application/json",
+                extra_headers=[("Location", params.get("to", "/ok"))])
         elif path == "/log":
             with RECORDS_LOCK:
                 requests = list(LOG)
