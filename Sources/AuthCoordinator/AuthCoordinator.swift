@@ -189,7 +189,13 @@ public actor AuthCoordinator {
   /// the `onAccountStatusChange` hook.
   ///
   /// When this returns, no request will ever be answered with the old model, including one
-  /// whose authorization was still in flight: a late result is discarded.
+  /// whose authorization was still in flight: a late result is discarded. A logout or unbind
+  /// removes every mode of the user from the store (``TokenStore/removeModels(forMcUid:)``),
+  /// including modes this process never used.
+  ///
+  /// It returns within ``Configuration/storeTimeout`` even when the store is stuck: memory is
+  /// cleared before the first suspension, and the removal then goes on in the background
+  /// (reported as a `storeFailed` event), ahead of any later load of the user.
   ///
   /// ```swift
   /// await coordinator.accountStatusChanged(.logout(mcUid: currentUser.id))
