@@ -6,8 +6,65 @@ import Foundation
 // under `<!-- snippet: NAME -->` (IntegrationGuideSnippetsTests checks it). The iOS-only parts
 // of the guide (UIKit, the mPaaS SDK) cannot be compiled on Linux and are marked there.
 
+// snippet: wiring-inside
+/// Everything account connect needs for the vendor guide's Inside SDK flow, built once at launch
+/// and kept by the app delegate.
+final class InsideAccountConnect: Sendable {
+  let provider: InsideAuthCodeProvider
+  let router: AlipayCallbackRouter
+  let coordinator: AuthCoordinator
+
+  /// - Parameters:
+  ///   - storeURL: Where models persist (Application Support, excluded from backups).
+  ///   - tokenEndpoint: Your server's endpoint that exchanges an auth code (see "Server side").
+  ///   - containerScheme: The mPaaS container scheme, the guide's `PortalScheme`
+  ///     (`ANXAccountOpenAuthModel.scheme`).
+  ///   - makeAuthURL: Your auth URL for the signed-in user (`ANXAccountOpenAuthModel.authURL`,
+  ///     the guide's "接入方提供 AuthURL").
+  ///   - resultCodeKey: The string value of the SDK's `ANXProductConfigResultCodeKey`.
+  ///   - resultKey: The string value of the SDK's `ANXProductConfigResultKey`.
+  ///   - startInside: Starts `ANXInsideService` with an `ANXAccountOpenAuthModel` built from the
+  ///     request and calls the completion from the SDK's completion block (iOS, section 4).
+  ///   - appSchemes: Your app's URL schemes (`CFBundleURLTypes`).
+  ///   - accountConnectURL: The Inside SDK's URL handler (hosts `<label>.inside.com`).
+  ///   - paymentURL: AlipaySDK's `processOrder(withPaymentResult:standbyCallback:)`; receives
+  ///     every URL whose host contains `safepay`, as the guide requires.
+  ///   - notifySDK: Tells the Inside SDK about a logout or unbind
+  ///     (`ANXMCAccountStatusChangeModel`); called after the coordinator cleared the account.
+  init(
+    storeURL: URL,
+    tokenEndpoint: URL,
+    containerScheme: String,
+    makeAuthURL: @escaping @Sendable (_ mcUid: String) async throws -> String,
+    resultCodeKey: String = InsideResult.defaultCodeKey,
+    resultKey: String = InsideResult.defaultResultKey,
+    startInside: @escaping InsideAuthCodeProvider.Starter,
+    appSchemes: Set<String>,
+    accountConnectURL: @escaping @Sendable (URL) -> Void = { _ in },
+    paymentURL: @escaping @Sendable (URL) -> Void = { _ in },
+    notifySDK: @escaping @Sendable (AccountStatusChange) async -> Void
+  ) {
+    provider = InsideAuthCodeProvider(
+      scheme: containerScheme, codeKey: resultCodeKey, resultKey: resultKey,
+      authURL: { request in try await makeAuthURL(request.key.mcUid) },
+      start: startInside)
+    router = AlipayCallbackRouter(
+      appSchemes: appSchemes, accountConnect: accountConnectURL, payment: paymentURL)
+    let exchanger = HTTPTokenExchanger(endpoint: tokenEndpoint, encoding: .postForm)
+    var configuration = AuthCoordinator.Configuration(authorizationTimeout: .seconds(300))
+    configuration.maxForcedAuthorizations = 3
+    coordinator = AuthCoordinator(
+      store: FileTokenStore(url: storeURL),
+      authorizer: AlipayAuthorizer(provider: provider, exchanger: exchanger),
+      configuration: configuration,
+      onAccountStatusChange: notifySDK)
+  }
+}
+// end-snippet
+
 // snippet: wiring
-/// Everything account connect needs, built once at launch and kept by the app delegate.
+/// The alternative URL flow (inferred from Alipay's public auth API, not from the vendor guide):
+/// the app opens a signed Alipay auth URL itself and reads the `safepay` callback.
 final class AccountConnect: Sendable {
   let provider: AlipayAuthCodeProvider
   let router: AlipayCallbackRouter
@@ -124,7 +181,15 @@ final class ContainerAuthBridge: @unchecked Sendable {
 // end-snippet
 
 // snippet: account-status
-extension AccountConnect {
+/// What both wirings above share.
+protocol AccountConnectWiring: Sendable {
+  var coordinator: AuthCoordinator { get }
+}
+
+extension InsideAccountConnect: AccountConnectWiring {}
+extension AccountConnect: AccountConnectWiring {}
+
+extension AccountConnectWiring {
   /// The host app's user logged out. In-flight requests fail with `signed_out`, memory and
   /// store are cleared, then `notifySDK` runs. Call it before showing the login screen.
   func userLoggedOut(mcUid: String) async {

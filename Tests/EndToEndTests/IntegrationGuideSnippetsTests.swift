@@ -137,6 +137,103 @@ struct IntegrationGuideSnippetsTests {
     #expect(ContainerAuthBridge.errorMsg(for: Opaque()) == "authorization_failed")
   }
 
+  @Test("the Inside wiring of the guide: one authorization and one exchange serve every open")
+  func insideWiringWorksEndToEnd() async throws {
+    let server = try TokenServer.running()
+    let scheme = SimulatedAlipayApp.appScheme  // the guide: one scheme for container and app
+    let (starts, started) = AsyncStream.makeStream(of: (InsideAuthRequest, InsideCompletion).self)
+    let startLedger = Ledger()
+    let payments = Ledger()
+    let accountConnects = Ledger()
+    let notified = Ledger()
+    let directory = FileManager.default.temporaryDirectory
+      .appendingPathComponent("integration-guide-inside-\(UUID().uuidString)")
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let storeURL = directory.appendingPathComponent("tokens.store")
+    let connect = InsideAccountConnect(
+      storeURL: storeURL,
+      tokenEndpoint: server.url("/ok"),  // SIMULATED INTEGRATOR SERVER = REAL HTTP ON LOOPBACK
+      containerScheme: scheme,
+      makeAuthURL: { mcUid in "https://integrator.example/alipay/auth?user=\(mcUid)" },
+      startInside: { request, completion in  // FAKE INSIDE SDK: the test plays its completion
+        startLedger.start()
+        started.yield((request, completion))
+      },
+      appSchemes: [scheme],
+      accountConnectURL: { url in accountConnects.end(url.absoluteString) },
+      paymentURL: { url in payments.end(url.absoluteString) },
+      notifySDK: { change in notified.end("\(change)") })
+    let key = AccountKey(mcUid: "merchant-\(UUID().uuidString.prefix(8))")
+    let coordinator = connect.coordinator
+    var nextStart = starts.makeAsyncIterator()
+
+    // 300 mini-programs open at once: the Inside service is started once, with the guide's model.
+    let opens = (0..<300).map { _ in Task { try await coordinator.authModel(for: key) } }
+    let (request, completion) = try #require(await nextStart.next())
+    await eventually { coordinator.statistics.waitingCallers >= 300 }
+    #expect(startLedger.calls == 1)
+    #expect(request.key == key)
+    #expect(request.scheme == scheme)
+    #expect(request.thirdAuth)
+    #expect(request.phoneNumber == nil)
+    #expect(request.authURL == "https://integrator.example/alipay/auth?user=\(key.mcUid)")
+
+    // The guide's result: account_open_auth_9000 with only auth_code and app_id, under the
+    // default keys (InsideResult.defaultCodeKey / defaultResultKey).
+    let code = "INSIDE-GUIDE-\(UUID().uuidString)"
+    let result: [AnyHashable: Any] = [
+      InsideResult.defaultCodeKey: "account_open_auth_9000",
+      InsideResult.defaultResultKey: ["auth_code": code, "app_id": "2021000000000001"],
+    ]
+    #expect(completion.complete(result, error: nil).isMatched)
+
+    var models: [AuthModel] = []
+    for open in opens { models.append(try await open.value) }
+    #expect(models.count == 300)
+    #expect(Set(models).count == 1)
+    let model = try #require(models.first)
+    #expect(model.uid == TokenServer.userID)
+    #expect(model.mcUid == key.mcUid)
+    #expect(coordinator.statistics.authorizationsStarted == 1)
+    #expect(coordinator.statistics.coalescedCallers == 299)
+    #expect(startLedger.calls == 1)
+
+    // Exactly one exchange reached the real server, with the completion's code, for this user.
+    let exchanges = try await server.receivedRequests().filter { "\($0)".contains(code) }
+    #expect(exchanges.count == 1)
+    #expect(exchanges.first?["path"] as? String == "/ok")
+    #expect((exchanges.first?["body"] as? String)?.contains("mc_uid=\(key.mcUid)") == true)
+    #expect(FileManager.default.fileExists(atPath: storeURL.path))
+    #expect(try await coordinator.authModel(for: key) == model)  // cached: no new start
+    #expect(startLedger.calls == 1)
+
+    // The router reads no auth result: every safepay URL reaches the payment hook, even one
+    // shaped like an auth result naming this request.
+    let safepay = SimulatedAlipayApp.safepay(
+      status: "9000",
+      result: SimulatedAlipayApp.result(code: "URL-CODE", targetID: request.requestID))
+    #expect(connect.router.handle(safepay) == .payment)
+    let inside = URL(string: "\(scheme)://platformapi.inside.com/callback")!
+    #expect(connect.router.handle(inside) == .accountConnect)
+    #expect(connect.router.handle(URL(string: "https://example.com/")!) == .notOurs)
+    #expect(payments.outcomes == [safepay.absoluteString])
+    #expect(accountConnects.outcomes == [inside.absoluteString])
+    #expect(completion.complete(result, error: nil).isMatched == false)  // duplicate: ignored
+    #expect(try await server.receivedRequests().filter { "\($0)".contains(code) }.count == 1)
+
+    // Logout clears memory and store and tells the SDK; the next open starts the SDK again.
+    await connect.userLoggedOut(mcUid: key.mcUid)
+    #expect(notified.outcomes == ["\(AccountStatusChange.logout(mcUid: key.mcUid))"])
+    #expect(try await FileTokenStore(url: storeURL).model(for: key) == nil)
+    let again = Task { try await coordinator.authModel(for: key) }
+    let (_, secondCompletion) = try #require(await nextStart.next())
+    #expect(startLedger.calls == 2)
+    let cancelled: [AnyHashable: Any] = [InsideResult.defaultCodeKey: "account_open_auth_6000"]
+    #expect(secondCompletion.complete(cancelled, error: nil).isMatched)
+    #expect(await outcomes([again]) == ["user_cancelled"])
+    started.finish()
+  }
+
   @Test("the wiring of the guide works end to end (simulated Alipay, loopback server)")
   func wiringWorksEndToEnd() async throws {
     let server = try TokenServer.running()
@@ -202,7 +299,8 @@ struct IntegrationGuideSnippetsTests {
       contentsOf: here.appendingPathComponent("../../docs/integration.md").standardizedFileURL,
       encoding: .utf8)
     let compiled = Self.regions(in: source)
-    #expect(compiled.keys.sorted() == ["account-status", "container-bridge", "wiring"])
+    #expect(
+      compiled.keys.sorted() == ["account-status", "container-bridge", "wiring", "wiring-inside"])
     let documented = Self.guideBlocks(in: guide)
     #expect(documented.keys.sorted() == compiled.keys.sorted())
     for (name, code) in compiled {
