@@ -166,6 +166,22 @@ func insideDictionary(
         == .rejected(reason: .late, requestID: "r"))
   }
 
+  @Test("a grace period too long for the clock (\"never\") is clamped instead of trapping")
+  func hugeGracePeriodDoesNotTrap() async throws {
+    let fake = FakeInsideStarter()
+    let provider = InsideAuthCodeProvider(
+      scheme: "mpaasinsidedemo", returnGracePeriod: .seconds(Int64.max),
+      authURL: { _ in "https://integrator.example/auth" }, start: fake.starter)
+    #expect(provider.returnGracePeriod < .seconds(Int64.max), "clamped to what a clock can sleep")
+    let task = Task { try await provider.authCode(for: makeRequest("r")) }
+    var starts = fake.starts.makeAsyncIterator()
+    let start = await starts.next()!
+    provider.appDidBecomeActive()  // arms a real ContinuousClock sleep of the grace period
+    start.completion.complete(
+      InsideResult(code: "account_open_auth_9000", fields: ["auth_code": "LATE-BUT-OK"]))
+    #expect(try await task.value.value == "LATE-BUT-OK")
+  }
+
   @Test("a completion within the grace period wins; resigning active disarms the timer")
   func completionWithinGraceWins() async throws {
     let (task, start) = await started("r")

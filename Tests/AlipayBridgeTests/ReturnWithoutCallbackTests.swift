@@ -24,6 +24,24 @@ import Testing
     }
   }
 
+  @Test func aGracePeriodTooLongForTheClockIsClampedInsteadOfTrapping() async throws {
+    // A real ContinuousClock: it traps when asked to sleep `.seconds(Int64.max)`.
+    let provider = AlipayAuthCodeProvider(
+      returnGracePeriod: .seconds(Int64.max),
+      authURL: { request in
+        URL(string: "https://integrator.example/alipay/auth?state=\(request.requestID)")!
+      },
+      open: { _ in true })
+    #expect(provider.returnGracePeriod < .seconds(Int64.max), "clamped to what a clock can sleep")
+    let router = AlipayCallbackRouter(provider: provider, appSchemes: [Callback.scheme])
+    var events = provider.events.makeAsyncIterator()
+    let task = Task { try await provider.authCode(for: makeRequest("r")) }
+    _ = await readEvents(&events) { $0 == .opened(requestID: "r") }
+    provider.appDidBecomeActive()  // arms the grace timer
+    #expect(router.handle(Callback.success("r")) == .authResult(.matched(requestID: "r")))
+    _ = try await task.value
+  }
+
   @Test func noCallbackWithinGraceAbandonsTheRequest() async throws {
     var pending = await Pending()
     pending.provider.appDidBecomeActive()

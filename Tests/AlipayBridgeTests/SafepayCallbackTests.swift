@@ -211,4 +211,15 @@ import Testing
       #expect(!String(describing: error).contains(secret))
     }
   }
+
+  /// Found by the callback fuzzer: a garbled `target_id` that repeats the auth code showed the
+  /// code in the description.
+  @Test func theDescriptionNeverShowsTheCodeEvenInsideAnotherField() throws {
+    let secret = "AUTHCODE-SECRET-9"
+    let result = Callback.authResult(code: secret, targetID: "r%26auth_code^3D\(secret)")
+    let callback = try SafepayCallback(url: Callback.safepay(Callback.payload(result: result)))
+    #expect(callback.hasAuthCode)
+    #expect(!callback.description.contains(secret), "\(callback.description)")
+    #expect(callback.description.contains("<redacted>"))
+  }
 }

@@ -84,7 +84,8 @@ public final class AlipayAuthCodeProvider: AuthCodeProvider, Sendable {
   ) {
     precondition(returnGracePeriod >= .zero, "returnGracePeriod must not be negative")
     self.clock = clock
-    self.returnGracePeriod = returnGracePeriod
+    // Longer than the clocks can sleep (`.seconds(Int64.max)`, "never"): clamped, not trapped.
+    self.returnGracePeriod = min(returnGracePeriod, CoordinatorClock.longestWait)
     self.authURL = authURL
     self.open = open
     self.state = LockedState(Machine())

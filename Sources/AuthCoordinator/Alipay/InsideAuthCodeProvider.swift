@@ -313,7 +313,8 @@ public final class InsideAuthCodeProvider: AuthCodeProvider, Sendable {
     self.codeKey = codeKey
     self.resultKey = resultKey
     self.clock = clock
-    self.returnGracePeriod = returnGracePeriod
+    // Longer than the clocks can sleep (`.seconds(Int64.max)`, "never"): clamped, not trapped.
+    self.returnGracePeriod = min(returnGracePeriod, CoordinatorClock.longestWait)
     self.authURL = authURL
     self.start = start
   }

@@ -121,15 +121,23 @@ public struct SafepayCallback: Sendable, Hashable, CustomStringConvertible,
   public var description: String {
     var text = "SafepayCallback(\(kind.rawValue)"
     if let resultStatus { text += ", status: \(resultStatus)" }
-    if let resultCode { text += ", result_code: \(Self.clip(resultCode))" }
-    if let targetID { text += ", target_id: \(Self.clip(targetID))" }
-    if let state { text += ", state: \(Self.clip(state))" }
+    if let resultCode { text += ", result_code: \(shown(resultCode))" }
+    if let targetID { text += ", target_id: \(shown(targetID))" }
+    if let state { text += ", state: \(shown(state))" }
     text += ", auth_code: \(hasAuthCode ? "present" : "absent"))"
     return text
   }
 
   /// The same as ``description``.
   public var debugDescription: String { description }
+
+  /// A field's value as the description shows it: clipped, and with the auth code cut out, since
+  /// a forged or garbled callback can repeat the code inside another field.
+  private func shown(_ value: String) -> String {
+    let clipped = Self.clip(value)
+    guard let code = authCodeValue, !code.isEmpty, clipped.contains(code) else { return clipped }
+    return clipped.replacingOccurrences(of: code, with: "<redacted>")
+  }
 
   private var memoSuffix: String {
     guard let memo, !memo.isEmpty else { return "" }
