@@ -219,6 +219,42 @@ private final class SnippetAlipay: @unchecked Sendable {
     #expect(router.handle(URL(string: "https://example.com/")!) == .notOurs)
   }
 
+  @Test func gettingStartedInsideApp() async throws {
+    let codes = SnippetRecorder<String>()
+    let payments = SnippetRecorder<String>()
+    let starts = SnippetRecorder<String>()
+
+    let provider = InsideAuthCodeProvider(
+      scheme: "mpaasinsidedemo",  // the mPaaS container scheme
+      authURL: { request in "https://example.com/inside/auth?u=\(request.key.mcUid)" },
+      start: { request, completion in
+        // Plays the Inside SDK: the guide's 9000 result holds auth_code and app_id, no state.
+        starts.append("\(request.scheme) \(request.authURL) \(request.thirdAuth)")
+        completion.complete([
+          "resultCode": "account_open_auth_9000",
+          "result": ["auth_code": "INSIDE-CODE", "app_id": "2021000000000001"],
+        ])
+      })
+    let exchanger = SnippetExchanger { code, request in
+      codes.append(code.value)
+      return AuthModel(uid: "2088000000000001", accessToken: "t1", mcUid: request.key.mcUid)
+    }
+    let coordinator = AuthCoordinator(
+      authorizer: AlipayAuthorizer(provider: provider, exchanger: exchanger),
+      configuration: .init(authorizationTimeout: .seconds(120)))
+    let router = AlipayCallbackRouter(
+      appSchemes: ["myapp"],
+      payment: { url in payments.append(url.absoluteString) })
+
+    let model = try await coordinator.authModel(for: AccountKey(mcUid: "u1"))
+    #expect(model.accessToken == "t1")
+    #expect(codes.values == ["INSIDE-CODE"])
+    #expect(starts.values == ["mpaasinsidedemo https://example.com/inside/auth?u=u1 true"])
+    let payment = URL(string: "myapp://safepay/?ResultStatus=9000")!
+    #expect(router.handle(payment).isHandled)
+    #expect(payments.values == [payment.absoluteString])
+  }
+
   @Test func gettingStartedHTTPExchanger() throws {
     let exchanger = HTTPTokenExchanger(
       endpoint: URL(string: "https://api.example.com/alipay/token")!,
