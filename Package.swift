@@ -11,7 +11,6 @@ let package = Package(
     .library(name: "TokenStore", targets: ["TokenStore"]),
     .library(name: "AuthCoordinatorTestKit", targets: ["AuthCoordinatorTestKit"]),
     .executable(name: "authcoord", targets: ["authcoord"]),
-    .executable(name: "authcoord-bench", targets: ["authcoord-bench"]),
   ],
   targets: [
     // A pthread-backed lock shared by the library modules (package access only).
@@ -23,11 +22,12 @@ let package = Package(
     .target(name: "AppConfigDoctor"),
     .executableTarget(
       name: "authcoord",
-      dependencies: ["AuthCoordinator", "AuthCoordinatorTestKit", "AppConfigDoctor"]
+      dependencies: ["AuthCoordinator", "AppConfigDoctor"]
     ),
     // Saves models in a loop until killed: the crash-safety tests SIGKILL it.
     .executableTarget(name: "store-crasher", dependencies: ["TokenStore"]),
-    // The benchmark (docs/benchmarks.md). Measured in a plain release build: no unsafe flags.
+    // The benchmark (docs/benchmarks.md), not a product: it is this repository's tool, built with
+    // `swift build --product authcoord-bench`. Measured in a plain release build: no unsafe flags.
     .executableTarget(
       name: "authcoord-bench",
       dependencies: ["AuthCoordinator", "SyncPrimitives"],

@@ -132,11 +132,3 @@ final class HotCache: @unchecked Sendable {
   /// How many hits were served.
   var hitCount: Int { lock.withLock { hits } }
 }
-
-extension Duration {
-  /// The duration in seconds, as a `Double`.
-  var seconds: Double {
-    let (seconds, attoseconds) = components
-    return Double(seconds) + Double(attoseconds) / 1e18
-  }
-}

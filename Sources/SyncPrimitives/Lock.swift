@@ -45,8 +45,9 @@ package final class Lock: @unchecked Sendable {
   }
 }
 
-/// A value protected by a ``Lock``.
-package final class LockedState<State>: @unchecked Sendable {
+/// A value protected by a ``Lock``. Sendable when its state is: the lock makes access
+/// exclusive, but it cannot make a non-Sendable value safe to hand to another task.
+package final class LockedState<State> {
   @usableFromInline let lock = Lock()
   @usableFromInline var state: State
 
@@ -60,3 +61,5 @@ package final class LockedState<State>: @unchecked Sendable {
     return try body(&state)
   }
 }
+
+extension LockedState: @unchecked Sendable where State: Sendable {}

@@ -25,25 +25,25 @@ public struct TokenStoreError: Error, Hashable, Sendable, CustomStringConvertibl
     public init(rawValue: String) { self.rawValue = rawValue }
 
     /// The file is not in the store's format: bad header, bad checksum, unparsable entries.
-    public static let corruptFile = Code(rawValue: "corruptFile")
+    public static let corruptFile = Code(rawValue: "corrupt_file")
     /// The file ends before the length its header announces (or is empty).
-    public static let truncatedFile = Code(rawValue: "truncatedFile")
+    public static let truncatedFile = Code(rawValue: "truncated_file")
     /// The file was written by a newer format version; it is left untouched.
-    public static let unsupportedVersion = Code(rawValue: "unsupportedVersion")
+    public static let unsupportedVersion = Code(rawValue: "unsupported_version")
     /// The file is larger than the store's size cap; it was not read. Also thrown by a change
     /// that would write a file over the cap: it is refused and the previous file kept.
-    public static let fileTooLarge = Code(rawValue: "fileTooLarge")
+    public static let fileTooLarge = Code(rawValue: "file_too_large")
     /// The path is a symbolic link, a directory, a FIFO or anything else but a regular file.
-    public static let notARegularFile = Code(rawValue: "notARegularFile")
+    public static let notARegularFile = Code(rawValue: "not_a_regular_file")
     /// The operating system refused access to the file, its lock file or its directory.
-    public static let permissionDenied = Code(rawValue: "permissionDenied")
+    public static let permissionDenied = Code(rawValue: "permission_denied")
     /// Any other failing system call (disk full, I/O error, ...).
-    public static let ioFailure = Code(rawValue: "ioFailure")
+    public static let ioFailure = Code(rawValue: "io_failure")
     /// The models could not be encoded.
-    public static let encodingFailed = Code(rawValue: "encodingFailed")
+    public static let encodingFailed = Code(rawValue: "encoding_failed")
     /// The store's lock file stayed locked (by another process, or another open file
     /// description in this one) for longer than the store's lock timeout; nothing was changed.
-    public static let lockTimeout = Code(rawValue: "lockTimeout")
+    public static let lockTimeout = Code(rawValue: "lock_timeout")
 
     /// The code's name.
     public var description: String { rawValue }

@@ -96,7 +96,7 @@ import Testing
     #expect(
       FileTokenStore(url: url, lockTimeout: .milliseconds(20)).lockTimeout == .milliseconds(20))
     #expect(FileTokenStore(url: url, lockTimeout: .seconds(-1)).lockTimeout == .zero)
-    #expect(TokenStoreError.Code.lockTimeout.rawValue == "lockTimeout")
+    #expect(TokenStoreError.Code.lockTimeout.rawValue == "lock_timeout")
   }
 
   // MARK: - Never write what a read would reject

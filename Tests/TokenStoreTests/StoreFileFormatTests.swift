@@ -155,7 +155,7 @@ import Testing
     #expect(a == b)
     #expect(a.hashValue == b.hashValue)
     #expect(a != TokenStoreError(.truncatedFile, "one", path: "/a"))
-    #expect(a.description.contains("corruptFile") && a.description.contains("/a"))
+    #expect(a.description.contains("corrupt_file") && a.description.contains("/a"))
     // Decoding errors never quote the file's content.
     let model = AuthModel(uid: "1", accessToken: "very-secret", mcUid: "u")
     var data = try StoreFileFormat.encode([key(1): model])

@@ -161,7 +161,7 @@ import Testing
     let before = try Data(contentsOf: dir.file())
     let path = dir.file().path(percentEncoded: false)
     let asNobody = try CrasherRun(crasher, ["read", path, "--as-uid", "65534"])
-    #expect(asNobody.remainingLines() == ["error permissionDenied"])
+    #expect(asNobody.remainingLines() == ["error permission_denied"])
     #expect(asNobody.wait().status == 0)
     let asRoot = try CrasherRun(crasher, ["read", path])
     #expect(asRoot.remainingLines() == ["ok 1"])

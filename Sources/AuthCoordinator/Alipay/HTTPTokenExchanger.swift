@@ -154,7 +154,7 @@ public struct HTTPTokenExchanger: TokenExchanger {
     let redirects = RedirectPolicy(
       endpoint: endpoint, allowsSameOriginHTTPS: allowsSameOriginHTTPSRedirects)
     let outcome = try await BoundedDataTask.run(
-      urlRequest, on: session, limit: maxBodySize, timeout: Self.seconds(timeout),
+      urlRequest, on: session, limit: maxBodySize, timeout: timeout.seconds,
       redirects: redirects)
     return try model(from: outcome, code: code, key: key)
   }
@@ -202,7 +202,7 @@ public struct HTTPTokenExchanger: TokenExchanger {
     }
     var urlRequest = URLRequest(
       url: url, cachePolicy: .reloadIgnoringLocalCacheData,
-      timeoutInterval: Self.seconds(timeout))
+      timeoutInterval: timeout.seconds)
     urlRequest.setValue("application/json", forHTTPHeaderField: "Accept")
     switch encoding {
     case .getQuery:
@@ -358,10 +358,6 @@ public struct HTTPTokenExchanger: TokenExchanger {
     AuthCoordinatorError(code, message, underlying: cause)
   }
 
-  private static func seconds(_ duration: Duration) -> TimeInterval {
-    let (seconds, attoseconds) = duration.components
-    return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
-  }
 }
 
 // MARK: - Descriptions

@@ -26,7 +26,7 @@ struct PendingAuthorizations<Waiter, Timer> {
     case ended
   }
 
-  private struct Entry {
+  fileprivate struct Entry {
     var phase: Phase = .preparing
     /// The outcome a callback delivered before the waiter parked.
     var delivered: Outcome?
@@ -242,3 +242,6 @@ struct PendingAuthorizations<Waiter, Timer> {
     }
   }
 }
+
+extension PendingAuthorizations: Sendable where Waiter: Sendable, Timer: Sendable {}
+extension PendingAuthorizations.Entry: Sendable where Waiter: Sendable, Timer: Sendable {}
