@@ -62,8 +62,11 @@ final class WaiterQueue: @unchecked Sendable {
   private var active = 0
   private let counters: CoordinatorCounters
   private let onLastLeft: @Sendable () -> Void
-  /// Tests observe the order in which ``finish(_:)`` resumes tickets (set before finishing).
-  var resumeObserver: (@Sendable (Int) -> Void)?
+  #if DEBUG
+    /// Tests observe the order in which ``finish(_:)`` resumes tickets (set before finishing).
+    /// Debug builds only: release builds carry no test hook.
+    var resumeObserver: (@Sendable (Int) -> Void)?
+  #endif
 
   /// - Parameters:
   ///   - counters: Where the number of waiting callers is kept.
@@ -98,20 +101,6 @@ final class WaiterQueue: @unchecked Sendable {
     }
     if ticket != nil { counters.waiterArrived() }
     return ticket
-  }
-
-  /// Parks the caller holding `ticket` until the flight ends or the caller leaves, and returns
-  /// what it woke to (for tests; the coordinator parks and reads the result itself).
-  nonisolated(nonsending) func wait(_ ticket: Int) async -> Outcome {
-    switch await park(ticket) {
-    case .finished:
-      guard let outcome = finalOutcome else {
-        preconditionFailure("Internal inconsistency: waiter \(ticket) woke without an outcome")
-      }
-      return outcome
-    case .cancelled: return .failure(LeaveReason.cancelled.error)
-    case .timedOut: return .failure(LeaveReason.timedOut.error)
-    }
   }
 
   /// The model a caller that woke with `wake` gets, or the error it throws.
@@ -183,7 +172,7 @@ final class WaiterQueue: @unchecked Sendable {
   /// with `.finished`, and never written again; a continuation's resumption orders the reader
   /// after that write (the Swift runtime tells ThreadSanitizer so too). Taking the lock here made
   /// every waking caller contend for it.
-  private var finalOutcome: Outcome? { outcome }
+  var finalOutcome: Outcome? { outcome }
 
   /// Makes the caller holding `ticket` leave early, unless the flight already ended.
   func leave(_ ticket: Int, _ reason: LeaveReason) {
@@ -246,11 +235,15 @@ final class WaiterQueue: @unchecked Sendable {
         slots[index] = .done
       }
     }
-    let observer = resumeObserver
+    #if DEBUG
+      let observer = resumeObserver
+    #endif
     lock.unlock()
     counters.waitersResumed(waiting)
     for (ticket, continuation) in parked {
-      observer?(ticket)
+      #if DEBUG
+        observer?(ticket)
+      #endif
       continuation.resume(returning: .finished)
     }
     return waiting

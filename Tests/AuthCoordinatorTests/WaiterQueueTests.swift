@@ -83,3 +83,19 @@ extension WaiterQueueTests {
     #expect(busy.finish(.success(model)) == 0, "finishing a closed queue resumes nobody")
   }
 }
+
+extension WaiterQueue {
+  /// Parks the caller holding `ticket` and returns what it woke to, as an outcome (the
+  /// coordinator parks and reads the result itself; this is the tests' view).
+  nonisolated(nonsending) func wait(_ ticket: Int) async -> Outcome {
+    switch await park(ticket) {
+    case .finished:
+      guard let outcome = finalOutcome else {
+        preconditionFailure("waiter \(ticket) woke without an outcome")
+      }
+      return outcome
+    case .cancelled: return .failure(LeaveReason.cancelled.error)
+    case .timedOut: return .failure(LeaveReason.timedOut.error)
+    }
+  }
+}
