@@ -5,8 +5,9 @@ import Foundation
 /// simulated Alipay app and a simulated integrator server, all in process.
 ///
 /// The coordinator, the Alipay auth-code provider, the URL router and the callback parser are
-/// the real ones; only the Alipay app and the server are simulated. Time runs on a scaled clock
-/// (1000x by default), so minutes-long deadlines take a fraction of a second.
+/// the real ones; only the Alipay app and the server are simulated. Time is virtual: it moves only
+/// when the simulated world is idle (``VirtualWorld``), so the outcome and the timeline are the
+/// same on every machine; `--speedup` only paces the output (1000x by default).
 enum SimulateCommand {
   struct Options: Equatable {
     var opens = 1_000
@@ -27,7 +28,8 @@ enum SimulateCommand {
 
     Plays a customer app whose mini-programs ask for the Alipay login state all at once, against
     a simulated Alipay app and a simulated integrator server (in process), and prints a timeline
-    and a summary. Time is simulated (see --speedup).
+    and a summary. Time is virtual: it moves only when the simulated world is idle, so the outcome
+    and the timeline do not depend on the machine's speed or load.
 
     options:
       --opens N                   concurrent mini-program opens per wave (default 1000)
@@ -41,7 +43,8 @@ enum SimulateCommand {
                                   the user comes back without authorizing (no callback)
       --refresh-loop              the container keeps saying NeedRefreshToken = YES
       --logout-mid-flight         the user logs out of the app while in Alipay
-      --speedup N                 simulated seconds per real second (default 1000)
+      --speedup N                 pacing only: simulated seconds shown per real second
+                                  (default 1000); changes no outcome and no timestamp
       --quiet                     print only the summary
       -h, --help                  show this help
     """
@@ -117,7 +120,15 @@ enum SimulateCommand {
         return 2
       }
     }
-    let report = await Simulation(options: options).run()
+    let report: Simulation.Report
+    do {
+      report = try await VirtualWorld.shared.run(speedup: options.speedup) { clock in
+        await Simulation(options: options).run(clock: clock)
+      }
+    } catch {
+      FileHandle.standardError.write(Data("authcoord simulate: \(error)\n".utf8))
+      return 1
+    }
     print(report.summary)
     return report.asExpected ? 0 : 1
   }

@@ -16,7 +16,7 @@ final class SimulatedAlipayApp: Sendable {
   }
 
   let scheme: String
-  let clock: ScaledClock
+  let clock: VirtualClock
   let behaviour: UserBehaviour
   let timeline: Timeline
   /// Runs when the user is sent to Alipay (the demo logs the user out of the app here).
@@ -31,7 +31,7 @@ final class SimulatedAlipayApp: Sendable {
   }
 
   init(
-    scheme: String, clock: ScaledClock, behaviour: UserBehaviour, timeline: Timeline,
+    scheme: String, clock: VirtualClock, behaviour: UserBehaviour, timeline: Timeline,
     onBounce: (@Sendable () async -> Void)? = nil
   ) {
     self.scheme = scheme

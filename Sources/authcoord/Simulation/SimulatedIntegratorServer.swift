@@ -5,13 +5,13 @@ import Foundation
 /// after a short delay on the demo's clock, issuing a new token each time. The real exchange
 /// over HTTP is ``HTTPTokenExchanger``, tested against a loopback server in `ExchangerTests`.
 final class SimulatedIntegratorServer: TokenExchanger {
-  let clock: ScaledClock
+  let clock: VirtualClock
   let latency: Duration
   let tokenLifetime: Duration
   let timeline: Timeline
   private let issued = Counter()
 
-  init(clock: ScaledClock, latency: Duration, tokenLifetime: Duration, timeline: Timeline) {
+  init(clock: VirtualClock, latency: Duration, tokenLifetime: Duration, timeline: Timeline) {
     self.clock = clock
     self.latency = latency
     self.tokenLifetime = tokenLifetime

@@ -39,8 +39,8 @@ struct Simulation {
     func count(_ code: AuthCoordinatorError.Code) -> Int { failures[code.rawValue] ?? 0 }
   }
 
-  func run() async -> Report {
-    let clock = ScaledClock(speedup: options.speedup)
+  /// Plays the scenario on `clock`, a ``VirtualClock`` (see ``VirtualWorld``).
+  func run(clock: VirtualClock) async -> Report {
     let timeline = Timeline(clock: clock, quiet: options.quiet)
     let behaviour: SimulatedAlipayApp.UserBehaviour =
       options.neverReturn
@@ -109,6 +109,7 @@ struct Simulation {
     let first = await wave(coordinator, users: users)
     opens += options.opens * users.count
     waves.append(("cold start", first))
+    await clock.world.settled()  // the flight's events first
     timeline.log("wave 1 done: \(first.text)")
 
     let userCompletes = !options.neverReturn && !options.returnWithoutAuthorizing
@@ -128,6 +129,7 @@ struct Simulation {
       let second = await wave(coordinator, users: users)
       opens += options.opens * users.count
       waves.append(("cache hits", second))
+      await clock.world.settled()
       timeline.log("wave 2 done: \(second.text)")
       expectations.append(second.served == options.opens * users.count)
 
@@ -137,6 +139,7 @@ struct Simulation {
       let third = await wave(coordinator, users: users)
       opens += options.opens * users.count
       waves.append(("after expiry", third))
+      await clock.world.settled()
       timeline.log("wave 3 done: \(third.text)")
       expectations.append(third.served == options.opens * users.count)
 
@@ -152,13 +155,21 @@ struct Simulation {
           loop.add(result)
         }
         waves.append(("refresh loop", loop))
+        await clock.world.settled()
         timeline.log("refresh loop done: \(loop.text)")
         expectations.append(loop.count(.refreshLoop) == 3)
       }
     }
 
+    if options.logoutMidFlight {
+      // The user still authorizes in Alipay: the late callback must be rejected, not exchanged.
+      try? await clock.sleep(for: options.thinkTime)
+      await clock.world.settled()
+      expectations.append(server.exchanges == 0)
+    }
+
     // Let the last events reach the timeline before the summary.
-    try? await Task.sleep(for: .milliseconds(50))
+    await clock.world.settled()
     for printer in printers { printer.cancel() }
 
     let stats = coordinator.statistics

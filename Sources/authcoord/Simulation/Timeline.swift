@@ -1,14 +1,14 @@
 import Foundation
 
-/// Prints what happens, stamped with the demo clock's time, and keeps the wall-clock date that
-/// token expiry is measured against (the demo's date runs at the demo clock's speed).
+/// Prints what happens, stamped with the demo's virtual time, and keeps the wall-clock date that
+/// token expiry is measured against (the demo's date moves with the virtual clock).
 final class Timeline: @unchecked Sendable {
-  let clock: ScaledClock
+  let clock: VirtualClock
   let startDate = Date()
   let quiet: Bool
   private let lock = NSLock()
 
-  init(clock: ScaledClock, quiet: Bool) {
+  init(clock: VirtualClock, quiet: Bool) {
     self.clock = clock
     self.quiet = quiet
   }

@@ -1,0 +1,223 @@
+import Foundation
+
+#if canImport(Darwin)
+  import Darwin
+#elseif canImport(Glibc)
+  import Glibc
+#elseif canImport(Musl)
+  import Musl
+#endif
+
+/// The demo's clock: virtual time that moves only when the simulated world is idle, so the
+/// outcome and the printed timeline do not depend on how fast (or how loaded) the machine is.
+///
+/// Every sleeper (the simulated user thinking in Alipay, the simulated server, the coordinator's
+/// own deadline tasks, the provider's grace timer) waits in ``VirtualWorld``, in deadline order.
+struct VirtualClock: Clock {
+  struct Instant: InstantProtocol {
+    var offset: Duration
+    func advanced(by duration: Duration) -> Instant { Instant(offset: offset + duration) }
+    func duration(to other: Instant) -> Duration { other.offset - offset }
+    static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.offset < rhs.offset }
+  }
+
+  let world: VirtualWorld
+
+  var now: Instant { Instant(offset: world.now) }
+  var minimumResolution: Duration { .zero }
+
+  func sleep(until deadline: Instant, tolerance: Duration?) async throws {
+    try await world.sleep(until: deadline.offset)
+  }
+}
+
+/// Runs the simulated world on one thread and moves its virtual clock.
+///
+/// How idleness is known, rather than guessed: while ``run(speedup:_:)`` runs, every job the
+/// Swift runtime would hand to the global concurrent executor (every task step, every actor turn,
+/// every resumed continuation: the callers, the simulated Alipay app and server, and the real
+/// coordinator, router and provider) is queued here instead, through the runtime's
+/// `swift_task_enqueueGlobal_hook`, and run one at a time by a single driver thread. When that
+/// queue is empty, nothing in the world can run until a sleeper wakes: the driver then moves the
+/// clock to the earliest sleeper's deadline and wakes every sleeper due then, in the order they
+/// went to sleep. Explicit bookkeeping by the simulated parties alone could not see the
+/// coordinator's internal hand-offs (actor hops, resumed continuations, store writes); the
+/// executor sees all of them.
+///
+/// `speedup` only paces the output for a human: before each move of `d` simulated seconds the
+/// driver waits `d / speedup` real seconds. It changes no outcome and no timestamp.
+final class VirtualWorld: @unchecked Sendable, SerialExecutor {
+  private struct Sleeper {
+    let deadline: Duration
+    let id: UInt64
+    let continuation: CheckedContinuation<Void, any Error>
+  }
+
+  /// The one world of this process (the hook is process-wide).
+  static let shared = VirtualWorld()
+
+  private let condition = NSCondition()
+  // Guarded by `condition`.
+  private var jobs: [UnownedJob] = []
+  private var head = 0
+  private var sleepers: [Sleeper] = []
+  private var cancelled: Set<UInt64> = []
+  private var settling: [CheckedContinuation<Void, Never>] = []
+  private var nextID: UInt64 = 0
+  private var offset: Duration = .zero
+  private var speedup = 1_000
+  private var advancing = false
+  private var started = false
+
+  private init() {}
+
+  /// The virtual time elapsed since the world started.
+  var now: Duration { condition.withLock { offset } }
+
+  /// Why the world cannot run.
+  struct Unavailable: Error, CustomStringConvertible {
+    var description: String {
+      "this Swift runtime has no swift_task_enqueueGlobal_hook; the deterministic simulation "
+        + "needs it to know when the simulated world is idle"
+    }
+  }
+
+  /// Runs `body` in the virtual world and returns its result. Once `body` returns, the clock
+  /// stops: sleepers still pending (deadlines of flights nobody waits for) never wake.
+  func run<T: Sendable>(
+    speedup: Int, _ body: @escaping @Sendable (VirtualClock) async -> T
+  ) async throws(Unavailable) -> T {
+    guard let hook = Self.hook else { throw Unavailable() }
+    let clock = VirtualClock(world: self)
+    condition.withLock {
+      self.speedup = speedup
+      offset = .zero
+      advancing = true
+      if !started {
+        started = true
+        Thread { [self] in drive() }.start()
+      }
+    }
+    hook.pointee = { job, _ in VirtualWorld.shared.enqueue(job) }
+    // From here on every global job, this task's own included, runs on the driver thread.
+    let task = Task {
+      let result = await body(clock)
+      // Still inside a job of the driver: the clock cannot have moved since `body` returned.
+      self.condition.withLock { self.advancing = false }
+      return result
+    }
+    return await task.value
+  }
+
+  func sleep(until deadline: Duration) async throws {
+    let id = condition.withLock {
+      nextID += 1
+      return nextID
+    }
+    try await withTaskCancellationHandler {
+      try await withCheckedThrowingContinuation {
+        (continuation: CheckedContinuation<Void, any Error>) in
+        enum Outcome { case wait, due, cancelled }
+        let outcome = condition.withLock { () -> Outcome in
+          if cancelled.remove(id) != nil { return .cancelled }
+          if deadline <= offset { return .due }
+          sleepers.append(Sleeper(deadline: deadline, id: id, continuation: continuation))
+          condition.signal()
+          return .wait
+        }
+        switch outcome {
+        case .wait: break
+        case .due: continuation.resume()
+        case .cancelled: continuation.resume(throwing: CancellationError())
+        }
+      }
+    } onCancel: {
+      let continuation = condition.withLock { () -> CheckedContinuation<Void, any Error>? in
+        if let index = sleepers.firstIndex(where: { $0.id == id }) {
+          return sleepers.remove(at: index).continuation
+        }
+        cancelled.insert(id)
+        return nil
+      }
+      continuation?.resume(throwing: CancellationError())
+    }
+    // A cancellation that arrived after the sleeper woke leaves a stale mark; drop it.
+    condition.withLock { _ = cancelled.remove(id) }
+  }
+
+  /// Returns once every runnable job has run, without moving the clock: what the world does
+  /// in reaction to what the caller did (events delivered to the timeline's printers included)
+  /// is done by then.
+  func settled() async {
+    await withCheckedContinuation { continuation in
+      condition.withLock {
+        settling.append(continuation)
+        condition.signal()
+      }
+    }
+  }
+
+  func enqueue(_ job: UnownedJob) {
+    condition.withLock {
+      jobs.append(job)
+      condition.signal()
+    }
+  }
+
+  func asUnownedSerialExecutor() -> UnownedSerialExecutor {
+    UnownedSerialExecutor(ordinary: self)
+  }
+
+  /// The driver: runs the queued jobs one at a time; when none is left, moves the clock.
+  private func drive() {
+    while true {
+      condition.lock()
+      if head < jobs.count {
+        let job = jobs[head]
+        head += 1
+        if head == jobs.count {
+          jobs.removeAll(keepingCapacity: true)
+          head = 0
+        }
+        condition.unlock()
+        job.runSynchronously(on: asUnownedSerialExecutor())
+        continue
+      }
+      // Idle: nothing can run until a sleeper wakes. Those waiting for that come first.
+      if !settling.isEmpty {
+        let waiting = settling
+        settling.removeAll()
+        condition.unlock()
+        for continuation in waiting { continuation.resume() }
+        continue
+      }
+      guard advancing, let next = sleepers.map(\.deadline).min() else {
+        condition.wait()
+        condition.unlock()
+        continue
+      }
+      let pause = (next - offset).secondsValue / Double(speedup)
+      condition.unlock()
+      if pause > 0 { Thread.sleep(forTimeInterval: pause) }
+      condition.lock()
+      offset = max(offset, next)
+      // Sleepers were appended in the order they went to sleep: wake the due ones in it.
+      let due = sleepers.filter { $0.deadline <= offset }
+      sleepers.removeAll { $0.deadline <= offset }
+      condition.unlock()
+      for sleeper in due { sleeper.continuation.resume() }
+    }
+  }
+
+  private typealias Original = @convention(thin) (UnownedJob) -> Void
+  private typealias Hook = @convention(thin) (UnownedJob, Original) -> Void
+
+  /// The runtime's hook for jobs headed to the global concurrent executor (the one
+  /// swift-concurrency-extras' `withMainSerialExecutor` uses), or nil if this runtime lacks it.
+  nonisolated(unsafe) private static let hook: UnsafeMutablePointer<Hook?>? = {
+    guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "swift_task_enqueueGlobal_hook") else {
+      return nil
+    }
+    return symbol.assumingMemoryBound(to: Hook?.self)
+  }()
+}
