@@ -34,10 +34,13 @@ import Testing
     let h = Harness()
     let only = h.request()
     let call = await h.authorizer.nextCall()
+    let events = EventRecorder(h.coordinator)
     only.cancel()
     await expectCancelled(only)
+    try await events.first { $0.isFlightCancelled(.lastWaiterLeft) }
+    // The coordinator counts the stop before it cancels the authorizer's task.
     await call.waitUntilCancelled()
-    await eventually { h.stats.flightsCancelled == 1 }
+    #expect(h.stats.flightsCancelled == 1)
     #expect(h.stats.flightsInProgress == 0)
 
     // The cancellation does not leak into a later caller: it starts a new flight.
@@ -51,15 +54,21 @@ import Testing
     let h = Harness(ignoresCancellation: true)
     let only = h.request()
     let call = await h.authorizer.nextCall()
+    let events = EventRecorder(h.coordinator)
     only.cancel()
     await expectCancelled(only)
-    await eventually { h.stats.flightsCancelled == 1 }
+    // The flight is stopped in the actor turn that emits the event; `later` arrives after it.
+    try await events.first { $0.isFlightCancelled(.lastWaiterLeft) }
     let later = h.request()
     let second = await h.authorizer.nextCall()
+    #expect(h.stats.flightsCancelled == 1)
     // The abandoned authorizer answers late: discarded.
     call.succeed(with: makeModel("stale"))
     second.succeed(with: makeModel("fresh"))
     #expect(try await later.value.accessToken == "fresh")
+    // Bounded poll: a result for a flight that was already stopped is counted but emits no
+    // `.lateResultDiscarded` (AuthCoordinator.authorizationFinished), so there is no event to
+    // await.
     await eventually { h.stats.lateResultsDiscarded == 1 }
   }
 
@@ -70,8 +79,11 @@ import Testing
     only.cancel()
     await expectCancelled(only)
     #expect(!call.isCancelled)
+    let events = EventRecorder(h.coordinator)
     call.succeed(with: makeModel("kept"))
-    await eventually { h.stats.flightsSucceeded == 1 }
+    // Emitted after the flight was counted and its model cached.
+    try await events.first { $0.isFlightSucceeded }
+    #expect(h.stats.flightsSucceeded == 1)
     #expect(try await h.coordinator.authModel(for: u1).accessToken == "kept")
     #expect(h.authorizer.callCount == 1)
   }
@@ -95,10 +107,13 @@ import Testing
     let hurried = h.request(timeout: .seconds(10))
     let call = await h.authorizer.nextCall()
     await h.clock.waitForSleepers(2)
+    let events = EventRecorder(h.coordinator)
     h.clock.advance(by: .seconds(10))
     await expectFailure(hurried, .timedOut)
+    try await events.first { $0.isFlightCancelled(.lastWaiterLeft) }
+    // The coordinator counts the stop before it cancels the authorizer's task.
     await call.waitUntilCancelled()
-    await eventually { h.stats.flightsCancelled == 1 }
+    #expect(h.stats.flightsCancelled == 1)
   }
 
   @Test func cancellingHalfOfManyWaitersLeavesTheOtherHalfServed() async throws {
@@ -108,6 +123,7 @@ import Testing
     let call = await h.authorizer.nextCall()
     await h.waitForWaiters(n)
     for (index, task) in tasks.enumerated() where index.isMultiple(of: 2) { task.cancel() }
+    // Bounded poll: a caller leaving a flight that others still wait on emits no event.
     await eventually { h.stats.callersLeftEarly == n / 2 }
     call.succeed(with: makeModel("t1"))
     for (index, task) in tasks.enumerated() {

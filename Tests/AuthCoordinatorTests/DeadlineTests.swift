@@ -32,6 +32,9 @@ import Testing
     let next = h.request()
     let fresh = await h.authorizer.nextCall()
     stale.succeed(with: makeModel("late"))
+    // Bounded poll: a result for a flight that was already stopped is counted but emits no
+    // `.lateResultDiscarded` (AuthCoordinator.authorizationFinished), so there is no event to
+    // await.
     await eventually { h.stats.lateResultsDiscarded == 1 }
     #expect(await store.inner.model(for: u1) == nil, "the late model was not persisted")
     fresh.succeed(with: makeModel("fresh"))

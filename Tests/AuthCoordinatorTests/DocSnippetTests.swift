@@ -539,4 +539,38 @@ private final class SnippetAlipay: @unchecked Sendable {
     await #expect(throws: AuthCoordinatorError(.timedOut)) { try await renewal.value }
     await second.waitUntilCancelled()
   }
+
+  @Test func testKitAwaitEventExample() async throws {
+    let authorizer = ScriptedAuthorizer()
+    let coordinator = AuthCoordinator(
+      authorizer: authorizer,
+      configuration: AuthCoordinator.Configuration(authorizationTimeout: .seconds(120)))
+    let key = AccountKey(mcUid: "u1")
+
+    // 1. Record first: the event stream only delivers what is emitted after it subscribed.
+    let events = EventRecorder(coordinator)
+
+    // 2. Act: the only caller gives up while the user is in Alipay.
+    let caller = Task { try await coordinator.authModel(for: key) }
+    let call = await authorizer.nextCall()
+    caller.cancel()
+    await #expect(throws: CancellationError.self) { try await caller.value }
+
+    // 3. Await the event that says the flight was cancelled; no polling, no sleeping.
+    try await events.first { event in
+      if case .flightCancelled(key: key, flight: _, reason: .lastWaiterLeft) = event {
+        true
+      } else {
+        false
+      }
+    }
+    await call.waitUntilCancelled()
+
+    // 4. Or await state the events drive: the condition is re-checked after each event.
+    let retry = Task { try await coordinator.authModel(for: key) }
+    try await events.waitUntil { coordinator.statistics.flightsStarted == 2 }
+    await authorizer.nextCall().succeed(
+      with: AuthModel(uid: "2088000000000001", accessToken: "t2", mcUid: "u1"))
+    #expect(try await retry.value.accessToken == "t2")
+  }
 }

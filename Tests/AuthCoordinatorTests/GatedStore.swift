@@ -17,12 +17,15 @@ final class GatedStore: TokenStore, @unchecked Sendable {
   struct Failure: Error {}
 
   let inner: InMemoryTokenStore
-  private let state = LockedState<
-    (
-      held: Set<Operation>, failing: Set<Operation>,
-      waiters: [Operation: [CheckedContinuation<Void, Never>]]
-    )
-  >(([], [], [:]))
+  private struct State {
+    var held: Set<Operation> = []
+    var failing: Set<Operation> = []
+    var waiters: [Operation: [CheckedContinuation<Void, Never>]] = [:]
+    /// Tests waiting (in ``waitForHeld(_:_:)``) until this many operations are held.
+    var watchers:
+      [(operation: Operation, count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+  }
+  private let state = LockedState(State())
 
   init(_ models: [AccountKey: AuthModel] = [:]) { inner = InMemoryTokenStore(models) }
 
@@ -50,13 +53,34 @@ final class GatedStore: TokenStore, @unchecked Sendable {
     state.withLock { $0.waiters[operation]?.count ?? 0 }
   }
 
+  /// Waits (without polling) until at least `count` operations of this kind are held: the
+  /// store's own signal, as the coordinator emits no event when a store operation starts.
+  func waitForHeld(_ operation: Operation, _ count: Int = 1) async {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+      let ready = state.withLock { state -> Bool in
+        if state.waiters[operation, default: []].count >= count { return true }
+        state.watchers.append((operation, count, continuation))
+        return false
+      }
+      if ready { continuation.resume() }
+    }
+  }
+
   private func pass(_ operation: Operation) async throws {
     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-      let wait = state.withLock { state -> Bool in
-        guard state.held.contains(operation) else { return false }
+      let (wait, ready) = state.withLock { state -> (Bool, [CheckedContinuation<Void, Never>]) in
+        guard state.held.contains(operation) else { return (false, []) }
         state.waiters[operation, default: []].append(continuation)
-        return true
+        let count = state.waiters[operation, default: []].count
+        var ready: [CheckedContinuation<Void, Never>] = []
+        state.watchers.removeAll { watcher in
+          guard watcher.operation == operation, watcher.count <= count else { return false }
+          ready.append(watcher.continuation)
+          return true
+        }
+        return (true, ready)
       }
+      for watcher in ready { watcher.resume() }
       if !wait { continuation.resume() }
     }
     if state.withLock({ $0.failing.contains(operation) }) { throw Failure() }

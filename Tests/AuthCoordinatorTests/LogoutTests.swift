@@ -21,6 +21,9 @@ import Testing
 
     // The authorization that was in flight answers late: it must not resurrect the old login.
     inFlight.succeed(with: makeModel("late-old-user"))
+    // Bounded poll: a result for a flight that was already stopped is counted but emits no
+    // `.lateResultDiscarded` (AuthCoordinator.authorizationFinished), so there is no event to
+    // await.
     await eventually { h.stats.lateResultsDiscarded == 1 }
     let after = h.request()
     let call = await h.authorizer.nextCall()
@@ -35,7 +38,7 @@ import Testing
     store.holdSaves()
     let caller = h.request()
     await h.authorizer.nextCall().succeed(with: makeModel("t1"))
-    await eventually { store.heldSaves == 1 }
+    await store.waitForHeldSaves(1)
     let logout = Task { await h.coordinator.accountStatusChanged(.logout(mcUid: "u1")) }
     await expectFailure(caller, .signedOut)
     store.releaseSaves()

@@ -12,7 +12,7 @@ import Testing
     store.holdSaves()
     let caller = h.request()
     await h.authorizer.nextCall().succeed(with: makeModel("t1"))
-    await eventually { store.heldSaves == 1 }
+    await store.waitForHeldSaves(1)
     #expect(h.stats.waitingCallers == 1, "still parked while the save is held")
     #expect(h.stats.flightsSucceeded == 0)
     store.releaseSaves()

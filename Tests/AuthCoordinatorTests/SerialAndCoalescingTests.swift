@@ -199,7 +199,7 @@ import Testing
     store.holdSaves()
     let first = h.request()
     await h.authorizer.nextCall().succeed(with: makeModel("t1"))
-    await eventually { store.heldSaves == 1 }
+    await store.waitForHeldSaves(1)
     let forced = h.request(refresh: .force(rejecting: "t1"))
     await h.waitForWaiters(2)
     store.releaseSaves()

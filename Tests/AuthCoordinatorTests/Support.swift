@@ -50,6 +50,8 @@ struct Harness {
   }
 
   /// Waits until at least `count` callers are parked on flights.
+  ///
+  /// A bounded poll: parking on a flight is counted in the statistics but emits no event.
   func waitForWaiters(_ count: Int) async {
     await eventually { coordinator.statistics.waitingCallers >= count }
   }
@@ -58,6 +60,9 @@ struct Harness {
 }
 
 /// Yields until `condition` holds. Yielding lets other tasks run; it never sleeps.
+///
+/// Only for state that no ``AuthEvent`` announces (parked callers, store contents, late results
+/// of stopped flights); await the event with an ``EventRecorder`` when there is one.
 func eventually(
   _ condition: () -> Bool, sourceLocation: SourceLocation = #_sourceLocation
 ) async {
@@ -106,8 +111,13 @@ final class InstrumentedStore: TokenStore, @unchecked Sendable {
 
   let inner: InMemoryTokenStore
   let counts = LockedState(Counts())
-  private let gate = LockedState<(held: Bool, waiters: [CheckedContinuation<Void, Never>])>(
-    (false, []))
+  private struct Gate {
+    var held = false
+    var waiters: [CheckedContinuation<Void, Never>] = []
+    /// Tests waiting (in ``waitForHeldSaves(_:)``) until this many saves are held.
+    var watchers: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+  }
+  private let gate = LockedState(Gate())
   let failSaves: Bool
   let failReads: Bool
 
@@ -134,6 +144,19 @@ final class InstrumentedStore: TokenStore, @unchecked Sendable {
 
   var heldSaves: Int { gate.withLock { $0.waiters.count } }
 
+  /// Waits (without polling) until at least `count` saves are held: the store's own signal, as
+  /// the coordinator emits no event when a save starts.
+  func waitForHeldSaves(_ count: Int) async {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+      let ready = gate.withLock { state -> Bool in
+        if state.waiters.count >= count { return true }
+        state.watchers.append((count, continuation))
+        return false
+      }
+      if ready { continuation.resume() }
+    }
+  }
+
   func model(for key: AccountKey) async throws -> AuthModel? {
     counts.withLock { $0.reads += 1 }
     if failReads { throw Failure() }
@@ -143,11 +166,19 @@ final class InstrumentedStore: TokenStore, @unchecked Sendable {
   func save(_ model: AuthModel, for key: AccountKey) async throws {
     counts.withLock { $0.saves += 1 }
     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-      let wait = gate.withLock { state -> Bool in
-        guard state.held else { return false }
+      let (wait, ready) = gate.withLock { state -> (Bool, [CheckedContinuation<Void, Never>]) in
+        guard state.held else { return (false, []) }
         state.waiters.append(continuation)
-        return true
+        let count = state.waiters.count
+        var ready: [CheckedContinuation<Void, Never>] = []
+        state.watchers.removeAll { watcher in
+          guard watcher.count <= count else { return false }
+          ready.append(watcher.continuation)
+          return true
+        }
+        return (true, ready)
       }
+      for watcher in ready { watcher.resume() }
       if !wait { continuation.resume() }
     }
     if failSaves { throw Failure() }
@@ -167,5 +198,17 @@ final class InstrumentedStore: TokenStore, @unchecked Sendable {
   func removeAll() async throws {
     counts.withLock { $0.removeAlls += 1 }
     await inner.removeAll()
+  }
+}
+
+extension AuthEvent {
+  /// Whether this is a `.flightCancelled` for `reason`.
+  func isFlightCancelled(_ reason: CancelReason) -> Bool {
+    if case .flightCancelled(_, _, reason) = self { true } else { false }
+  }
+
+  /// Whether this is a `.flightSucceeded`.
+  var isFlightSucceeded: Bool {
+    if case .flightSucceeded = self { true } else { false }
   }
 }

@@ -77,7 +77,7 @@ import Testing
     let h = Harness(store: store) { $0.authorizationTimeout = .seconds(1) }
     let caller = h.request()
     await h.authorizer.nextCall().succeed(with: makeModel("t1"))
-    await eventually { store.heldCount(.save) == 1 }
+    await store.waitForHeld(.save)
     await h.clock.waitForSleepers(1)
     h.clock.advance(by: .seconds(1))
     #expect(try await caller.value.accessToken == "t1", "rule 10: a store failure fails no one")
@@ -94,7 +94,7 @@ import Testing
 
     store.hold(.remove)
     let logout = Task { await h.coordinator.accountStatusChanged(.logout(mcUid: "u1")) }
-    await eventually { store.heldCount(.remove) == 1 }
+    await store.waitForHeld(.remove)
     await h.clock.waitForSleepers(1)
     h.clock.advance(by: .seconds(1))
     await logout.value  // returns although the removal has not finished
@@ -110,6 +110,7 @@ import Testing
     #expect(h.authorizer.callCount == 0)
 
     store.release(.remove)
+    // Bounded poll: the removal finishing after the logout returned emits no event.
     await eventually { store.inner.snapshot.isEmpty }
     let after = h.request(custom)
     let call = await h.authorizer.nextCall()
@@ -222,10 +223,11 @@ import Testing
     store.holdSaves()
     let caller = h.request()
     await h.authorizer.nextCall().succeed(with: makeModel("t2", clock: h.clock, expiresIn: 3600))
-    await eventually { store.heldSaves == 1 }
+    await store.waitForHeldSaves(1)
     caller.cancel()
     await expectCancelled(caller)
     store.releaseSaves()
+    // Bounded poll: the save of an abandoned flight emits no event when it lands.
     await eventually { store.inner.snapshot[u1]?.accessToken == "t2" }
 
     #expect(try await h.coordinator.authModel(for: u1).accessToken == "t2")

@@ -116,6 +116,8 @@ final class EndToEndRig: @unchecked Sendable {
   }
 
   /// Waits until `count` callers are parked on the key's flight.
+  ///
+  /// A bounded poll: parking on a flight is counted in the statistics but emits no event.
   func waitForWaiters(_ count: Int, sourceLocation: SourceLocation = #_sourceLocation) async {
     await eventually(sourceLocation: sourceLocation) {
       coordinator.statistics.waitingCallers >= count
@@ -193,6 +195,9 @@ struct ObservedExchanger: TokenExchanger {
 }
 
 /// Yields until `condition` holds. Yielding lets other tasks run; it never sleeps.
+///
+/// Only for state that no ``AuthEvent`` announces (parked callers, the rig's ledgers, late
+/// results of stopped flights); await the event with an ``EventRecorder`` when there is one.
 func eventually(
   sourceLocation: SourceLocation = #_sourceLocation, _ condition: () -> Bool
 ) async {

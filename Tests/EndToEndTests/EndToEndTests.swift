@@ -174,6 +174,7 @@ struct EndToEndTests {
     #expect(await outcomes(opens) == Array(repeating: "timed_out", count: 50))
     #expect(rig.coordinator.statistics.flightsTimedOut == 1)
     // The provider's wait for the callback was cancelled, not left parked.
+    // Bounded poll: the provider's and exchanger's outcomes are the rig's ledgers, not events.
     await eventually { rig.codeRequests.outcomes == ["cancelled"] }
     await eventually { rig.provider.pendingRequestIDs.isEmpty }
 
@@ -207,6 +208,9 @@ struct EndToEndTests {
 
     rig.clock.advance(by: .seconds(30))
     #expect(await outcomes(opens) == Array(repeating: "timed_out", count: 50))
+    // Bounded polls: the exchanger's outcome is the rig's ledger, not an event; the cancelled
+    // exchange's result is counted but emits no `.lateResultDiscarded` (the flight had already
+    // stopped; AuthCoordinator.authorizationFinished).
     await eventually { rig.exchanges.outcomes == ["cancelled"] }
     await eventually { rig.coordinator.statistics.lateResultsDiscarded == 1 }
     #expect(await rig.store.model(for: rig.key) == nil)
@@ -222,6 +226,7 @@ struct EndToEndTests {
     await rig.coordinator.accountStatusChanged(.logout(mcUid: rig.key.mcUid))
     #expect(await outcomes(opens) == Array(repeating: "signed_out", count: 100))
     #expect(rig.statusChanges.outcomes == ["\(AccountStatusChange.logout(mcUid: rig.key.mcUid))"])
+    // Bounded poll: the provider's and exchanger's outcomes are the rig's ledgers, not events.
     await eventually { rig.codeRequests.outcomes == ["cancelled"] }
 
     // The user authorizes in Alipay after all: the callback is late and ignored.
@@ -251,6 +256,9 @@ struct EndToEndTests {
 
     await rig.coordinator.accountStatusChanged(.logout(mcUid: rig.key.mcUid))
     #expect(await outcomes(opens) == Array(repeating: "signed_out", count: 100))
+    // Bounded polls: the exchanger's outcome is the rig's ledger, not an event; the cancelled
+    // exchange's result is counted but emits no `.lateResultDiscarded` (the flight had already
+    // stopped; AuthCoordinator.authorizationFinished).
     await eventually { rig.exchanges.outcomes == ["cancelled"] }
     await eventually { rig.coordinator.statistics.lateResultsDiscarded == 1 }
     #expect(await rig.store.model(for: rig.key) == nil)

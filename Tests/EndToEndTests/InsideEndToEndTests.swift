@@ -85,6 +85,7 @@ struct InsideEndToEndTests {
     let rig = try InsideRig()
     let opens = rig.opens(500)
     let completion = await rig.nextStart()
+    // Bounded poll: parking on a flight emits no event.
     await eventually { rig.coordinator.statistics.waitingCallers >= 500 }
     #expect(rig.starts == 1)
 
@@ -132,6 +133,7 @@ struct InsideEndToEndTests {
     let rig = try InsideRig()
     let opens = rig.opens(100)
     let completion = await rig.nextStart()
+    // Bounded poll: parking on a flight emits no event.
     await eventually { rig.coordinator.statistics.waitingCallers >= 100 }
     #expect(completion.complete(InsideRig.result(code), error: nil).isMatched)
     #expect(await outcomes(opens) == Array(repeating: expected, count: 100))
@@ -144,6 +146,7 @@ struct InsideEndToEndTests {
     let rig = try InsideRig(authorizationTimeout: .seconds(120))
     let opens = rig.opens(50)
     let completion = await rig.nextStart()
+    // Bounded poll: parking on a flight emits no event.
     await eventually { rig.coordinator.statistics.waitingCallers >= 50 }
     await rig.clock.waitForSleepers(1)  // the coordinator's authorization deadline
 
@@ -151,6 +154,7 @@ struct InsideEndToEndTests {
     #expect(rig.coordinator.statistics.waitingCallers == 50)
     rig.clock.advance(by: .seconds(1))
     #expect(await outcomes(opens) == Array(repeating: "timed_out", count: 50))
+    // Bounded poll: the provider forgetting a request is not a coordinator event.
     await eventually { rig.provider.pendingRequestIDs.isEmpty }
 
     // The SDK's "授权超时失败" arriving minutes later is late: no exchange, nothing cached.
