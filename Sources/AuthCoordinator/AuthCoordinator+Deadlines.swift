@@ -59,17 +59,17 @@ extension AuthCoordinator {
       let limit =
         phase == .authorization
         ? configuration.authorizationTimeout : configuration.exchangeTimeout
-      broadcaster.emit(.flightTimedOut(key: key, flight: id, phase: phase))
       stopFlight(
         id, as: .timedOut,
         failing: AuthCoordinatorError.timedOut(
           "the \(phase.rawValue) did not finish within \(limit)"))
+      broadcaster.emit(.flightTimedOut(key: key, flight: id, phase: phase))
     case .failLoad:
       let error = AuthCoordinatorError(
         .storeFailed, "the token store did not answer the load within \(storeTimeout)")
       reportStoreFailure(key, .load, error)
-      broadcaster.emit(.flightTimedOut(key: key, flight: id, phase: phase))
       stopFlight(id, as: .timedOut, failing: error)
+      broadcaster.emit(.flightTimedOut(key: key, flight: id, phase: phase))
     case .complete(let model):
       // Rule 10: the waiters get the model; the save goes on and its outcome is reported.
       reportStoreFailure(

@@ -39,7 +39,7 @@ extension AuthCoordinator {
         } catch {
           result = .failure(Self.wrap(error))
         }
-        next = await authorizationFinished(id, result: result)
+        next = await authorizationFinished(key, flight: id, result: result)
       case .persist(let model, let turn):
         await turn.waitForTurn()
         var failure: (any Error)?
@@ -106,13 +106,14 @@ extension AuthCoordinator {
   }
 
   func authorizationFinished(
-    _ id: UInt64, result: Result<AuthModel, AuthCoordinatorError>
+    _ key: AccountKey, flight id: UInt64, result: Result<AuthModel, AuthCoordinatorError>
   ) -> FlightStep? {
-    guard let record = flights[id], accounts[record.key] != nil else {
+    guard flights[id] != nil, accounts[key] != nil else {
+      // The flight was stopped (timed out, abandoned, signed out) before its result came.
       counters.update { $0.lateResultsDiscarded += 1 }
+      broadcaster.emit(.lateResultDiscarded(key: key, flight: id))
       return nil
     }
-    let key = record.key
     switch accounts[key]!.machine.authorized(id, result: result) {
     case .discard:
       counters.update { $0.lateResultsDiscarded += 1 }
@@ -145,15 +146,15 @@ extension AuthCoordinator {
       accounts[record.key]?.machine.lastWaiterLeft(
         id, closeQueue: { record.queue.closeIfIdle(.failure(CancellationError())) }) == .stop
     else { return }
-    broadcaster.emit(.flightCancelled(key: record.key, flight: id, reason: .lastWaiterLeft))
     stopFlight(id, as: .cancelled, failing: CancellationError())
+    broadcaster.emit(.flightCancelled(key: record.key, flight: id, reason: .lastWaiterLeft))
   }
 
   func signOutInMemory(_ key: AccountKey) {
     hot.remove(key)
     guard let id = accounts[key]?.machine.signOut() else { return }
-    broadcaster.emit(.flightCancelled(key: key, flight: id, reason: .signedOut))
     stopFlight(id, as: .cancelled, failing: AuthCoordinatorError.signedOut(key))
+    broadcaster.emit(.flightCancelled(key: key, flight: id, reason: .signedOut))
   }
 
   // MARK: - Effects

@@ -2,6 +2,9 @@
 ///
 /// Events never carry an access token or an auth code. Cache hits and joins are not events
 /// (they are counted in ``AuthCoordinator/Statistics``), so the stream stays quiet on the hot path.
+/// A flight's closing event (succeeded, failed, cancelled, timed out) is emitted after its
+/// counters were updated and its waiters resumed, so a reader that sees it and then reads the
+/// statistics sees them already counted.
 public enum AuthEvent: Sendable, Hashable {
   /// A flight started for `key`, to load the store or to authorize.
   case flightStarted(key: AccountKey, flight: UInt64)
