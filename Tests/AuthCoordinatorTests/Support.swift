@@ -207,6 +207,11 @@ extension AuthEvent {
     if case .flightCancelled(_, _, reason) = self { true } else { false }
   }
 
+  /// Whether this is a `.lateResultDiscarded`.
+  var isLateResultDiscarded: Bool {
+    if case .lateResultDiscarded = self { true } else { false }
+  }
+
   /// Whether this is a `.flightSucceeded`.
   var isFlightSucceeded: Bool {
     if case .flightSucceeded = self { true } else { false }
