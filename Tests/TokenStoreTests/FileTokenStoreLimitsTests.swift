@@ -13,7 +13,11 @@ import Testing
 
 /// The store's own limits: how long it waits for the file lock, how large a file it writes, and
 /// how many quarantined (`.corrupt-*`) copies of bad files it keeps.
-@Suite struct FileTokenStoreLimitsTests {
+///
+/// Nothing here waits on the wall clock: the lock tests call the store while another descriptor
+/// holds the lock and check that the call returned with the lock still held. A store that waited
+/// without limit would never return; the suite's time limit turns that into a failure.
+@Suite(.timeLimit(.minutes(1))) struct FileTokenStoreLimitsTests {
   // MARK: - Lock timeout
 
   @Test func writesGiveUpWithLockTimeoutWhileAnotherDescriptorHoldsTheLock() async throws {
@@ -34,11 +38,10 @@ import Testing
       ("removeAll", { try await store.removeAll() }),
     ]
     for (name, operation) in operations {
-      let outcome = await finishes(within: .seconds(5), unblock: holder.release, operation)
-      #expect(outcome.inTime, "\(name) still waited for the lock after 5 s")
+      let error = await errorThrown(by: operation)
+      #expect(holder.isHeld, "\(name) returned while the lock was still held elsewhere")
       #expect(
-        (outcome.error as? TokenStoreError)?.code == .lockTimeout,
-        "\(name): \(String(describing: outcome.error))")
+        (error as? TokenStoreError)?.code == .lockTimeout, "\(name): \(String(describing: error))")
     }
 
     // Released: the store works again and nothing was lost.
@@ -56,11 +59,9 @@ import Testing
     let holder = try LockHolder(path: dir.file("tokens.store.lock"))
     defer { holder.release() }
     let store = FileTokenStore(url: dir.file(), lockTimeout: .milliseconds(200))
-    let outcome = await finishes(within: .seconds(5), unblock: holder.release) {
-      try await store.loadAll()
-    }
-    #expect(outcome.inTime, "a read waited for the lock")
-    #expect(outcome.value == [key(1): kept])
+    let models = try await store.loadAll()
+    #expect(holder.isHeld, "the read returned while the lock was still held elsewhere")
+    #expect(models == [key(1): kept])
     #expect(try await store.model(for: key(1)) == kept)
   }
 
@@ -74,11 +75,9 @@ import Testing
     let issues = IssueLog()
     let store = FileTokenStore(
       url: dir.file(), lockTimeout: .milliseconds(200), onIssue: issues.handler)
-    let outcome = await finishes(within: .seconds(5), unblock: holder.release) {
-      try await store.model(for: key(1))
-    }
-    #expect(outcome.inTime, "a read of a bad file waited for the lock without limit")
-    #expect(outcome.error == nil)
+    let error = await errorThrown { _ = try await store.model(for: key(1)) }
+    #expect(holder.isHeld, "the read of a bad file returned while the lock was still held")
+    #expect(error == nil)
     #expect(issues.codes == [.corruptFile])
     // Moving aside needs the lock: the file stays where it is until a later call gets it.
     #expect(try Data(contentsOf: dir.file()) == garbage)
@@ -229,6 +228,9 @@ private final class LockHolder: Sendable {
     descriptor = Mutex(fd)
   }
 
+  /// Whether the lock is still held (not released).
+  var isHeld: Bool { descriptor.withLock { $0 != nil } }
+
   /// Releases the lock (closing the descriptor); later calls do nothing.
   func release() {
     descriptor.withLock { fd in
@@ -238,57 +240,12 @@ private final class LockHolder: Sendable {
   }
 }
 
-/// What ``finishes(within:unblock:_:)`` saw.
-private struct Outcome<T: Sendable>: Sendable {
-  var inTime: Bool
-  var value: T?
-  var error: (any Error)?
-}
-
-private enum Race<T: Sendable>: Sendable {
-  case finished(Result<T, any Error>)
-  case deadline
-  case cancelled
-}
-
-/// Runs `operation`. If it has not finished after `limit` (a watchdog, not a wait for something
-/// to happen: the store should answer long before), calls `unblock` so it can finish, and
-/// reports it as late: a hang becomes a test failure instead of a stuck test run.
-private func finishes<T: Sendable>(
-  within limit: Duration,
-  unblock: @escaping @Sendable () -> Void,
-  _ operation: @escaping @Sendable () async throws -> T
-) async -> Outcome<T> {
-  await withTaskGroup(of: Race<T>.self) { group in
-    group.addTask {
-      do { return .finished(.success(try await operation())) } catch {
-        return .finished(.failure(error))
-      }
-    }
-    group.addTask {
-      do {
-        try await Task.sleep(for: limit)
-        return .deadline
-      } catch {
-        return .cancelled
-      }
-    }
-    var inTime = true
-    while let race = await group.next() {
-      switch race {
-      case .deadline:
-        inTime = false
-        unblock()
-      case .cancelled:
-        continue
-      case .finished(let result):
-        group.cancelAll()
-        switch result {
-        case .success(let value): return Outcome(inTime: inTime, value: value, error: nil)
-        case .failure(let error): return Outcome(inTime: inTime, value: nil, error: error)
-        }
-      }
-    }
-    return Outcome(inTime: false, value: nil, error: nil)
+/// The error `operation` throws, or `nil` when it returns.
+private func errorThrown(by operation: @Sendable () async throws -> Void) async -> (any Error)? {
+  do {
+    try await operation()
+    return nil
+  } catch {
+    return error
   }
 }

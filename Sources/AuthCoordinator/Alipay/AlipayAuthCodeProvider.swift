@@ -54,6 +54,13 @@ public final class AlipayAuthCodeProvider: AuthCodeProvider, Sendable {
   /// The default ``returnGracePeriod``: 3 seconds.
   public static let defaultReturnGracePeriod: Duration = .seconds(3)
 
+  /// A grace period as both providers keep it: never negative, and no longer than the clocks can
+  /// sleep (`.seconds(Int64.max)`, "never", is clamped instead of trapping in the clock).
+  static func checkedGracePeriod(_ period: Duration) -> Duration {
+    precondition(period >= .zero, "returnGracePeriod must not be negative")
+    return min(period, CoordinatorClock.longestWait)
+  }
+
   /// How long a callback may take to follow ``appDidBecomeActive()`` before the pending request
   /// fails as abandoned.
   public let returnGracePeriod: Duration
@@ -82,10 +89,8 @@ public final class AlipayAuthCodeProvider: AuthCodeProvider, Sendable {
     authURL: @escaping AuthURLBuilder,
     open: @escaping Opener
   ) {
-    precondition(returnGracePeriod >= .zero, "returnGracePeriod must not be negative")
     self.clock = clock
-    // Longer than the clocks can sleep (`.seconds(Int64.max)`, "never"): clamped, not trapped.
-    self.returnGracePeriod = min(returnGracePeriod, CoordinatorClock.longestWait)
+    self.returnGracePeriod = AlipayAuthCodeProvider.checkedGracePeriod(returnGracePeriod)
     self.authURL = authURL
     self.open = open
     self.state = LockedState(Machine())

@@ -308,13 +308,11 @@ public final class InsideAuthCodeProvider: AuthCodeProvider, Sendable {
     authURL: @escaping AuthURLBuilder,
     start: @escaping Starter
   ) {
-    precondition(returnGracePeriod >= .zero, "returnGracePeriod must not be negative")
     self.scheme = scheme
     self.codeKey = codeKey
     self.resultKey = resultKey
     self.clock = clock
-    // Longer than the clocks can sleep (`.seconds(Int64.max)`, "never"): clamped, not trapped.
-    self.returnGracePeriod = min(returnGracePeriod, CoordinatorClock.longestWait)
+    self.returnGracePeriod = AlipayAuthCodeProvider.checkedGracePeriod(returnGracePeriod)
     self.authURL = authURL
     self.start = start
   }
