@@ -13,8 +13,10 @@ let package = Package(
     .executable(name: "authcoord", targets: ["authcoord"]),
   ],
   targets: [
-    // A pthread-backed lock shared by the library modules (package access only).
-    .target(name: "SyncPrimitives"),
+    // A pthread-backed lock and a C11 atomic counter shared by the library modules (package
+    // access only).
+    .target(name: "CSyncPrimitives"),
+    .target(name: "SyncPrimitives", dependencies: ["CSyncPrimitives"]),
     .target(name: "TokenStore", dependencies: ["SyncPrimitives"]),
     .target(name: "AuthCoordinator", dependencies: ["TokenStore", "SyncPrimitives"]),
     .target(name: "AuthCoordinatorTestKit", dependencies: ["AuthCoordinator", "SyncPrimitives"]),

@@ -41,3 +41,25 @@ extension AuthCoordinator {
     public init() {}
   }
 }
+
+extension AuthCoordinator.Statistics {
+  /// Adds every counter of `other` (the stripes' parts of one snapshot).
+  mutating func add(_ other: Self) {
+    cacheHits += other.cacheHits
+    coalescedCallers += other.coalescedCallers
+    flightsStarted += other.flightsStarted
+    flightsSucceeded += other.flightsSucceeded
+    flightsFailed += other.flightsFailed
+    flightsCancelled += other.flightsCancelled
+    flightsTimedOut += other.flightsTimedOut
+    flightsInProgress += other.flightsInProgress
+    authorizationsStarted += other.authorizationsStarted
+    waitingCallers += other.waitingCallers
+    callersLeftEarly += other.callersLeftEarly
+    refreshLoopsStopped += other.refreshLoopsStopped
+    lateResultsDiscarded += other.lateResultsDiscarded
+    storeFailures += other.storeFailures
+    evictions += other.evictions
+    keysInMemory += other.keysInMemory
+  }
+}

@@ -33,6 +33,11 @@ package final class Lock: @unchecked Sendable {
   @inlinable @inline(__always)
   package func unlock() { pthread_mutex_unlock(mutexPointer) }
 
+  /// Takes the lock if it is free.
+  ///
+  /// - Returns: Whether the lock was taken.
+  package func tryLock() -> Bool { pthread_mutex_trylock(mutexPointer) == 0 }
+
   @usableFromInline
   package var mutexPointer: UnsafeMutablePointer<pthread_mutex_t> { mutex }
 

@@ -2,12 +2,12 @@ import Testing
 
 @testable import AuthCoordinator
 
-/// The flights' deadlines, earliest first, tested synchronously.
+/// A stripe's flight deadlines, earliest first, tested synchronously.
 @Suite struct DeadlineQueueTests {
   func entry(_ seconds: Int, _ flight: UInt64, _ phase: AuthEvent.FlightPhase = .authorization)
     -> DeadlineQueue.Entry
   {
-    .init(at: .seconds(seconds), flight: flight, phase: phase)
+    .init(at: .seconds(seconds), key: AccountKey(mcUid: "u\(flight)"), flight: flight, phase: phase)
   }
 
   @Test func popsOnlyWhatIsDueEarliestFirst() {
@@ -36,7 +36,7 @@ import Testing
     var queue = DeadlineQueue()
     for flight in UInt64(1)...10 { queue.insert(entry(Int(flight), flight)) }
     queue.insert(entry(3, 4, .exchange))
-    queue.prune { $0.isMultiple(of: 2) }
+    queue.prune { $0.flight.isMultiple(of: 2) }
     #expect(queue.count == 6)
     #expect(queue.popDue(now: .seconds(100)).map(\.flight) == [2, 4, 4, 6, 8, 10])
   }

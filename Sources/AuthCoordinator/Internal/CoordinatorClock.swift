@@ -13,7 +13,12 @@ struct CoordinatorClock: Sendable {
 
   /// The offset `timeout` after `start` (default: now), clamped to ``longestWait``.
   func deadline(after timeout: Duration, from start: Duration? = nil) -> Duration {
-    (start ?? now()) + min(max(timeout, .zero), Self.longestWait)
+    Self.deadline(after: timeout, from: start ?? now())
+  }
+
+  /// The offset `timeout` after `start`, clamped to ``longestWait``.
+  static func deadline(after timeout: Duration, from start: Duration) -> Duration {
+    start + min(max(timeout, .zero), longestWait)
   }
 
   init(_ clock: some Clock<Duration>) {

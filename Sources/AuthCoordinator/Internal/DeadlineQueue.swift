@@ -1,13 +1,16 @@
-/// The pending deadlines of every flight, earliest first: a binary min-heap.
+/// The pending deadlines of the flights of one stripe of the account table, earliest first: a
+/// binary min-heap.
 ///
-/// The coordinator keeps one task sleeping until the earliest deadline instead of a timer task
-/// per flight (creating and cancelling one per flight was a measurable part of a flight's cost).
+/// The coordinator keeps one task sleeping until the earliest deadline of every stripe
+/// (``DeadlineScheduler``) instead of a timer task per flight (creating and cancelling one per
+/// flight was a measurable part of a flight's cost).
 /// Entries of flights that ended are not removed when the flight ends: they are ignored when
 /// they come due (the flight id no longer names a flight) and dropped by ``prune(keeping:)``
 /// when they outnumber the live ones.
 struct DeadlineQueue {
   struct Entry: Equatable {
     var at: Duration
+    var key: AccountKey
     var flight: UInt64
     var phase: AuthEvent.FlightPhase
   }
@@ -39,8 +42,8 @@ struct DeadlineQueue {
   }
 
   /// Keeps only the entries whose flight `isLive` says is still running.
-  mutating func prune(keeping isLive: (UInt64) -> Bool) {
-    let kept = entries.filter { isLive($0.flight) }
+  mutating func prune(keeping isLive: (Entry) -> Bool) {
+    let kept = entries.filter(isLive)
     entries = []
     for entry in kept { insert(entry) }
   }

@@ -1,8 +1,9 @@
 import SyncPrimitives
 
-/// Orders store operations per key in the order the actor issued them.
+/// Orders store operations per key in the order the coordinator issued them, for the keys of
+/// one stripe of the account table (all modes of a user share a stripe).
 ///
-/// The actor reserves an operation's place synchronously (before any suspension) and gets back
+/// The coordinator reserves an operation's place synchronously (before any suspension) and gets back
 /// what the operation must wait for and a latch to open when it is done; the flight's own task,
 /// or the logout, then carries the operation out. Ordering per key is what makes a logout final:
 /// a save issued before the logout completes before its removal starts, and a load issued after
@@ -42,11 +43,15 @@ struct StoreSequencer {
   }
 
   /// Reserves an operation after every operation issued so far and before every later one.
-  mutating func reserveBarrier() -> StoreTurn {
+  ///
+  /// - Parameter latch: The latch the operation opens when done; one operation can be the
+  ///   barrier of several sequencers (a `logoutAll` is one for every stripe of the table).
+  mutating func reserveBarrier(done latch: StoreOperationLatch = StoreOperationLatch())
+    -> StoreTurn
+  {
     var after = tails.values.filter { !$0.isOpen }
     after += userBarriers.values.filter { !$0.isOpen }
     if let barrier, !barrier.isOpen { after.append(barrier) }
-    let latch = StoreOperationLatch()
     tails.removeAll()
     userBarriers.removeAll()
     barrier = latch

@@ -1,0 +1,111 @@
+import Foundation
+import SyncPrimitives
+
+// Logout and unbind: memory forgets at once, the store's removal is ordered with every other
+// store operation of the user, and the caller waits for it at most the store timeout.
+extension AuthCoordinator {
+  /// Signs an account out: cancels its flight (its waiters get
+  /// ``AuthCoordinatorError/Code-swift.struct/signedOut``), clears memory and store, and calls
+  /// the `onAccountStatusChange` hook.
+  ///
+  /// When this returns, no request will ever be answered with the old model, including one
+  /// whose authorization was still in flight: a late result is discarded. A logout or unbind
+  /// removes every mode of the user from the store (``TokenStore/removeModels(forMcUid:)``),
+  /// including modes this process never used.
+  ///
+  /// It returns within ``Configuration/storeTimeout`` even when the store is stuck: memory is
+  /// cleared before the first suspension, and the removal then goes on in the background
+  /// (reported as a `storeFailed` event), ahead of any later load of the user.
+  ///
+  /// ```swift
+  /// await coordinator.accountStatusChanged(.logout(mcUid: currentUser.id))
+  /// ```
+  ///
+  /// - Parameter change: What happened to the host app's account.
+  public func accountStatusChanged(_ change: AccountStatusChange) async {
+    // The in-memory effect, and the removal's place in the store order, are complete before
+    // the first suspension. The removal covers every mode of the user, in memory or not. It
+    // is ordered after every store operation already issued for the user (a save of a flight
+    // that just finished) and before any issued later (a load cannot read the old model back
+    // while it is pending).
+    let turn: StoreTurn
+    let operation: AuthEvent.StoreOperation
+    var closings: [Closing] = []
+    switch change {
+    case .logout(let mcUid), .unbind(let mcUid):
+      let stripe = table.stripe(forUser: mcUid)
+      stripe.lock.lock()
+      signOut(in: stripe, where: { $0.mcUid == mcUid }, into: &closings)
+      turn = stripe.storeOperations.reserveUser(mcUid)
+      stripe.lock.unlock()
+      operation = .remove
+    case .logoutAll:
+      let done = StoreOperationLatch()
+      var after: [StoreOperationLatch] = []
+      for stripe in table.stripes {
+        stripe.lock.lock()
+        signOut(in: stripe, where: { _ in true }, into: &closings)
+        after += stripe.storeOperations.reserveBarrier(done: done).after
+        stripe.lock.unlock()
+      }
+      turn = StoreTurn(after: after, done: done)
+      operation = .removeAll
+    }
+    for closing in closings { carryOut(closing) }
+    broadcaster.emit(.accountStatusChanged(change))
+
+    // The removal runs in a task of its own, so that a stuck store delays this call by at most
+    // the store deadline; the removal still happens when the store comes back.
+    let store = self.store
+    Task { [weak self] in
+      await turn.waitForTurn()
+      var failure: (any Error)?
+      do {
+        switch change {
+        case .logout(let mcUid), .unbind(let mcUid): try await store.removeModels(forMcUid: mcUid)
+        case .logoutAll: try await store.removeAll()
+        }
+      } catch {
+        failure = error
+      }
+      self?.removalFinished(change, failure: failure)
+      turn.done.open()
+    }
+    let limit = policy.storeTimeout
+    if await !turn.done.wait(until: clock.deadline(after: limit), on: clock) {
+      reportStoreFailure(
+        nil, operation,
+        AuthCoordinatorError(
+          .storeFailed,
+          "the store did not finish the removal within \(limit); it goes on in the background"))
+    }
+    await onAccountStatusChange?(change)
+  }
+
+  /// Signs out the keys of `stripe` that `matches` selects (under the stripe's lock).
+  private func signOut(
+    in stripe: Stripe, where matches: (AccountKey) -> Bool, into closings: inout [Closing]
+  ) {
+    for key in stripe.accounts.keys.filter(matches) {
+      if let ending = stripe.accounts[key]?.machine.signOut() {
+        closings.append(close(ending, key: key, in: stripe))
+      }
+    }
+  }
+
+  /// Records whether a logout's removal reached the store: while it did not, whatever a load
+  /// finds for the user is not served.
+  func removalFinished(_ change: AccountStatusChange, failure: (any Error)?) {
+    switch change {
+    case .logout(let mcUid), .unbind(let mcUid):
+      let stripe = table.stripe(forUser: mcUid)
+      stripe.lock.withLock { stripe.unremoved.removal(of: change, succeeded: failure == nil) }
+      if let failure { reportStoreFailure(nil, .remove, failure, stripe: stripe) }
+    case .logoutAll:
+      for stripe in table.stripes {
+        stripe.lock.withLock { stripe.unremoved.removal(of: change, succeeded: failure == nil) }
+      }
+      if let failure { reportStoreFailure(nil, .removeAll, failure) }
+    }
+  }
+}

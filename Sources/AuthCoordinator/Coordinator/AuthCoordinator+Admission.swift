@@ -1,0 +1,90 @@
+import Foundation
+import SyncPrimitives
+
+// A request admitted under its stripe's lock: the state machine decides, the coordinator does
+// the bookkeeping there and every effect after the lock is released.
+extension AuthCoordinator {
+  @inline(never)  // its temporaries would otherwise land in the parked caller's async frame
+  func admit(_ key: AccountKey, refresh: RefreshPolicy) throws -> Admission {
+    // A caller cancelled before it arrives never joins or starts a flight.
+    try Task.checkCancellation()
+    let date = configuration.now()
+    let now = clock.now()
+    let stripe = table.stripe(for: key)
+    let tick = table.nextTick()
+    stripe.lock.lock()
+    var index = stripe.accounts.index(forKey: key)
+    let isNew = index == nil
+    if isNew {
+      stripe.accounts[key] = AccountSlot(
+        machine: AccountStateMachine(key: key, policy: policy), lastUsed: tick)
+      index = stripe.accounts.index(forKey: key)
+      table.inserted.add(1)
+    }
+    let slot = index!
+    stripe.accounts.values[slot].lastUsed = tick
+    let action = stripe.accounts.values[slot].machine.request(
+      refresh, date: date, now: now, newFlightID: self.table.nextFlightID())
+
+    let admission: Admission
+    var started: (id: UInt64, step: AccountStateMachine.Step)?
+    var wake: Duration?
+    switch action {
+    case .serve(let model):
+      stripe.hits.add(1)
+      admission = .answered(Answer(.success(model)))
+
+    case .join(let id):
+      guard let flight = stripe.accounts.values[slot].flight, flight.id == id,
+        let ticket = flight.queue.reserve()
+      else {
+        preconditionFailure("Internal inconsistency: joining flight \(id) that has no open queue")
+      }
+      stripe.counters.update { $0.coalescedCallers += 1 }
+      admission = .wait(flight.queue, ticket: ticket)
+
+    case .start(let id, let step):
+      let queue = WaiterQueue(counters: stripe.counters) { [weak self] in
+        self?.lastWaiterLeft(key, flight: id)
+      }
+      let ticket = queue.reserve()!
+      stripe.liveFlights += 1
+      stripe.counters.update {
+        $0.flightsStarted += 1
+        $0.flightsInProgress += 1
+      }
+      let first = prepare(step, key: key, flight: id, in: stripe, wake: &wake)
+      stripe.accounts.values[slot].flight = FlightHandle(
+        id: id, queue: queue,
+        work: Task { [weak self] in await self?.runFlight(key, flight: id, first: first) })
+      started = (id, step)
+      admission = .wait(queue, ticket: ticket)
+
+    case .retryAfter(let id, let rejecting):
+      guard var flight = stripe.accounts.values[slot].flight, flight.id == id else {
+        preconditionFailure("Internal inconsistency: following flight \(id) that is not running")
+      }
+      let followers = flight.followers ?? WaiterQueue(counters: stripe.counters)
+      flight.followers = followers
+      stripe.accounts.values[slot].flight = flight
+      admission = .retryAfter(followers, ticket: followers.reserve()!, rejecting: rejecting)
+
+    case .refuse(let error):
+      stripe.counters.update { $0.refreshLoopsStopped += 1 }
+      admission = .answered(Answer(.failure(error)))
+    }
+    stripe.lock.unlock()
+
+    // Effects, outside the lock.
+    if let wake { scheduler.wake(by: wake) }
+    if let started {
+      broadcaster.emit(.flightStarted(key: key, flight: started.id))
+      if case .authorize(let reason) = started.step.kind {
+        broadcaster.emit(.authorizationStarted(key: key, flight: started.id, reason: reason))
+      }
+    }
+    if case .refuse = action { broadcaster.emit(.refreshLoopStopped(key: key)) }
+    if isNew { evictIfNeeded() }
+    return admission
+  }
+}

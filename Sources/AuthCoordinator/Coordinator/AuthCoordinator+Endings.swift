@@ -1,0 +1,143 @@
+import Foundation
+import SyncPrimitives
+
+// How flights end: the bookkeeping under the stripe's lock, then the effects outside it. Every
+// ending (a result, a deadline, the last waiter leaving, a sign-out) goes through here.
+extension AuthCoordinator {
+  /// An ending with what carrying it out needs, taken out of the stripe under its lock.
+  struct Closing {
+    let key: AccountKey
+    let handle: FlightHandle?
+    let ending: AccountStateMachine.Ending
+  }
+
+  /// Detaches the flight's effects from its slot, counts the ending, and cancels the work of a
+  /// flight that was stopped. Under the stripe's lock.
+  func close(
+    _ ending: AccountStateMachine.Ending, key: AccountKey, in stripe: Stripe
+  ) -> Closing {
+    var handle: FlightHandle?
+    if let slot = stripe.accounts.index(forKey: key) {
+      handle = stripe.accounts.values[slot].flight
+      stripe.accounts.values[slot].flight = nil
+    }
+    precondition(
+      handle?.id == ending.flight, "Internal inconsistency: ending a flight the slot does not hold")
+    stripe.liveFlights -= 1
+    table.flightsEnded.add(1)
+    // One update, so that every snapshot balances.
+    stripe.counters.update {
+      $0.flightsInProgress -= 1
+      switch ending.result {
+      case .succeeded: $0.flightsSucceeded += 1
+      case .failed: $0.flightsFailed += 1
+      case .timedOut: $0.flightsTimedOut += 1
+      case .cancelled: $0.flightsCancelled += 1
+      }
+      if ending.storeTimedOut != nil { $0.storeFailures += 1 }
+      if ending.refusedByLoopGuard { $0.refreshLoopsStopped += 1 }
+    }
+    // A stopped flight's work is cancelled before the lock is released, so that its authorizer
+    // is told to stop before the key's next flight can start another one. Cancellation
+    // handlers run here, synchronously: the only coordinator API they can reach without
+    // suspending, `statistics`, takes no stripe lock.
+    if ending.stopsWork { handle?.work?.cancel() }
+    return Closing(key: key, handle: handle, ending: ending)
+  }
+
+  /// The effects of an ending, outside any lock: the flight's waiters get the result in
+  /// arrival order, forced refreshes that waited for it
+  /// ask again (or fail, after a sign-out), and the events say so.
+  func carryOut(_ closing: Closing) {
+    let key = closing.key
+    let ending = closing.ending
+    let id = ending.flight
+    if let operation = ending.storeTimedOut {
+      let error: AuthCoordinatorError
+      switch ending.result {
+      case .timedOut(_, let timeout): error = timeout
+      default:
+        error = AuthCoordinatorError(
+          .storeFailed, "the token store did not finish the save within \(policy.storeTimeout)")
+      }
+      broadcaster.emit(.storeFailed(key: key, operation: operation, message: "\(error)"))
+    }
+    let waiters: WaiterQueue.Outcome
+    switch ending.result {
+    case .succeeded(let model): waiters = .success(model)
+    case .failed(let error), .timedOut(_, let error): waiters = .failure(error)
+    case .cancelled(.lastWaiterLeft): waiters = .failure(CancellationError())
+    case .cancelled(.signedOut): waiters = .failure(AuthCoordinatorError.signedOut(key))
+    }
+    let served = closing.handle?.queue.finish(waiters) ?? 0
+    switch ending.followers {
+    case .askAgain: closing.handle?.followers?.finish(.retry)
+    case .fail(let error): closing.handle?.followers?.finish(.failure(error))
+    }
+    switch ending.result {
+    case .succeeded:
+      broadcaster.emit(.flightSucceeded(key: key, flight: id, waiters: served))
+    case .failed(let error):
+      if ending.refusedByLoopGuard { broadcaster.emit(.refreshLoopStopped(key: key)) }
+      broadcaster.emit(.flightFailed(key: key, flight: id, code: error.code))
+    case .timedOut(let phase, _):
+      broadcaster.emit(.flightTimedOut(key: key, flight: id, phase: phase))
+    case .cancelled(let reason):
+      broadcaster.emit(.flightCancelled(key: key, flight: id, reason: reason))
+    }
+    evictIfNeeded()
+  }
+
+  /// Every caller waiting on flight `id` left (called by its queue, outside the queue's lock).
+  func lastWaiterLeft(_ key: AccountKey, flight id: UInt64) {
+    let stripe = table.stripe(for: key)
+    stripe.lock.lock()
+    guard let slot = stripe.accounts.index(forKey: key),
+      stripe.accounts.values[slot].machine.lastWaiterLeft(id) == .closeQueue,
+      let queue = stripe.accounts.values[slot].flight?.queue,
+      // Atomic with joins, which take this lock too: a caller that joined meanwhile keeps the
+      // flight running.
+      queue.closeIfIdle(.failure(CancellationError()))
+    else {
+      stripe.lock.unlock()
+      return
+    }
+    let ending = stripe.accounts.values[slot].machine.queueClosed(id)
+    let closing = close(ending, key: key, in: stripe)
+    stripe.lock.unlock()
+    carryOut(closing)
+  }
+
+  /// The scheduler fired: every stripe ends the flights whose deadlines passed and asks to be
+  /// woken for its next deadline.
+  func deadlinesDue() {
+    let now = clock.now()
+    let date = configuration.now()
+    for stripe in table.stripes {
+      var closings: [Closing] = []
+      stripe.lock.lock()
+      for entry in stripe.deadlines.popDue(now: now) {
+        guard let slot = stripe.accounts.index(forKey: entry.key),
+          let ending = stripe.accounts.values[slot].machine.deadlineReached(
+            entry.flight, phase: entry.phase, date: date)
+        else { continue }
+        closings.append(close(ending, key: entry.key, in: stripe))
+      }
+      let next = stripe.deadlines.earliest
+      stripe.reportedEarliest = next
+      stripe.lock.unlock()
+      if let next { scheduler.wake(by: next) }
+      for closing in closings { carryOut(closing) }
+    }
+  }
+
+  /// Counts and reports a store operation that failed.
+  func reportStoreFailure(
+    _ key: AccountKey?, _ operation: AuthEvent.StoreOperation, _ error: any Error,
+    stripe: Stripe? = nil
+  ) {
+    let stripe = stripe ?? key.map { table.stripe(for: $0) } ?? table.stripes[0]
+    stripe.counters.update { $0.storeFailures += 1 }
+    broadcaster.emit(.storeFailed(key: key, operation: operation, message: "\(error)"))
+  }
+}

@@ -1,0 +1,191 @@
+import Foundation
+import SyncPrimitives
+
+/// Answers "what is this user's Alipay login state?" for many concurrent callers: from memory
+/// while the token is valid, otherwise through one authorization per account, however many
+/// callers ask.
+///
+/// ```swift
+/// let coordinator = AuthCoordinator(
+///   store: FileTokenStore(url: storeURL),
+///   authorizer: AlipayAuthorizer(provider: provider, exchanger: exchanger),
+///   configuration: .init(authorizationTimeout: .seconds(120)))
+///
+/// let model = try await coordinator.authModel(for: AccountKey(mcUid: "u1"))
+/// let fresh = try await coordinator.authModel(
+///   for: AccountKey(mcUid: "u1"), refresh: .force(rejecting: model.accessToken))
+/// await coordinator.accountStatusChanged(.logout(mcUid: "u1"))
+/// ```
+///
+/// The behaviour contract (serial per key, coalescing, forced refresh, the refresh-loop guard,
+/// cancellation, deadlines, logout, persistence, errors, bounded memory, injected time) is in
+/// `docs/semantics.md`, each rule with the test that proves it.
+///
+/// How it is built: each account key has an `AccountStateMachine` value that makes every
+/// decision and is the one record of the key's flight. The keys live in an `AccountTable` of
+/// lock-protected stripes (all modes of one user in one stripe): a request takes its stripe's
+/// lock, runs the machine, does the bookkeeping its action asks for, and leaves the lock before
+/// any effect. A cache hit is that and nothing more. A caller that must wait parks outside the
+/// lock on the flight's `WaiterQueue`; the flight's one task carries out its steps (load,
+/// authorize, persist) and reports each to the machine. Keys in different stripes never wait
+/// for each other. `docs/architecture.md` draws the path of one request.
+public final class AuthCoordinator: Sendable {
+  /// How a request was admitted. Small on purpose (it is held in the caller's async frame): the
+  /// rare immediate answers travel in a box.
+  enum Admission: Sendable {
+    /// Served or refused at once.
+    case answered(Answer)
+    /// Park on the flight's queue with this ticket.
+    case wait(WaiterQueue, ticket: Int)
+    /// Park until the flight ends, then ask again rejecting the token.
+    case retryAfter(WaiterQueue, ticket: Int, rejecting: String)
+  }
+
+  /// An immediate answer: a model served after a forced refresh, or a refusal.
+  final class Answer: Sendable {
+    let result: Result<AuthModel, AuthCoordinatorError>
+    init(_ result: Result<AuthModel, AuthCoordinatorError>) { self.result = result }
+
+    /// The model, or the error thrown. Out of line, like ``WaiterQueue/result(of:)``.
+    @inline(never)
+    func get() throws -> AuthModel { try result.get() }
+  }
+
+  let configuration: Configuration
+  let table: AccountTable
+  let broadcaster = EventBroadcaster<AuthEvent>(bufferSize: 1024)
+  let clock: CoordinatorClock
+  let store: any TokenStore
+  let authorizer: any Authorizer
+  let onAccountStatusChange: (@Sendable (AccountStatusChange) async -> Void)?
+  let policy: AccountStateMachine.Policy
+  /// Wakes the stripes when their deadlines are due.
+  let scheduler: DeadlineScheduler
+
+  /// Creates a coordinator.
+  ///
+  /// - Parameters:
+  ///   - store: Where models persist between launches. Default: in memory only.
+  ///   - authorizer: What produces a new model on a cache miss.
+  ///   - configuration: Timeouts, the loop guard, memory bounds, the clock.
+  ///   - onAccountStatusChange: Called after ``accountStatusChanged(_:)`` cleared the account;
+  ///     wire it to the SDK's account-status call (`ANXMCAccountStatusChangeModel`).
+  public init(
+    store: any TokenStore = InMemoryTokenStore(),
+    authorizer: any Authorizer,
+    configuration: Configuration = Configuration(),
+    onAccountStatusChange: (@Sendable (AccountStatusChange) async -> Void)? = nil
+  ) {
+    self.store = store
+    self.authorizer = authorizer
+    self.configuration = configuration
+    self.onAccountStatusChange = onAccountStatusChange
+    let clock = CoordinatorClock(configuration.clock)
+    self.clock = clock
+    self.table = AccountTable(stripeCount: AccountTable.defaultStripeCount)
+    self.policy = AccountStateMachine.Policy(
+      refreshLeeway: configuration.refreshLeeway.seconds,
+      maxForcedAuthorizations: configuration.maxForcedAuthorizations,
+      loopWindow: configuration.loopWindow,
+      whenAbandoned: configuration.whenAbandoned,
+      authorizationTimeout: configuration.authorizationTimeout,
+      exchangeTimeout: configuration.exchangeTimeout,
+      storeTimeout: min(configuration.storeTimeout, configuration.authorizationTimeout))
+    let dueHandler = DueHandler()
+    self.scheduler = DeadlineScheduler(clock: clock) { dueHandler.coordinator?.deadlinesDue() }
+    dueHandler.coordinator = self
+  }
+
+  deinit {
+    scheduler.cancel()
+    broadcaster.finish()
+  }
+
+  // MARK: - Public API
+
+  /// Returns the login state for `key`: from memory while valid, otherwise from the store or a
+  /// new authorization shared with every concurrent caller.
+  ///
+  /// A cache hit takes one lock and never suspends. A miss joins the key's flight in progress
+  /// or starts one; the caller then waits, holding no lock, and is resumed in arrival order.
+  ///
+  /// ```swift
+  /// let model = try await coordinator.authModel(for: key)
+  /// // The container said NeedRefreshToken = YES for the token it was given:
+  /// let fresh = try await coordinator.authModel(
+  ///   for: key, refresh: .force(rejecting: model.accessToken))
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - key: The account.
+  ///   - refresh: ``RefreshPolicy/ifNeeded`` (default), or ``RefreshPolicy/force(rejecting:)``
+  ///     when the container rejected a token.
+  ///   - timeout: This caller's own limit on the injected clock. It affects only this caller:
+  ///     the flight goes on for the others.
+  /// - Returns: A valid model.
+  /// - Throws: `CancellationError` when the calling task is cancelled while it waits, or an
+  ///   ``AuthCoordinatorError`` (timed out, user cancelled, refresh loop, signed out, ...).
+  public nonisolated(nonsending) func authModel(
+    for key: AccountKey,
+    refresh: RefreshPolicy = .ifNeeded,
+    timeout: Duration? = nil
+  ) async throws -> AuthModel {
+    if case .ifNeeded = refresh, let model = hit(key) { return model }
+    return try await wait(for: key, refresh: refresh, timeout: timeout)
+  }
+
+  /// Returns the login state for `key`, reading the container's `extendParams`.
+  ///
+  /// `NeedRefreshToken`, `needReAuth` or `needOpenAuth` set to a yes value (any key case;
+  /// `true`, a non-zero number, or `YES`/`true`/`1` in any case) make it a forced refresh of the
+  /// token cached at the time of the call.
+  ///
+  /// ```swift
+  /// let model = try await coordinator.authModel(
+  ///   for: key, extendParams: ["NeedRefreshToken": "YES"])
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - key: The account.
+  ///   - extendParams: The dictionary the container passed.
+  ///   - timeout: This caller's own limit.
+  /// - Returns: A valid model.
+  /// - Throws: As ``authModel(for:refresh:timeout:)``.
+  public nonisolated(nonsending) func authModel(
+    for key: AccountKey,
+    extendParams: [String: any Sendable],
+    timeout: Duration? = nil
+  ) async throws -> AuthModel {
+    let refresh = RefreshPolicy(extendParams: extendParams)
+    return try await authModel(for: key, refresh: refresh, timeout: timeout)
+  }
+
+  /// A stream of what happens inside the coordinator. Each access returns a new subscription
+  /// that receives the events emitted from then on. Events never contain tokens.
+  ///
+  /// ```swift
+  /// Task { for await event in coordinator.events { logger.info("\(event)") } }
+  /// ```
+  public var events: AsyncStream<AuthEvent> { broadcaster.subscribe() }
+
+  /// A snapshot of the counters, summed over the account table's stripes. Readable from any
+  /// context, including an authorizer's cancellation handler: it takes no lock a flight's
+  /// decisions hold. Each stripe's part is taken atomically, so the balances between counters
+  /// hold in every snapshot.
+  public var statistics: Statistics {
+    var total = Statistics()
+    for stripe in table.stripes {
+      total.add(stripe.counters.snapshot)
+      total.cacheHits += Int(truncatingIfNeeded: stripe.hits.value)
+    }
+    total.keysInMemory = table.keyCount
+    return total
+  }
+}
+
+/// Lets the deadline scheduler, created in the initializer, reach the coordinator without
+/// keeping it alive.
+private final class DueHandler: @unchecked Sendable {
+  // Written once in the coordinator's initializer, before the scheduler can fire.
+  weak var coordinator: AuthCoordinator?
+}

@@ -1,0 +1,137 @@
+import Foundation
+
+// The vocabulary of the state machine: its policy, the steps of a flight, and the actions its
+// events return. Every decision the coordinator carries out is one of these values.
+extension AccountStateMachine {
+  /// The limits the machine enforces.
+  struct Policy: Equatable {
+    var refreshLeeway: TimeInterval
+    var maxForcedAuthorizations: Int
+    var loopWindow: Duration
+    var whenAbandoned: AuthCoordinator.AbandonPolicy
+    var authorizationTimeout: Duration = .seconds(300)
+    var exchangeTimeout: Duration = .seconds(30)
+    /// Already the smaller of the store and authorization timeouts.
+    var storeTimeout: Duration = .seconds(10)
+  }
+
+  /// What a flight does next. Each kind is one phase; the flight runner carries out one step
+  /// at a time and reports its ``StepOutcome``.
+  enum StepKind: Equatable {
+    /// Read the store (cold start).
+    case load
+    /// Call the authorizer.
+    case authorize(AuthorizationReason)
+    /// Write the new model to the store before the waiters resume.
+    case persist(AuthModel)
+
+    /// The phase whose deadline bounds this step.
+    var phase: AuthEvent.FlightPhase {
+      switch self {
+      case .load: return .load
+      case .authorize: return .authorization
+      case .persist: return .save
+      }
+    }
+  }
+
+  /// A step and the instant (on the injected clock) by which it must finish.
+  struct Step: Equatable {
+    var kind: StepKind
+    var deadline: Duration
+  }
+
+  /// What a step produced.
+  enum StepOutcome: Equatable {
+    /// The store was read; `nil` when it holds nothing servable, or could not be read (the
+    /// failure is reported, and the flight authorizes as if the store were empty).
+    case loaded(AuthModel?)
+    /// The authorizer answered.
+    case authorized(Result<AuthModel, AuthCoordinatorError>)
+    /// The save finished (a failure is reported; the model is cached all the same, rule 10).
+    case saved
+  }
+
+  /// How a request is resolved before it is decided.
+  enum Rejection: Equatable {
+    /// An ordinary request: any valid model will do.
+    case none
+    /// A forced refresh rejecting this token.
+    case token(String)
+    /// A forced refresh on a cold key naming no token: the stored model is the rejected one.
+    case storedModel
+    /// A forced refresh with nothing cached to reject.
+    case nothing
+  }
+
+  enum RequestAction: Equatable {
+    /// Answer at once with this model.
+    case serve(AuthModel)
+    /// Wait for the flight in progress.
+    case join(flight: UInt64)
+    /// Start a new flight (with the given id) at this step, and wait for it.
+    case start(flight: UInt64, Step)
+    /// The flight in progress can only return the rejected token: wait until it ends, then ask
+    /// again rejecting that token.
+    case retryAfter(flight: UInt64, rejecting: String)
+    /// Fail at once: the refresh-loop guard refused another authorization.
+    case refuse(AuthCoordinatorError)
+  }
+
+  /// What to do after a step of flight `id` finished.
+  enum AdvanceAction: Equatable {
+    /// The report is stale (the flight was stopped or replaced): do nothing.
+    case ignore
+    /// The authorizer's result arrived for a flight that was already stopped: discard it.
+    case discardLateResult
+    /// Carry out the next step of the same flight.
+    case next(Step)
+    /// The flight is over.
+    case end(Ending)
+  }
+
+  /// How a flight ended, and what everyone waiting on it gets.
+  struct Ending: Equatable {
+    enum Result: Equatable {
+      case succeeded(AuthModel)
+      case failed(AuthCoordinatorError)
+      case timedOut(AuthEvent.FlightPhase, AuthCoordinatorError)
+      case cancelled(AuthEvent.CancelReason)
+    }
+
+    /// What forced refreshes that waited for the flight to end (``RequestAction/retryAfter(flight:rejecting:)``) get.
+    enum Followers: Equatable {
+      /// Ask again.
+      case askAgain
+      /// Fail with this error (the account signed out).
+      case fail(AuthCoordinatorError)
+    }
+
+    var flight: UInt64
+    var result: Result
+    var followers: Followers = .askAgain
+    /// The flight ended because a store operation did not finish in time: report it.
+    var storeTimedOut: AuthEvent.StoreOperation?
+    /// The flight ended because the refresh-loop guard refused the authorization it needed.
+    var refusedByLoopGuard = false
+
+    /// Whether the flight's work must be cancelled (it was stopped before producing a result).
+    var stopsWork: Bool {
+      switch result {
+      case .succeeded, .failed: return storeTimedOut == .load
+      case .timedOut, .cancelled: return true
+      }
+    }
+  }
+
+  /// What to do when the last caller waiting on flight `id` left.
+  enum LastWaiterAction: Equatable {
+    /// The event is stale.
+    case ignore
+    /// Keep the flight running without waiters.
+    case keepRunning
+    /// Close the flight's queue if no one joined meanwhile (atomically with joins), then report
+    /// ``AccountStateMachine/queueClosed(_:)``.
+    case closeQueue
+  }
+}

@@ -1,0 +1,388 @@
+import Foundation
+
+/// The decisions for one account key, as a value type with no tasks, clocks or I/O.
+///
+/// The coordinator feeds it events (a request arrived, a step of the flight finished, a
+/// deadline passed, the exchange began, the last waiter left, the account signed out) and
+/// carries out the action each event returns. It is the one record of the key's flight: its
+/// id, its phase, what forced refreshes rejected, whether the exchange began. Every flight has a
+/// unique id; an event for a flight that is no longer the current one is stale and returns
+/// "ignore", which is what makes late results, timeouts and logouts safe. A transition the
+/// machine's own actions cannot lead to is a `preconditionFailure`.
+///
+/// The phases of a flight are data (``StepKind``): a new phase is a new case here and one more
+/// step in the flight runner.
+struct AccountStateMachine {
+  /// What is known about the key's model.
+  private enum Cache: Equatable {
+    /// The store has not been read since launch (or since the key was evicted).
+    case unknown
+    /// Known to have no model (store read empty, or signed out).
+    case empty
+    /// A model, valid or expired.
+    case model(Cached)
+  }
+
+  private struct Cached: Equatable {
+    var model: AuthModel
+    /// How long before its expiry the model counts as expired: the policy's leeway, or less
+    /// for a model that arrived with a lifetime shorter than twice the leeway.
+    var leeway: TimeInterval
+    /// The model was obtained by an authorization with a lifetime no longer than the leeway:
+    /// renewing it counts for the refresh-loop guard.
+    var arrivedInsideLeeway: Bool
+  }
+
+  /// The key's flight, if one is running, in its phase.
+  private enum State: Equatable {
+    case idle
+    case loading(Loading)
+    case authorizing(Authorizing)
+    case persisting(id: UInt64, model: AuthModel)
+  }
+
+  private struct Loading: Equatable {
+    var id: UInt64
+    /// Tokens that forced-refresh joiners rejected while the store was being read.
+    var rejectedTokens: Set<String> = []
+    /// A forced-refresh joiner rejected whatever the store holds (it named no token).
+    var rejectsStoredModel = false
+    /// A forced refresh joined: an authorization the load leads to counts for the loop guard.
+    var hasForcedRequest = false
+
+    /// Records what a forced refresh that joins (or starts) the load rejects.
+    mutating func note(_ rejection: Rejection) {
+      switch rejection {
+      case .none: return
+      case .token(let token): rejectedTokens.insert(token)
+      case .storedModel: rejectsStoredModel = true
+      case .nothing: break
+      }
+      hasForcedRequest = true
+    }
+  }
+
+  private struct Authorizing: Equatable {
+    var id: UInt64
+    var reason: AuthorizationReason
+    /// The authorizer entered its exchange: the authorization deadline no longer applies.
+    var exchangeBegan = false
+  }
+
+  let key: AccountKey
+  let policy: Policy
+  private var cache: Cache = .unknown
+  private var state: State = .idle
+  /// When (on the injected clock) authorizations counted by the refresh-loop guard began
+  /// (forced refreshes, and renewals of models that arrived inside the leeway), oldest first.
+  private var loopGuardStarts: [Duration] = []
+
+  init(key: AccountKey, policy: Policy) {
+    self.key = key
+    self.policy = policy
+  }
+
+  // MARK: - Queries
+
+  /// The cached model, valid or not.
+  var cachedModel: AuthModel? {
+    if case .model(let cached) = cache { return cached.model }
+    return nil
+  }
+
+  /// The cached model if it is valid at `date`: what an ordinary request is served.
+  func servableModel(at date: Date) -> AuthModel? {
+    guard case .model(let cached) = cache, cached.model.isValid(at: date, leeway: cached.leeway)
+    else { return nil }
+    return cached.model
+  }
+
+  /// The id of the flight in progress.
+  var flightID: UInt64? {
+    switch state {
+    case .idle: return nil
+    case .loading(let loading): return loading.id
+    case .authorizing(let authorizing): return authorizing.id
+    case .persisting(let id, _): return id
+    }
+  }
+
+  /// Whether the key can be forgotten without losing a decision: no flight, and no
+  /// authorization in the refresh-loop window (evicting it would reset the guard).
+  func isEvictable(now: Duration) -> Bool {
+    guard state == .idle else { return false }
+    guard let last = loopGuardStarts.last else { return true }
+    return last <= now - policy.loopWindow
+  }
+
+  // MARK: - Events
+
+  /// A caller asks for a model.
+  ///
+  /// - Parameters:
+  ///   - refresh: The caller's policy.
+  ///   - date: The wall-clock time, for expiry.
+  ///   - now: The injected clock's time, for the loop window and deadlines.
+  ///   - newFlightID: The id to use if a flight must start.
+  mutating func request(
+    _ refresh: RefreshPolicy, date: Date, now: Duration, newFlightID: @autoclosure () -> UInt64
+  ) -> RequestAction {
+    let rejection = resolve(refresh)
+    if case .model(let cached) = cache, cached.model.isValid(at: date, leeway: cached.leeway) {
+      switch rejection {
+      case .none: return .serve(cached.model)
+      case .token(let token) where token != cached.model.accessToken: return .serve(cached.model)
+      default: break
+      }
+    }
+
+    switch state {
+    case .loading(var loading):
+      loading.note(rejection)
+      state = .loading(loading)
+      return .join(flight: loading.id)
+    case .authorizing(let authorizing):
+      return .join(flight: authorizing.id)
+    case .persisting(let id, let next):
+      if case .token(let token) = rejection, token == next.accessToken {
+        return .retryAfter(flight: id, rejecting: token)
+      }
+      return .join(flight: id)
+    case .idle:
+      break
+    }
+
+    let id = newFlightID()
+    if cache == .unknown {
+      var loading = Loading(id: id)
+      loading.note(rejection)
+      state = .loading(loading)
+      return .start(flight: id, step(.load, now: now))
+    }
+    let forced = rejection != .none
+    let reason: AuthorizationReason =
+      forced ? .forcedRefresh : (cachedModel == nil ? .missing : .expired)
+    // Renewing a model that arrived inside the leeway, again and again, is a loop too.
+    let counted: Bool
+    if case .model(let cached) = cache, reason == .expired {
+      counted = cached.arrivedInsideLeeway
+    } else {
+      counted = forced
+    }
+    if counted, !admitLoopGuardedAuthorization(now: now) {
+      return .refuse(loopGuardError())
+    }
+    state = .authorizing(Authorizing(id: id, reason: reason))
+    return .start(flight: id, step(.authorize(reason), now: now))
+  }
+
+  /// A step of flight `id` finished with `outcome`.
+  mutating func advance(
+    _ id: UInt64, _ outcome: StepOutcome, date: Date, now: Duration
+  ) -> AdvanceAction {
+    guard flightID == id else {
+      if case .authorized = outcome { return .discardLateResult }
+      return .ignore
+    }
+    switch (state, outcome) {
+    case (.loading(let loading), .loaded(let model)):
+      return loaded(loading, model, date: date, now: now)
+    case (.authorizing, .authorized(.success(let model))):
+      state = .persisting(id: id, model: model)
+      return .next(step(.persist(model), now: now))
+    case (.authorizing, .authorized(.failure(let error))):
+      state = .idle
+      return .end(Ending(flight: id, result: .failed(error)))
+    case (.persisting(_, let model), .saved):
+      adopt(model, obtainedAt: date)
+      state = .idle
+      return .end(Ending(flight: id, result: .succeeded(model)))
+    default:
+      preconditionFailure("Internal inconsistency: \(outcome) reported in phase \(state)")
+    }
+  }
+
+  /// The authorizer of flight `id` entered its exchange at `now`.
+  ///
+  /// - Returns: The exchange's deadline, or `nil` if the event is stale.
+  mutating func exchangeBegan(_ id: UInt64, now: Duration) -> Duration? {
+    guard case .authorizing(var authorizing) = state, authorizing.id == id,
+      !authorizing.exchangeBegan
+    else { return nil }
+    authorizing.exchangeBegan = true
+    state = .authorizing(authorizing)
+    return CoordinatorClock.deadline(after: policy.exchangeTimeout, from: now)
+  }
+
+  /// A deadline of flight `id` for `phase` passed.
+  ///
+  /// Each phase that waits on something outside has one: the store load, the authorization,
+  /// the exchange, the save. A deadline of a phase the flight has left does nothing, and the
+  /// authorization deadline no longer applies once the exchange began (the exchange has its own).
+  mutating func deadlineReached(
+    _ id: UInt64, phase: AuthEvent.FlightPhase, date: Date
+  ) -> Ending? {
+    guard flightID == id else { return nil }
+    switch (phase, state) {
+    case (.authorization, .authorizing(let authorizing)) where authorizing.exchangeBegan:
+      return nil
+    case (.authorization, .authorizing), (.exchange, .authorizing):
+      state = .idle
+      let limit = phase == .authorization ? policy.authorizationTimeout : policy.exchangeTimeout
+      return Ending(
+        flight: id,
+        result: .timedOut(
+          phase,
+          AuthCoordinatorError.timedOut("the \(phase.rawValue) did not finish within \(limit)")
+        ))
+    case (.load, .loading):
+      // The cache stays unknown: the next request reads the store again. Nothing is
+      // authorized: a stuck store is no reason to send the user to authorize.
+      state = .idle
+      return Ending(
+        flight: id,
+        result: .timedOut(
+          .load,
+          AuthCoordinatorError(
+            .storeFailed, "the token store did not answer the load within \(policy.storeTimeout)")),
+        storeTimedOut: .load)
+    case (.save, .persisting(_, let model)):
+      // Rule 10: the waiters get the model and it is cached; the save goes on.
+      adopt(model, obtainedAt: date)
+      state = .idle
+      return Ending(flight: id, result: .succeeded(model), storeTimedOut: .save)
+    default:
+      return nil
+    }
+  }
+
+  /// Every caller waiting on flight `id` left.
+  mutating func lastWaiterLeft(_ id: UInt64) -> LastWaiterAction {
+    guard flightID == id else { return .ignore }
+    // A flight that already has its model finishes and caches it: the save is under way, and
+    // dropping the model would leave the store holding what memory forgot.
+    if case .persisting = state { return .keepRunning }
+    switch policy.whenAbandoned {
+    case .finishAndCache: return .keepRunning
+    case .cancel: return .closeQueue
+    }
+  }
+
+  /// The queue of flight `id` was closed after its last waiter left (no one joined
+  /// meanwhile): the flight stops.
+  mutating func queueClosed(_ id: UInt64) -> Ending {
+    guard flightID == id else {
+      preconditionFailure("Internal inconsistency: closed the queue of flight \(id), not current")
+    }
+    state = .idle
+    return Ending(flight: id, result: .cancelled(.lastWaiterLeft))
+  }
+
+  /// The account logged out or unbound: memory forgets the model and the loop-guard history.
+  ///
+  /// - Returns: How the flight in progress ends, if there is one.
+  mutating func signOut() -> Ending? {
+    let id = flightID
+    state = .idle
+    cache = .empty
+    loopGuardStarts.removeAll()
+    guard let id else { return nil }
+    let error = AuthCoordinatorError.signedOut(key)
+    return Ending(flight: id, result: .cancelled(.signedOut), followers: .fail(error))
+  }
+
+  // MARK: - Transitions
+
+  private mutating func loaded(
+    _ loading: Loading, _ model: AuthModel?, date: Date, now: Duration
+  ) -> AdvanceAction {
+    cache =
+      model.map {
+        .model(Cached(model: $0, leeway: policy.refreshLeeway, arrivedInsideLeeway: false))
+      } ?? .empty
+    let rejected =
+      model.map { loading.rejectsStoredModel || loading.rejectedTokens.contains($0.accessToken) }
+      ?? false
+    if let model, model.isValid(at: date, leeway: policy.refreshLeeway), !rejected {
+      state = .idle
+      return .end(Ending(flight: loading.id, result: .succeeded(model)))
+    }
+    let reason: AuthorizationReason =
+      rejected ? .forcedRefresh : (model == nil ? .missing : .expired)
+    if loading.hasForcedRequest, !admitLoopGuardedAuthorization(now: now) {
+      state = .idle
+      return .end(
+        Ending(flight: loading.id, result: .failed(loopGuardError()), refusedByLoopGuard: true))
+    }
+    state = .authorizing(Authorizing(id: loading.id, reason: reason))
+    return .next(step(.authorize(reason), now: now))
+  }
+
+  private func step(_ kind: StepKind, now: Duration) -> Step {
+    let timeout: Duration
+    switch kind {
+    case .load, .persist: timeout = policy.storeTimeout
+    case .authorize: timeout = policy.authorizationTimeout
+    }
+    return Step(kind: kind, deadline: CoordinatorClock.deadline(after: timeout, from: now))
+  }
+
+  private func resolve(_ refresh: RefreshPolicy) -> Rejection {
+    switch refresh {
+    case .ifNeeded: return .none
+    case .force(let token?): return .token(token)
+    case .force(nil):
+      switch cache {
+      case .model(let cached): return .token(cached.model.accessToken)
+      case .unknown: return .storedModel
+      case .empty: return .nothing
+      }
+    }
+  }
+
+  /// Caches a model an authorization produced at `date`.
+  private mutating func adopt(_ model: AuthModel, obtainedAt date: Date) {
+    cache = .model(
+      Cached(
+        model: model,
+        leeway: Self.leeway(
+          policy.refreshLeeway, forModelExpiring: model.expiresAt, obtainedAt: date),
+        arrivedInsideLeeway: model.expiresAt.map {
+          $0.timeIntervalSince(date) <= policy.refreshLeeway
+        } ?? false))
+  }
+
+  /// The leeway for a model obtained at `date`: the configured one, but never more than half
+  /// the lifetime the model arrived with, so a fresh model is served for at least half of that
+  /// lifetime instead of counting as expired on arrival. A model that arrived already expired
+  /// gets no leeway (it is expired anyway).
+  static func leeway(
+    _ configured: TimeInterval, forModelExpiring expiresAt: Date?, obtainedAt date: Date
+  ) -> TimeInterval {
+    guard let expiresAt else { return configured }
+    let lifetime = expiresAt.timeIntervalSince(date)
+    return min(configured, max(lifetime, 0) / 2)
+  }
+
+  /// The refresh-loop guard: records an authorization it counts unless too many started
+  /// within the window.
+  private mutating func admitLoopGuardedAuthorization(now: Duration) -> Bool {
+    let windowStart = now - policy.loopWindow
+    if let firstRecent = loopGuardStarts.firstIndex(where: { $0 > windowStart }) {
+      loopGuardStarts.removeFirst(firstRecent)
+    } else {
+      loopGuardStarts.removeAll()
+    }
+    guard loopGuardStarts.count < policy.maxForcedAuthorizations else { return false }
+    loopGuardStarts.append(now)
+    return true
+  }
+
+  private func loopGuardError() -> AuthCoordinatorError {
+    AuthCoordinatorError(
+      .refreshLoop,
+      "more than \(policy.maxForcedAuthorizations) forced refreshes (or renewals of tokens "
+        + "shorter than the refresh leeway) of \(key) within \(policy.loopWindow); not "
+        + "starting another authorization")
+  }
+}

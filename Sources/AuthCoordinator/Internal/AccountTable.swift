@@ -1,0 +1,129 @@
+import Foundation
+import SyncPrimitives
+
+/// Every account the coordinator knows, partitioned into stripes by user id.
+///
+/// A stripe is a lock and everything about the keys of the users that hash to it: their state
+/// machines, their flights, their store order, their deadlines, their counters. Requests for
+/// one key are serialised by its stripe's lock (the state machine runs under it, and only
+/// bookkeeping happens there: no suspension, no callback); requests for keys in different
+/// stripes run in parallel. All modes of one user share a stripe, so that a logout is one
+/// stripe's barrier; `logoutAll` takes every stripe in turn.
+///
+/// Shared by all stripes, without a lock: the flight ids and the recency ticks (atomic
+/// counters), and the number of keys in memory (for the eviction check).
+final class AccountTable: Sendable {
+  let stripes: [Stripe]
+  private let mask: Int
+  /// Flight ids, unique across keys: 1, 2, 3, ...
+  private let flightIDs = AtomicCounter()
+  /// Recency ticks for the least-recently-used eviction, comparable across stripes.
+  private let ticks = AtomicCounter()
+  /// Keys inserted and keys evicted, ever: their difference is the number of keys in memory.
+  let inserted = AtomicCounter()
+  let evicted = AtomicCounter()
+  /// Flights ended, ever (flights started is the last flight id).
+  let flightsEnded = AtomicCounter()
+  /// One eviction at a time.
+  let evictionLock = Lock()
+
+  /// - Parameter stripeCount: Rounded up to a power of two.
+  init(stripeCount: Int) {
+    var count = 1
+    while count < max(stripeCount, 1) { count <<= 1 }
+    stripes = (0..<count).map { _ in Stripe() }
+    mask = count - 1
+  }
+
+  /// The stripe count for this machine: four per core, between 8 and 64.
+  static var defaultStripeCount: Int {
+    min(max(ProcessInfo.processInfo.activeProcessorCount * 4, 8), 64)
+  }
+
+  /// The stripe that holds every key of `key.mcUid`.
+  @inline(__always)
+  func stripe(for key: AccountKey) -> Stripe { stripe(forUser: key.mcUid) }
+
+  /// The stripe that holds every key of the user `mcUid`.
+  ///
+  /// A cheap hash of the id's last bytes (FNV-1a): it runs on every request, and user ids differ
+  /// most at their end (sequence numbers, random suffixes).
+  func stripe(forUser mcUid: String) -> Stripe {
+    var hash: UInt32 = 2_166_136_261
+    var utf8 = mcUid.utf8[...]
+    var taken = 0
+    hash = (hash ^ UInt32(truncatingIfNeeded: mcUid.utf8.count)) &* 16_777_619
+    while taken < 8, let byte = utf8.popLast() {
+      hash = (hash ^ UInt32(byte)) &* 16_777_619
+      taken += 1
+    }
+    return stripes[Int(hash >> 8) & mask]
+  }
+
+  func nextFlightID() -> UInt64 { flightIDs.next() }
+
+  func nextTick() -> UInt64 { ticks.next() }
+
+  /// The number of keys in memory (exact when no insert or eviction is under way).
+  var keyCount: Int { Int(truncatingIfNeeded: inserted.value &- evicted.value) }
+
+  /// The number of idle keys (in memory, no flight), from the counters: exact when no request
+  /// is under way, an estimate otherwise (the eviction counts exactly, under the stripes' locks).
+  var idleEstimate: Int {
+    let keys = Int(truncatingIfNeeded: inserted.value &- evicted.value)
+    let flights = Int(truncatingIfNeeded: flightIDs.value &- flightsEnded.value)
+    return keys - flights
+  }
+}
+
+/// One partition of the ``AccountTable``. Every variable is guarded by `lock`.
+final class Stripe: @unchecked Sendable {
+  let lock = Lock()
+  var accounts: [AccountKey: AccountSlot] = [:]
+  /// The order of the store operations of this stripe's keys.
+  var storeOperations = StoreSequencer()
+  /// Users of this stripe whose logout did not reach the store.
+  var unremoved = UnremovedUsers()
+  /// The deadlines of this stripe's flights.
+  var deadlines = DeadlineQueue()
+  /// The earliest deadline the scheduler was asked to wake for (it may wake earlier).
+  var reportedEarliest: Duration?
+  /// Flights in progress here.
+  var liveFlights = 0
+  /// This stripe's part of the statistics, under a lock of its own: an authorizer's
+  /// cancellation handler, which runs under `lock`, may read them.
+  let counters = CoordinatorCounters()
+  /// Cache hits, counted without a lock.
+  let hits = AtomicCounter()
+
+  /// Inserts a deadline; returns the instant the scheduler must wake by, if it is earlier than
+  /// anything this stripe asked for before.
+  func arm(_ entry: DeadlineQueue.Entry) -> Duration? {
+    deadlines.insert(entry)
+    // Entries of ended flights are dropped once they outnumber the live ones.
+    if deadlines.count > 2 * liveFlights + 64 {
+      deadlines.prune { self.accounts[$0.key]?.machine.flightID == $0.flight }
+    }
+    if let reported = reportedEarliest, reported <= entry.at { return nil }
+    reportedEarliest = entry.at
+    return entry.at
+  }
+}
+
+/// A key in the table: its state machine (the one record of its flight), and the effects that
+/// belong to that flight.
+struct AccountSlot {
+  var machine: AccountStateMachine
+  var flight: FlightHandle?
+  /// The recency tick of the last request.
+  var lastUsed: UInt64
+}
+
+/// What carries out a flight the state machine records: the callers' queue, the queue of
+/// forced refreshes that ask again once it ends, and its task.
+struct FlightHandle {
+  let id: UInt64
+  let queue: WaiterQueue
+  var followers: WaiterQueue?
+  var work: Task<Void, Never>?
+}
