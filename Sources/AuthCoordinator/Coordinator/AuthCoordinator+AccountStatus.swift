@@ -40,8 +40,8 @@ extension AuthCoordinator {
       stripe.lock.unlock()
       operation = .remove
     case .logoutAll:
-      let done = StoreOperationLatch()
-      var after: [StoreOperationLatch] = []
+      let done = Latch()
+      var after: [Latch] = []
       for stripe in table.stripes {
         stripe.lock.lock()
         signOut(in: stripe, where: { _ in true }, into: &closings)

@@ -54,9 +54,14 @@ extension AuthCoordinator {
         $0.flightsInProgress += 1
       }
       let first = prepare(step, key: key, flight: id, in: stripe, wake: &wake)
+      let previous = stripe.accounts.values[slot].pendingStops()
       stripe.accounts.values[slot].flight = FlightHandle(
         id: id, queue: queue,
-        work: Task { [weak self] in await self?.runFlight(key, flight: id, first: first) })
+        work: Task { [weak self] in
+          // Stopped flights' authorizers are told to stop before this one's starts.
+          for latch in previous { await latch.wait() }
+          await self?.runFlight(key, flight: id, first: first)
+        })
       started = (id, step)
       admission = .wait(queue, ticket: ticket)
 

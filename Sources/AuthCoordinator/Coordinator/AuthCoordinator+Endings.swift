@@ -9,10 +9,12 @@ extension AuthCoordinator {
     let key: AccountKey
     let handle: FlightHandle?
     let ending: AccountStateMachine.Ending
+    /// Opened once the stopped flight's work was cancelled; the key's next flight waits for it.
+    let stopped: Latch?
   }
 
-  /// Detaches the flight's effects from its slot, counts the ending, and cancels the work of a
-  /// flight that was stopped. Under the stripe's lock.
+  /// Detaches the flight's effects from its slot and counts the ending. Under the stripe's
+  /// lock.
   func close(
     _ ending: AccountStateMachine.Ending, key: AccountKey, in stripe: Stripe
   ) -> Closing {
@@ -37,21 +39,28 @@ extension AuthCoordinator {
       if ending.storeTimedOut != nil { $0.storeFailures += 1 }
       if ending.refusedByLoopGuard { $0.refreshLoopsStopped += 1 }
     }
-    // A stopped flight's work is cancelled before the lock is released, so that its authorizer
-    // is told to stop before the key's next flight can start another one. Cancellation
-    // handlers run here, synchronously: the only coordinator API they can reach without
-    // suspending, `statistics`, takes no stripe lock.
-    if ending.stopsWork { handle?.work?.cancel() }
-    return Closing(key: key, handle: handle, ending: ending)
+    // A stopped flight's work is cancelled after the lock is released (cancellation handlers
+    // run synchronously and may reach the coordinator). Until then, the key's next flight
+    // waits: its authorizer never runs beside one not yet told to stop.
+    var stopped: Latch?
+    if ending.stopsWork, handle?.work != nil, let slot = stripe.accounts.index(forKey: key) {
+      stopped = Latch()
+      stripe.accounts.values[slot].stopping.append(stopped!)
+    }
+    return Closing(key: key, handle: handle, ending: ending, stopped: stopped)
   }
 
-  /// The effects of an ending, outside any lock: the flight's waiters get the result in
-  /// arrival order, forced refreshes that waited for it
+  /// The effects of an ending, outside any lock: a stopped flight's work is cancelled, the
+  /// waiters get the result in arrival order, forced refreshes that waited for it
   /// ask again (or fail, after a sign-out), and the events say so.
   func carryOut(_ closing: Closing) {
     let key = closing.key
     let ending = closing.ending
     let id = ending.flight
+    if let stopped = closing.stopped {
+      closing.handle?.work?.cancel()
+      stopped.open()
+    }
     if let operation = ending.storeTimedOut {
       let error: AuthCoordinatorError
       switch ending.result {

@@ -23,7 +23,8 @@ extension AuthCoordinator {
     for stripe in table.stripes {
       stripe.lock.withLock {
         idle += stripe.accounts.count - stripe.liveFlights
-        for (key, slot) in stripe.accounts where slot.machine.isEvictable(now: now) {
+        for (key, slot) in stripe.accounts
+        where slot.machine.isEvictable(now: now) && slot.stopping.allSatisfy(\.isOpen) {
           candidates.append((key, slot.lastUsed, stripe))
         }
       }
@@ -37,7 +38,7 @@ extension AuthCoordinator {
       let stripe = candidate.stripe
       let removed: Bool = stripe.lock.withLock {
         guard let slot = stripe.accounts[candidate.key], slot.lastUsed == candidate.lastUsed,
-          slot.machine.isEvictable(now: now)
+          slot.machine.isEvictable(now: now), slot.stopping.allSatisfy(\.isOpen)
         else { return false }
         stripe.accounts.removeValue(forKey: candidate.key)
         stripe.storeOperations.forget(candidate.key)

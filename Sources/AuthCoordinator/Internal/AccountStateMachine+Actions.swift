@@ -118,7 +118,8 @@ extension AccountStateMachine {
     /// Whether the flight's work must be cancelled (it was stopped before producing a result).
     var stopsWork: Bool {
       switch result {
-      case .succeeded, .failed: return storeTimedOut == .load
+      // A flight whose save ran out of time still saves: its model is served and cached.
+      case .succeeded, .failed: return false
       case .timedOut, .cancelled: return true
       }
     }

@@ -117,6 +117,15 @@ struct AccountSlot {
   var flight: FlightHandle?
   /// The recency tick of the last request.
   var lastUsed: UInt64
+  /// The cancellations of stopped flights not yet carried out: the key's next flight waits
+  /// for them, and the key is not evicted before they are.
+  var stopping: [Latch] = []
+
+  /// Drops the cancellations already carried out; returns those still pending.
+  mutating func pendingStops() -> [Latch] {
+    if !stopping.isEmpty { stopping.removeAll { $0.isOpen } }
+    return stopping
+  }
 }
 
 /// What carries out a flight the state machine records: the callers' queue, the queue of

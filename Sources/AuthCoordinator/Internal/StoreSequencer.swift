@@ -11,17 +11,17 @@ import SyncPrimitives
 /// of that user, in any mode (including keys the coordinator never saw); a `removeAll` is a
 /// barrier for every key.
 struct StoreSequencer {
-  private var tails: [AccountKey: StoreOperationLatch] = [:]
+  private var tails: [AccountKey: Latch] = [:]
   /// The latest removal of each user's models, while it may still be pending.
-  private var userBarriers: [String: StoreOperationLatch] = [:]
-  private var barrier: StoreOperationLatch?
+  private var userBarriers: [String: Latch] = [:]
+  private var barrier: Latch?
 
   /// Reserves the next operation for `key`.
   mutating func reserve(_ key: AccountKey) -> StoreTurn {
     if barrier?.isOpen == true { barrier = nil }
     let previous = tails[key].flatMap { $0.isOpen ? nil : $0 }
     let user = pendingUserBarrier(key.mcUid)
-    let latch = StoreOperationLatch()
+    let latch = Latch()
     tails[key] = latch
     return StoreTurn(after: [previous, user, barrier].compactMap { $0 }, done: latch)
   }
@@ -30,14 +30,14 @@ struct StoreSequencer {
   /// any of them, and before every later one.
   mutating func reserveUser(_ mcUid: String) -> StoreTurn {
     if barrier?.isOpen == true { barrier = nil }
-    var after: [StoreOperationLatch] = []
+    var after: [Latch] = []
     for (key, latch) in tails where key.mcUid == mcUid {
       if !latch.isOpen { after.append(latch) }
       tails.removeValue(forKey: key)
     }
     if let user = pendingUserBarrier(mcUid) { after.append(user) }
     if let barrier { after.append(barrier) }
-    let latch = StoreOperationLatch()
+    let latch = Latch()
     userBarriers[mcUid] = latch
     return StoreTurn(after: after, done: latch)
   }
@@ -46,7 +46,7 @@ struct StoreSequencer {
   ///
   /// - Parameter latch: The latch the operation opens when done; one operation can be the
   ///   barrier of several sequencers (a `logoutAll` is one for every stripe of the table).
-  mutating func reserveBarrier(done latch: StoreOperationLatch = StoreOperationLatch())
+  mutating func reserveBarrier(done latch: Latch = Latch())
     -> StoreTurn
   {
     var after = tails.values.filter { !$0.isOpen }
@@ -65,7 +65,7 @@ struct StoreSequencer {
   }
 
   /// The user's removal if it has not finished; forgets it once it has.
-  private mutating func pendingUserBarrier(_ mcUid: String) -> StoreOperationLatch? {
+  private mutating func pendingUserBarrier(_ mcUid: String) -> Latch? {
     guard let latch = userBarriers[mcUid] else { return nil }
     if latch.isOpen {
       userBarriers.removeValue(forKey: mcUid)
@@ -77,60 +77,11 @@ struct StoreSequencer {
 
 /// One store operation's place in line: wait for `after`, do the operation, open `done`.
 struct StoreTurn: Sendable {
-  let after: [StoreOperationLatch]
-  let done: StoreOperationLatch
+  let after: [Latch]
+  let done: Latch
 
   /// Waits until every earlier operation finished.
   func waitForTurn() async {
     for latch in after { await latch.wait() }
-  }
-}
-
-/// Opens once, when a store operation finished; later operations wait for it.
-final class StoreOperationLatch: Sendable {
-  private let state = LockedState<(open: Bool, waiters: [@Sendable () -> Void])>((false, []))
-
-  var isOpen: Bool { state.withLock { $0.open } }
-
-  func wait() async {
-    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-      whenOpen { continuation.resume() }
-    }
-  }
-
-  /// Waits until the latch opens or `deadline` passes on `clock`.
-  ///
-  /// - Returns: `true` when the latch opened, `false` when the deadline came first.
-  func wait(until deadline: Duration, on clock: CoordinatorClock) async -> Bool {
-    await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-      let pending = LockedState<CheckedContinuation<Bool, Never>?>(continuation)
-      let timer = Task {
-        do { try await clock.sleepUntil(deadline) } catch { return }
-        pending.withLock { $0.take() }?.resume(returning: false)
-      }
-      whenOpen {
-        timer.cancel()
-        pending.withLock { $0.take() }?.resume(returning: true)
-      }
-    }
-  }
-
-  func open() {
-    let waiters = state.withLock { state -> [@Sendable () -> Void] in
-      state.open = true
-      defer { state.waiters.removeAll() }
-      return state.waiters
-    }
-    for waiter in waiters { waiter() }
-  }
-
-  /// Runs `action` when the latch opens, or at once if it is open.
-  private func whenOpen(_ action: @escaping @Sendable () -> Void) {
-    let open = state.withLock { state -> Bool in
-      if state.open { return true }
-      state.waiters.append(action)
-      return false
-    }
-    if open { action() }
   }
 }
