@@ -1,0 +1,328 @@
+import Foundation
+import Testing
+
+@testable import AuthCoordinator
+
+/// How flights end other than by their own result: the deadlines their steps carry (and the
+/// exchange's), what each deadline does in each phase, the last waiter leaving, and signing out.
+@Suite struct AccountStateMachineEndingTests: StateMachineFixture {
+  @Test func eachStepCarriesTheDeadlineOfItsPhase() {
+    var machine = coldMachine()
+    // Load and persist: the store timeout (7 s); authorize: the authorization timeout (120 s).
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .seconds(1), newFlightID: 1)
+        == .start(flight: 1, load(by: .seconds(8))))
+    #expect(
+      machine.advance(1, .loaded(nil), date: date, now: .seconds(2))
+        == .next(authorize(.missing, by: .seconds(122))))
+    #expect(
+      machine.advance(1, .authorized(.success(model("t1"))), date: date, now: .seconds(30))
+        == .next(persist(model("t1"), by: .seconds(37))))
+    #expect(Machine.StepKind.load.phase == .load)
+    #expect(Machine.StepKind.authorize(.missing).phase == .authorization)
+    #expect(Machine.StepKind.persist(model("t1")).phase == .save)
+  }
+
+  @Test func hugeTimeoutsAreClampedToTheLongestWait() {
+    var huge = policy
+    huge.storeTimeout = .seconds(Int64.max)
+    huge.authorizationTimeout = .seconds(Int64.max)
+    huge.exchangeTimeout = .seconds(Int64.max)
+    let longest = CoordinatorClock.longestWait
+    #expect(longest == .seconds(3_153_600_000))
+    var machine = coldMachine(huge)
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .seconds(5), newFlightID: 1)
+        == .start(flight: 1, load(by: .seconds(5) + longest)))
+    #expect(
+      machine.advance(1, .loaded(nil), date: date, now: .seconds(6))
+        == .next(authorize(.missing, by: .seconds(6) + longest)))
+    #expect(machine.exchangeBegan(1, now: .seconds(7)) == .seconds(7) + longest)
+    #expect(
+      machine.advance(1, .authorized(.success(model("t1"))), date: date, now: .seconds(8))
+        == .next(persist(model("t1"), by: .seconds(8) + longest)))
+  }
+
+  @Test func aStepWithAZeroTimeoutIsDueAtOnce() {
+    var zero = policy
+    zero.storeTimeout = .zero
+    var machine = coldMachine(zero)
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .seconds(5), newFlightID: 1)
+        == .start(flight: 1, load(by: .seconds(5))))
+  }
+
+  // MARK: - The exchange
+
+  @Test func theExchangeDeadlineIsReturnedOnce() {
+    var (machine, id) = self.machine(in: .authorizing)
+    #expect(machine.exchangeBegan(id, now: .seconds(40)) == .seconds(60))
+    #expect(machine.exchangeBegan(id, now: .seconds(41)) == nil, "repeated")
+    #expect(machine.flightID == id)
+    #expect(
+      machine.advance(id, .authorized(.success(model("t2"))), date: date, now: .seconds(45))
+        == .next(persist(model("t2"), by: .seconds(52))))
+    #expect(machine.exchangeBegan(id, now: .seconds(46)) == nil, "the flight is persisting")
+  }
+
+  @Test func theExchangeBeginningOutsideAnAuthorizationIsStale() {
+    var (loading, loadID) = self.machine(in: .loading)
+    #expect(loading.exchangeBegan(loadID, now: .zero) == nil)
+    // Nothing was recorded: the load's own authorization still gets its exchange deadline.
+    _ = loading.advance(loadID, .loaded(nil), date: date, now: .zero)
+    #expect(loading.exchangeBegan(loadID, now: .seconds(3)) == .seconds(23))
+
+    var (persisting, persistID) = self.machine(in: .persisting)
+    #expect(persisting.exchangeBegan(persistID, now: .zero) == nil)
+
+    var (ended, endedID) = self.machine(in: .authorizing)
+    _ = ended.deadlineReached(endedID, phase: .authorization, date: date)
+    #expect(ended.exchangeBegan(endedID, now: .zero) == nil)
+
+    var (other, otherID) = self.machine(in: .authorizing)
+    #expect(other.exchangeBegan(otherID + 1, now: .zero) == nil)
+    #expect(other.exchangeBegan(otherID, now: .zero) == .seconds(20), "not marked by the stale one")
+  }
+
+  // MARK: - Deadlines
+
+  @Test func theAuthorizationDeadlineStopsTheFlightBeforeTheExchange() {
+    var (machine, id) = self.machine(in: .authorizing)
+    let ending = machine.deadlineReached(id, phase: .authorization, date: date)
+    #expect(ending == Ending(flight: id, result: .timedOut(.authorization, .init(.timedOut))))
+    #expect(ending?.stopsWork == true)
+    if case .timedOut(_, let error) = ending?.result {
+      #expect(error.message.contains("authorization"))
+    }
+    #expect(machine.flightID == nil)
+    #expect(
+      machine.advance(id, .authorized(.success(model("late"))), date: date, now: .zero)
+        == .discardLateResult)
+    #expect(machine.cachedModel == nil)
+    #expect(machine.deadlineReached(id, phase: .authorization, date: date) == nil, "once")
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .seconds(1), newFlightID: 3)
+        == .start(flight: 3, authorize(.missing, by: .seconds(121))))
+  }
+
+  @Test func afterTheExchangeBeganOnlyTheExchangeDeadlineStopsTheFlight() {
+    var (machine, id) = self.machine(in: .authorizing)
+    _ = machine.exchangeBegan(id, now: .seconds(100))
+    #expect(machine.deadlineReached(id, phase: .authorization, date: date) == nil)
+    #expect(machine.flightID == id)
+    let ending = machine.deadlineReached(id, phase: .exchange, date: date)
+    #expect(ending == Ending(flight: id, result: .timedOut(.exchange, .init(.timedOut))))
+    #expect(ending?.stopsWork == true)
+    if case .timedOut(_, let error) = ending?.result {
+      #expect(error.message.contains("exchange"))
+    }
+    #expect(machine.flightID == nil)
+    #expect(machine.deadlineReached(id, phase: .exchange, date: date) == nil, "once")
+  }
+
+  @Test func afterTheExchangeBeganTheAuthorizationCanStillSucceed() {
+    var (machine, id) = self.machine(in: .authorizing)
+    _ = machine.exchangeBegan(id, now: .seconds(100))
+    _ = machine.deadlineReached(id, phase: .authorization, date: date)
+    #expect(
+      machine.advance(id, .authorized(.success(model("t2"))), date: date, now: .seconds(110))
+        == .next(persist(model("t2"), by: .seconds(117))))
+  }
+
+  @Test func theLoadDeadlineFailsTheFlightWithoutAuthorizing() {
+    var (machine, id) = self.machine(in: .loading)
+    let ending = machine.deadlineReached(id, phase: .load, date: date)
+    #expect(
+      ending
+        == Ending(
+          flight: id, result: .timedOut(.load, .init(.storeFailed)), storeTimedOut: .load))
+    #expect(ending?.stopsWork == true)
+    #expect(ending?.followers == .askAgain)
+    #expect(machine.flightID == nil)
+    #expect(machine.advance(id, .loaded(model("t1")), date: date, now: .zero) == .ignore)
+    #expect(machine.cachedModel == nil, "the late load is not cached")
+    // The cache stays unknown: the next request reads the store again.
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .seconds(8), newFlightID: 2)
+        == .start(flight: 2, load(by: .seconds(15))))
+  }
+
+  @Test func theSaveDeadlineServesAndCachesTheModelWhileTheSaveGoesOn() {
+    var machine = self.machine(holding: nil)
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+    let short = model("t2", expiresIn: 30)
+    _ = machine.advance(2, .authorized(.success(short)), date: date, now: .zero)
+    let deadlineDate = date.addingTimeInterval(10)
+    let ending = machine.deadlineReached(2, phase: .save, date: deadlineDate)
+    #expect(ending == Ending(flight: 2, result: .succeeded(short), storeTimedOut: .save))
+    #expect(ending?.stopsWork == false, "the save goes on")
+    #expect(machine.flightID == nil)
+    #expect(machine.cachedModel == short)
+    // Obtained at the deadline with 20 s left: a 10 s leeway.
+    #expect(machine.servableModel(at: date.addingTimeInterval(19)) == short)
+    #expect(machine.servableModel(at: date.addingTimeInterval(20)) == nil)
+    #expect(machine.advance(2, .saved, date: date, now: .zero) == .ignore, "the late save")
+    #expect(machine.cachedModel == short)
+  }
+
+  @Test(arguments: FlightInProgress.allCases)
+  func aDeadlineOfAnotherPhaseDoesNothing(_ phase: FlightInProgress) {
+    var (machine, id) = self.machine(in: phase)
+    let others: [AuthEvent.FlightPhase]
+    switch phase {
+    case .loading: others = [.authorization, .exchange, .save]
+    case .authorizing: others = [.load, .save]
+    case .persisting: others = [.load, .authorization, .exchange]
+    }
+    for other in others {
+      #expect(machine.deadlineReached(id, phase: other, date: date) == nil, "\(other)")
+    }
+    #expect(machine.flightID == id)
+  }
+
+  @Test func theLoadDeadlineOfALoadThatWentOnToAuthorizeDoesNothing() {
+    var (machine, id) = self.machine(in: .loading)
+    _ = machine.advance(id, .loaded(nil), date: date, now: .zero)
+    #expect(machine.deadlineReached(id, phase: .load, date: date) == nil)
+    #expect(
+      machine.deadlineReached(id, phase: .authorization, date: date)
+        == Ending(flight: id, result: .timedOut(.authorization, .init(.timedOut))))
+  }
+
+  @Test func deadlinesOfAnIdleKeyDoNothing() {
+    var machine = self.machine(holding: model("t1"))
+    for phase in [AuthEvent.FlightPhase.load, .authorization, .exchange, .save] {
+      #expect(machine.deadlineReached(1, phase: phase, date: date) == nil)
+    }
+    #expect(machine.cachedModel == model("t1"))
+  }
+
+  // MARK: - Endings
+
+  @Test func onlyStoppedFlightsStopTheirWork() {
+    let error = AuthCoordinatorError(.timedOut)
+    #expect(!Ending(flight: 1, result: .succeeded(model("t1"))).stopsWork)
+    #expect(!Ending(flight: 1, result: .succeeded(model("t1")), storeTimedOut: .save).stopsWork)
+    #expect(!Ending(flight: 1, result: .failed(.init(.userCancelled))).stopsWork)
+    #expect(
+      !Ending(flight: 1, result: .failed(.init(.refreshLoop)), refusedByLoopGuard: true)
+        .stopsWork)
+    #expect(Ending(flight: 1, result: .timedOut(.authorization, error)).stopsWork)
+    #expect(Ending(flight: 1, result: .timedOut(.exchange, error)).stopsWork)
+    #expect(
+      Ending(flight: 1, result: .timedOut(.load, .init(.storeFailed)), storeTimedOut: .load)
+        .stopsWork)
+    #expect(Ending(flight: 1, result: .cancelled(.lastWaiterLeft)).stopsWork)
+    #expect(Ending(flight: 1, result: .cancelled(.signedOut)).stopsWork)
+  }
+}
+
+// MARK: - The last waiter leaving, and signing out
+
+extension AccountStateMachineEndingTests {
+  @Test(arguments: [FlightInProgress.loading, .authorizing])
+  func theLastWaiterLeavingClosesTheQueueUnderCancel(_ phase: FlightInProgress) {
+    var (machine, id) = self.machine(in: phase)
+    #expect(machine.lastWaiterLeft(id) == .closeQueue)
+    #expect(machine.flightID == id, "the flight stops only once its queue is closed")
+    let ending = machine.queueClosed(id)
+    #expect(ending == Ending(flight: id, result: .cancelled(.lastWaiterLeft)))
+    #expect(ending.stopsWork)
+    #expect(ending.followers == .askAgain)
+    #expect(machine.flightID == nil)
+    #expect(machine.lastWaiterLeft(id) == .ignore)
+    if case .loaded = phase.lateOutcome {
+      #expect(machine.advance(id, phase.lateOutcome, date: date, now: .zero) == .ignore)
+    } else {
+      #expect(
+        machine.advance(id, phase.lateOutcome, date: date, now: .zero) == .discardLateResult)
+    }
+  }
+
+  @Test func aCancelledLoadLeavesTheStoreToBeReadAgain() {
+    var (machine, id) = self.machine(in: .loading)
+    _ = machine.lastWaiterLeft(id)
+    _ = machine.queueClosed(id)
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .seconds(1), newFlightID: 2)
+        == .start(flight: 2, load(by: .seconds(8))))
+  }
+
+  /// A caller joined after the last one left: the coordinator could not close the queue, so the
+  /// flight simply goes on.
+  @Test func aFlightWhoseQueueWasNotClosedGoesOn() {
+    var (machine, id) = self.machine(in: .authorizing)
+    #expect(machine.lastWaiterLeft(id) == .closeQueue)
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .zero, newFlightID: noNewFlight())
+        == .join(flight: id))
+    #expect(
+      machine.advance(id, .authorized(.success(model("t2"))), date: date, now: .zero)
+        == .next(persist(model("t2"), by: .seconds(7))))
+  }
+
+  @Test(arguments: [FlightInProgress.loading, .authorizing])
+  func theLastWaiterLeavingKeepsTheFlightUnderFinishAndCache(_ phase: FlightInProgress) {
+    var (machine, id) = self.machine(in: phase, policy: policy(whenAbandoned: .finishAndCache))
+    #expect(machine.lastWaiterLeft(id) == .keepRunning)
+    #expect(machine.flightID == id)
+  }
+
+  @Test(arguments: [AuthCoordinator.AbandonPolicy.cancel, .finishAndCache])
+  func theLastWaiterLeavingDuringTheSaveKeepsTheFlight(_ abandon: AuthCoordinator.AbandonPolicy) {
+    var (machine, id) = self.machine(in: .persisting, policy: policy(whenAbandoned: abandon))
+    #expect(machine.lastWaiterLeft(id) == .keepRunning)
+    #expect(
+      machine.advance(id, .saved, date: date, now: .zero)
+        == .end(Ending(flight: id, result: .succeeded(model("t2")))))
+    #expect(machine.cachedModel == model("t2"))
+  }
+
+  @Test func signingOutWithoutAFlightForgetsTheModel() {
+    var machine = self.machine(holding: model("t1"))
+    #expect(machine.signOut() == nil)
+    #expect(machine.cachedModel == nil)
+    #expect(machine.servableModel(at: date) == nil)
+    #expect(machine.isEvictable(now: .zero))
+    // Known to be empty: no store read, straight to the authorizer.
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+        == .start(flight: 2, authorize(.missing, by: .seconds(120))))
+  }
+
+  @Test(arguments: FlightInProgress.allCases)
+  func signingOutCancelsTheFlightAndFailsItsFollowers(_ phase: FlightInProgress) {
+    var (machine, id) = self.machine(in: phase)
+    let ending = machine.signOut()
+    #expect(
+      ending
+        == Ending(
+          flight: id, result: .cancelled(.signedOut), followers: .fail(.init(.signedOut))))
+    #expect(ending?.stopsWork == true)
+    #expect(machine.flightID == nil)
+    #expect(machine.cachedModel == nil)
+    #expect(machine.signOut() == nil, "nothing left to cancel")
+    if case .loaded = phase.lateOutcome {
+      #expect(machine.advance(id, phase.lateOutcome, date: date, now: .zero) == .ignore)
+    } else if case .saved = phase.lateOutcome {
+      #expect(machine.advance(id, .saved, date: date, now: .zero) == .ignore)
+    } else {
+      #expect(
+        machine.advance(id, phase.lateOutcome, date: date, now: .zero) == .discardLateResult)
+    }
+    #expect(machine.cachedModel == nil, "the late outcome is not cached")
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 5)
+        == .start(flight: 5, authorize(.missing, by: .seconds(120))))
+  }
+
+  @Test func theSignedOutErrorNamesTheAccount() {
+    var (machine, _) = self.machine(in: .authorizing)
+    guard case .fail(let error) = machine.signOut()?.followers else {
+      Issue.record("followers must fail after a sign-out")
+      return
+    }
+    #expect(error.code == .signedOut)
+    #expect(error.message.contains("u1"))
+  }
+}
