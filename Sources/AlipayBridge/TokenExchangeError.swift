@@ -1,3 +1,5 @@
+import AuthCoordinator
+
 /// Why ``HTTPTokenExchanger`` could not turn an auth code into a model.
 ///
 /// The exchanger throws an ``AuthCoordinatorError`` and attaches this value as its

@@ -1,3 +1,4 @@
+import AuthCoordinator
 import Foundation
 
 /// A parsed `safepay` callback URL: the result Alipay hands back when it opens the app again.

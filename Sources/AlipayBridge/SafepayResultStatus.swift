@@ -1,3 +1,5 @@
+import AuthCoordinator
+
 /// The `ResultStatus` of a `safepay` callback, as an open, string-backed type.
 ///
 /// Only ``success`` (9000) can complete an authorization, and only together with

@@ -1,3 +1,5 @@
+import AuthCoordinator
+
 /// A one-time authorization code returned by Alipay, to be exchanged for a token.
 ///
 /// The code is single use: it is never persisted, never logged, and never exchanged twice.

@@ -1,3 +1,4 @@
+import AuthCoordinator
 import Foundation
 import SyncPrimitives
 
@@ -58,8 +59,12 @@ public final class AlipayAuthCodeProvider: AuthCodeProvider, Sendable {
   /// sleep (`.seconds(Int64.max)`, "never", is clamped instead of trapping in the clock).
   static func checkedGracePeriod(_ period: Duration) -> Duration {
     precondition(period >= .zero, "returnGracePeriod must not be negative")
-    return min(period, CoordinatorClock.longestWait)
+    return min(period, longestWait)
   }
+
+  /// The longest wait the providers arm: about a century, the bound the coordinator clamps its
+  /// own timeouts to (`CoordinatorClock.longestWait`, internal to the core).
+  static let longestWait: Duration = .seconds(100 * 365 * 86_400)
 
   /// How long a callback may take to follow ``appDidBecomeActive()`` before the pending request
   /// fails as abandoned.
