@@ -1,8 +1,11 @@
 import AuthCoordinator
 
-// The bridge's own reasons. `AuthCoordinatorError.Code` is an open, string-backed type: these
-// codes are defined here, next to the code that produces them, and the core knows nothing of
-// them. Their raw values are the ones the core defined before the bridge became its own module.
+/// The Alipay bridge's own reasons for an ``AuthCoordinator/AuthCoordinatorError``.
+///
+/// `AuthCoordinatorError.Code` is an open, string-backed type: these codes are defined here, next
+/// to the code that produces them, and the core knows nothing of them. The coordinator passes
+/// them to its callers untouched. Their raw values are the ones the core defined before the
+/// bridge became a module of its own.
 extension AuthCoordinatorError.Code {
   /// The user cancelled in Alipay (`account_open_auth_6000`, ResultStatus 6001).
   public static let userCancelled = Self(rawValue: "user_cancelled")
