@@ -9,6 +9,7 @@ let package = Package(
   products: [
     .library(name: "AuthCoordinator", targets: ["AuthCoordinator"]),
     .library(name: "TokenStore", targets: ["TokenStore"]),
+    .library(name: "AlipayBridge", targets: ["AlipayBridge"]),
     .library(name: "AuthCoordinatorTestKit", targets: ["AuthCoordinatorTestKit"]),
     .executable(name: "authcoord", targets: ["authcoord"]),
   ],
@@ -19,12 +20,16 @@ let package = Package(
     .target(name: "SyncPrimitives", dependencies: ["CSyncPrimitives"]),
     .target(name: "TokenStore", dependencies: ["SyncPrimitives"]),
     .target(name: "AuthCoordinator", dependencies: ["TokenStore", "SyncPrimitives"]),
+    // The Alipay account-connect bridge (callbacks, Inside SDK, HTTP exchanger) on top of the
+    // core, which knows nothing of Alipay. Its error codes extend `AuthCoordinatorError.Code`.
+    .target(
+      name: "AlipayBridge", dependencies: ["AuthCoordinator", "TokenStore", "SyncPrimitives"]),
     .target(name: "AuthCoordinatorTestKit", dependencies: ["AuthCoordinator", "SyncPrimitives"]),
     // Info.plist checks for account connect, behind `authcoord doctor`.
     .target(name: "AppConfigDoctor"),
     .executableTarget(
       name: "authcoord",
-      dependencies: ["AuthCoordinator", "AppConfigDoctor"]
+      dependencies: ["AuthCoordinator", "AlipayBridge", "AppConfigDoctor"]
     ),
     // Saves models in a loop until killed: the crash-safety tests SIGKILL it.
     .executableTarget(name: "store-crasher", dependencies: ["TokenStore"]),
@@ -41,7 +46,8 @@ let package = Package(
     .target(name: "LoopbackTokenServer", path: "Tests/Support/LoopbackTokenServer"),
     // Runs the HTTP exchanger against the loopback token server (needs python3 on PATH).
     .testTarget(
-      name: "ExchangerTests", dependencies: ["AuthCoordinator", "LoopbackTokenServer"],
+      name: "ExchangerTests",
+      dependencies: ["AuthCoordinator", "AlipayBridge", "LoopbackTokenServer"],
       exclude: ["Resources"]),
     .testTarget(
       name: "AppConfigDoctorTests",
@@ -53,7 +59,8 @@ let package = Package(
       dependencies: ["AuthCoordinator", "AuthCoordinatorTestKit", "SyncPrimitives"]
     ),
     .testTarget(
-      name: "AlipayBridgeTests", dependencies: ["AuthCoordinator", "AuthCoordinatorTestKit"]),
+      name: "AlipayBridgeTests",
+      dependencies: ["AuthCoordinator", "AlipayBridge", "AuthCoordinatorTestKit"]),
     .testTarget(
       name: "ConcurrencyTests",
       dependencies: ["AuthCoordinator", "AuthCoordinatorTestKit", "SyncPrimitives"]
@@ -63,7 +70,8 @@ let package = Package(
     .testTarget(
       name: "EndToEndTests",
       dependencies: [
-        "AuthCoordinator", "AuthCoordinatorTestKit", "authcoord", "LoopbackTokenServer",
+        "AuthCoordinator", "AlipayBridge", "AuthCoordinatorTestKit", "authcoord",
+        "LoopbackTokenServer",
       ]
     ),
   ],

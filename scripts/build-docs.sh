@@ -12,8 +12,9 @@
 #    into a directory of their own, so that other modules' graphs (SyncPrimitives, the
 #    executables) never leak into the catalog, and `docc convert --warnings-as-errors` builds
 #    <output>/<Module>.doccarchive.
-# 3. AuthCoordinatorTestKit links to AuthCoordinator symbols as ``/AuthCoordinator/...``: it is
-#    converted with the AuthCoordinator archive as a `--dependency`.
+# 3. AlipayBridge and AuthCoordinatorTestKit link to AuthCoordinator symbols as
+#    ``/AuthCoordinator/...``: they are converted with the AuthCoordinator archive as a
+#    `--dependency`.
 #
 # Defaults: scratch path .build/docs, output <scratch>/archives. Run from anywhere in the repo.
 set -euo pipefail
@@ -25,7 +26,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --scratch-path) scratch="$2"; shift 2 ;;
     --output) output="$2"; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "build-docs: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -37,6 +38,7 @@ staging="$scratch/docc-input"
 modules=(
   "TokenStore:"
   "AuthCoordinator:"
+  "AlipayBridge:AuthCoordinator"
   "AuthCoordinatorTestKit:AuthCoordinator"
   "AppConfigDoctor:"
 )
@@ -56,7 +58,8 @@ mkdir -p "$graphs"
 swift build --scratch-path "$scratch" \
   -Xswiftc -emit-symbol-graph \
   -Xswiftc -emit-symbol-graph-dir -Xswiftc "$graphs" \
-  -Xswiftc -symbol-graph-minimum-access-level -Xswiftc public
+  -Xswiftc -symbol-graph-minimum-access-level -Xswiftc public \
+  -Xswiftc -emit-extension-block-symbols
 
 rm -rf "$staging" "$output"
 mkdir -p "$staging" "$output"

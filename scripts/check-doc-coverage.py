@@ -34,7 +34,9 @@ import re
 import subprocess
 import sys
 
-DEFAULT_MODULES = ["TokenStore", "AuthCoordinator", "AuthCoordinatorTestKit", "AppConfigDoctor"]
+DEFAULT_MODULES = [
+    "TokenStore", "AuthCoordinator", "AlipayBridge", "AuthCoordinatorTestKit", "AppConfigDoctor",
+]
 PUBLIC = {"public", "open"}
 CALLABLE_KINDS = {
     "swift.func", "swift.func.op", "swift.method", "swift.type.method", "swift.init",

@@ -3,10 +3,10 @@
 #
 #   scripts/fuzz-callback.sh [seconds]     (default 60)
 #
-# Compiles the parser sources together with Fuzz/CallbackParser (no SwiftPM), runs for at most
-# the given time on a copy of the seed corpus Fuzz/corpus/callback, and exits non-zero when the
-# fuzzer finds a crash (the reproducer lands in fuzz-out/). Needs a Linux toolchain with
-# libFuzzer (swift.org toolchains have it).
+# Compiles the parser sources from Sources/AlipayBridge together with Fuzz/CallbackParser, on top
+# of the core's error type (no SwiftPM), runs for at most the given time on a copy of the seed
+# corpus Fuzz/corpus/callback, and exits non-zero when the fuzzer finds a crash (the reproducer
+# lands in fuzz-out/). Needs a Linux toolchain with libFuzzer (swift.org toolchains have it).
 set -euo pipefail
 
 seconds="${1:-60}"
@@ -15,20 +15,36 @@ out="$root/fuzz-out"
 mkdir -p "$out/corpus"
 cp -n "$root"/Fuzz/corpus/callback/* "$out/corpus/" 2>/dev/null || true
 
-alipay="$root/Sources/AuthCoordinator/Alipay"
-sources=(
+# The parser sources import AuthCoordinator for its error type: that module is built first from
+# the core's AuthCoordinatorError.swift alone (with a stand-in AccountKey), then the parsers and
+# the fuzz target are compiled against it. Both are instrumented.
+core_sources=(
   "$root/Sources/AuthCoordinator/AuthCoordinatorError.swift"
-  "$alipay/SafepayResultStatus.swift"
-  "$alipay/SafepayCallback.swift"
-  "$alipay/InsideResult.swift"
-  "$alipay/AlipayURLClassification.swift"
+  "$root/Fuzz/CallbackParser/Core/Stubs.swift"
+)
+bridge="$root/Sources/AlipayBridge"
+sources=(
+  "$bridge/AlipayErrorCodes.swift"
+  "$bridge/SafepayResultStatus.swift"
+  "$bridge/SafepayCallback.swift"
+  "$bridge/InsideResult.swift"
+  "$bridge/AlipayURLClassification.swift"
   "$root/Fuzz/CallbackParser/Stubs.swift"
   "$root/Fuzz/CallbackParser/main.swift"
 )
+modules="$out/modules"
+rm -rf "$modules"
+mkdir -p "$modules"
 
 echo "compiling fuzz target..."
 swiftc -sanitize=fuzzer,address -parse-as-library -swift-version 6 -O -g \
-  -module-name CallbackParserFuzz "${sources[@]}" -o "$out/callback-fuzzer" 2> "$out/build.log" \
+  -package-name AuthCoordinator -module-name AuthCoordinator "${core_sources[@]}" \
+  -emit-module -emit-module-path "$modules/AuthCoordinator.swiftmodule" \
+  -emit-library -static -o "$modules/libAuthCoordinator.a" 2> "$out/build.log" \
+  || { cat "$out/build.log"; exit 2; }
+swiftc -sanitize=fuzzer,address -parse-as-library -swift-version 6 -O -g \
+  -package-name AuthCoordinator -module-name CallbackParserFuzz -I "$modules" \
+  "${sources[@]}" "$modules/libAuthCoordinator.a" -o "$out/callback-fuzzer" 2>> "$out/build.log" \
   || { cat "$out/build.log"; exit 2; }
 
 echo "fuzzing for ${seconds}s (corpus: $out/corpus)..."

@@ -1,11 +1,6 @@
-// Minimal stand-ins for the two library types the parser sources mention but the fuzz target
-// does not exercise. Keep them in step with Sources/TokenStore/AccountKey.swift and
-// Sources/AuthCoordinator/Alipay/AuthCode.swift (only the members used here).
-
-/// Stand-in for `AccountKey` (used by an `AuthCoordinatorError` helper).
-public struct AccountKey {
-  public var mcUid: String
-}
+// A minimal stand-in for the one bridge type the parser sources mention but the fuzz target does
+// not compile. Keep it in step with Sources/AlipayBridge/AuthCode.swift (only the members used
+// here). The core's stand-ins are in Core/Stubs.swift.
 
 /// Stand-in for `AuthCode`: the parsers build one on success.
 public struct AuthCode: Sendable, Hashable {

@@ -1,5 +1,6 @@
 // libFuzzer target for the Alipay callback parsers. Built by scripts/fuzz-callback.sh together
-// with the parser sources from Sources/AuthCoordinator/Alipay and the stubs in Stubs.swift.
+// with the parser sources from Sources/AlipayBridge and the stubs in Stubs.swift, on top of an
+// `AuthCoordinator` module made of the core's error type and the stubs in Core/Stubs.swift.
 //
 // Each input is read as the text of a URL the app was opened with. It goes through the URL
 // classifier and the safepay parser (as text and as a Foundation URL), the result is checked

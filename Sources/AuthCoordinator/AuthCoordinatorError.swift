@@ -1,15 +1,16 @@
 /// The one error type the coordinator throws (besides `CancellationError` for a cancelled
 /// caller).
 ///
-/// Match on ``code``: codes are stable strings, so a new code is not a breaking change. Two errors
-/// are equal when their codes are equal. The error that caused it, if any, is kept in
-/// ``underlying``.
+/// Match on ``code``: codes are stable strings, so a new code is not a breaking change. A module
+/// on top of the coordinator (for example, the Alipay bridge) defines its own codes as static
+/// members of an extension of ``Code-swift.struct``. Two errors are equal when their codes are
+/// equal. The error that caused it, if any, is kept in ``underlying``.
 ///
 /// ```swift
 /// do {
 ///   let model = try await coordinator.authModel(for: key)
-/// } catch let error as AuthCoordinatorError where error.code == .userCancelled {
-///   // the user tapped "cancel" in Alipay
+/// } catch let error as AuthCoordinatorError where error.code == .timedOut {
+///   // the authorization or the exchange ran out of time
 /// }
 /// ```
 ///
@@ -26,26 +27,15 @@ public struct AuthCoordinatorError: Error, Hashable, Sendable, CustomStringConve
 
     /// The authorization, the exchange, or the caller's own timeout ran out.
     public static let timedOut = Code(rawValue: "timed_out")
-    /// The user cancelled in Alipay (`account_open_auth_6000`, ResultStatus 6001).
-    public static let userCancelled = Code(rawValue: "user_cancelled")
-    /// The installed Alipay is too old (`account_open_auth_4002`).
-    public static let alipayTooOld = Code(rawValue: "alipay_too_old")
-    /// Alipay or the authorizer reported a failure (`account_open_auth_8000`, ResultStatus 4000,
-    /// 5000, 8000, 6004 and anything unexpected).
+    /// The authorizer reported a failure (for example, the Alipay bridge reports an unexpected
+    /// result with it).
     public static let authorizationFailed = Code(rawValue: "authorization_failed")
-    /// Alipay reported a network error (ResultStatus 6002).
-    public static let networkError = Code(rawValue: "network_error")
-    /// The user came back from Alipay without completing it, or the flow was interrupted
-    /// (`account_open_auth_5000`).
+    /// The user came back without completing the authorization, or the flow was interrupted.
     public static let abandoned = Code(rawValue: "abandoned")
     /// The container rejected tokens as fast as they were obtained; the loop guard stopped it.
     public static let refreshLoop = Code(rawValue: "refresh_loop")
     /// The account logged out, unbound or switched while the request waited.
     public static let signedOut = Code(rawValue: "signed_out")
-    /// The integrator's server did not turn the auth code into a model.
-    public static let exchangeFailed = Code(rawValue: "exchange_failed")
-    /// A callback URL could not be parsed or did not belong to a pending request.
-    public static let invalidCallback = Code(rawValue: "invalid_callback")
     /// The token store failed.
     public static let storeFailed = Code(rawValue: "store_failed")
 

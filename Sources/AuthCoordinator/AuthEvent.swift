@@ -34,9 +34,10 @@ public enum AuthEvent: Sendable, Hashable {
   public enum FlightPhase: String, Sendable, Hashable {
     /// Reading the store (a cold start).
     case load
-    /// Waiting for the authorizer (the user is in Alipay).
+    /// Waiting for the authorizer (for example, while the user is in another app).
     case authorization
-    /// Exchanging the auth code at the integrator's server.
+    /// In ``AuthorizationRequest/exchange(_:)``: for example, exchanging an auth code at the
+    /// integrator's server.
     case exchange
     /// Writing the new model to the store.
     case save

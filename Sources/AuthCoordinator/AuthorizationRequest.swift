@@ -46,8 +46,9 @@ public struct AuthorizationRequest: Sendable {
 
   /// Runs the auth-code exchange under the exchange deadline instead of the authorization one.
   ///
-  /// Call it once the user is back from Alipay with an auth code: from then on the flight is
-  /// bounded by ``AuthCoordinator/Configuration/exchangeTimeout`` counted from this call.
+  /// Call it once the authorizer holds what it exchanges (for example, an auth code the user
+  /// brought back from another app): from then on the flight is bounded by
+  /// ``AuthCoordinator/Configuration/exchangeTimeout`` counted from this call.
   ///
   /// ```swift
   /// let code = try await provider.authCode(for: request)

@@ -6,9 +6,10 @@
 /// runs ``authorize(_:)`` and discards whatever it returns afterwards: an authorizer should honour
 /// cancellation, but nothing breaks if it does not.
 ///
-/// The standard Alipay authorizer bounces to Alipay for an auth code and exchanges it at the
-/// integrator's server inside ``AuthorizationRequest/exchange(_:)``, which switches the flight to
-/// its own ``AuthCoordinator/Configuration/exchangeTimeout``. Services plug in their own:
+/// An authorizer that obtains a one-time code elsewhere (for example, the Alipay bridge's
+/// authorizer, in the `AlipayBridge` module) exchanges it at the integrator's server inside
+/// ``AuthorizationRequest/exchange(_:)``, which switches the flight to its own
+/// ``AuthCoordinator/Configuration/exchangeTimeout``. Services plug in their own:
 ///
 /// ```swift
 /// struct ServiceAuthorizer: Authorizer {

@@ -1,6 +1,6 @@
 extension Duration {
   /// The duration in seconds, as a `Double` (a `TimeInterval`).
-  var seconds: Double {
+  package var seconds: Double {
     let (seconds, attoseconds) = components
     return Double(seconds) + Double(attoseconds) / 1e18
   }

@@ -1,8 +1,9 @@
+import AuthCoordinator
 import AuthCoordinatorTestKit
 import Foundation
 import Testing
 
-@testable import AuthCoordinator
+@testable import AlipayBridge
 
 @Suite struct AlipayAuthCodeProviderTests {
   /// A provider wired to a fake Alipay app and a router, with an event subscription.

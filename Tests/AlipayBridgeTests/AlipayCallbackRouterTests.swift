@@ -1,7 +1,8 @@
+import AuthCoordinator
 import Foundation
 import Testing
 
-@testable import AuthCoordinator
+@testable import AlipayBridge
 
 @Suite struct AlipayCallbackRouterTests {
   struct Hooks {

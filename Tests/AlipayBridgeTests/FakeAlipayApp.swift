@@ -1,6 +1,7 @@
+import AuthCoordinator
 import Foundation
 
-@testable import AuthCoordinator
+@testable import AlipayBridge
 
 /// A SIMULATION of the Alipay app, in process, for end-to-end tests of the bounce.
 ///

@@ -1,8 +1,9 @@
+import AuthCoordinator
 import AuthCoordinatorTestKit
 import Foundation
 import Testing
 
-@testable import AuthCoordinator
+@testable import AlipayBridge
 
 /// A stand-in for `[[ANXInsideService sharedService] startServiceWithModel:completion:]`: every
 /// start is handed to the test, which plays the SDK and calls the completion.

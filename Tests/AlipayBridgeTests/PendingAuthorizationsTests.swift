@@ -1,6 +1,7 @@
+import AuthCoordinator
 import Testing
 
-@testable import AuthCoordinator
+@testable import AlipayBridge
 
 /// The provider's decisions, driven synchronously.
 @Suite struct PendingAuthorizationsTests {

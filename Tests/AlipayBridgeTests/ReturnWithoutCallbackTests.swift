@@ -1,8 +1,9 @@
+import AuthCoordinator
 import AuthCoordinatorTestKit
 import Foundation
 import Testing
 
-@testable import AuthCoordinator
+@testable import AlipayBridge
 
 /// The vendor SDK's defect: the user comes back from Alipay and no callback ever follows.
 @Suite struct ReturnWithoutCallbackTests {

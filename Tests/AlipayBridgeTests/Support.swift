@@ -1,7 +1,8 @@
+import AuthCoordinator
 import AuthCoordinatorTestKit
 import Foundation
 
-@testable import AuthCoordinator
+@testable import AlipayBridge
 
 /// Builders for callback URLs and small helpers shared by the tests.
 enum Callback {

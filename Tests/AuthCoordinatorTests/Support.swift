@@ -217,3 +217,10 @@ extension AuthEvent {
     if case .flightSucceeded = self { true } else { false }
   }
 }
+
+extension AuthCoordinatorError.Code {
+  /// An authorizer's own reason, defined outside the core as a module on top of it defines its
+  /// codes (the Alipay bridge defines this one, with the same raw value). The core passes an
+  /// ``AuthCoordinatorError`` from the authorizer through with its code untouched.
+  static let userCancelled = Self(rawValue: "user_cancelled")
+}

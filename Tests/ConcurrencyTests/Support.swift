@@ -47,3 +47,10 @@ func secondsSince(_ start: ContinuousClock.Instant) -> Double {
   let elapsed = start.duration(to: .now)
   return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
 }
+
+extension AuthCoordinatorError.Code {
+  /// An authorizer's own reason, defined outside the core as a module on top of it defines its
+  /// codes (the Alipay bridge defines this one, with the same raw value). The core passes an
+  /// ``AuthCoordinatorError`` from the authorizer through with its code untouched.
+  static let userCancelled = Self(rawValue: "user_cancelled")
+}

@@ -1,3 +1,4 @@
+import AlipayBridge
 import AuthCoordinator
 import AuthCoordinatorTestKit
 import Foundation

@@ -1,7 +1,8 @@
+import AuthCoordinator
 import Foundation
 import Testing
 
-@testable import AuthCoordinator
+@testable import AlipayBridge
 
 /// `print`, `String(describing:)`, `String(reflecting:)` and `dump` of an exchanger (and of what
 /// holds one) show header and parameter names, never their values, and no credential from the

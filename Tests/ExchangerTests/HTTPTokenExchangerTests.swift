@@ -1,8 +1,9 @@
+import AuthCoordinator
 import Foundation
 import LoopbackTokenServer
 import Testing
 
-@testable import AuthCoordinator
+@testable import AlipayBridge
 
 #if canImport(FoundationNetworking)
   import FoundationNetworking

@@ -5,8 +5,9 @@ import SyncPrimitives
 /// Each ``subscribe()`` makes a new stream that sees the values yielded after it subscribed.
 /// A slow subscriber keeps only its newest `bufferSize` values. ``finish()`` ends every stream
 /// and refuses later subscribers' values (their streams end at once). Used by the coordinator's
-/// ``AuthEvent`` stream and the Alipay bridge's ``BridgeEvent`` stream.
-final class EventBroadcaster<Element: Sendable>: Sendable {
+/// ``AuthEvent`` stream, and with `package` access by modules built on the coordinator (for
+/// example, the Alipay bridge) for event streams of their own.
+package final class EventBroadcaster<Element: Sendable>: Sendable {
   private struct State {
     var subscribers: [UInt64: AsyncStream<Element>.Continuation] = [:]
     var nextID: UInt64 = 0
@@ -16,9 +17,9 @@ final class EventBroadcaster<Element: Sendable>: Sendable {
   private let state = LockedState(State())
   private let bufferSize: Int
 
-  init(bufferSize: Int = 256) { self.bufferSize = bufferSize }
+  package init(bufferSize: Int = 256) { self.bufferSize = bufferSize }
 
-  func subscribe() -> AsyncStream<Element> {
+  package func subscribe() -> AsyncStream<Element> {
     let (stream, continuation) = AsyncStream.makeStream(
       of: Element.self, bufferingPolicy: .bufferingNewest(bufferSize))
     let id = state.withLock { state -> UInt64? in
@@ -38,14 +39,14 @@ final class EventBroadcaster<Element: Sendable>: Sendable {
   }
 
   /// Sends `element` to every subscriber. With none, it costs one lock.
-  func emit(_ element: Element) {
+  package func emit(_ element: Element) {
     let subscribers = state.withLock { state in
       state.subscribers.isEmpty ? [] : Array(state.subscribers.values)
     }
     for subscriber in subscribers { subscriber.yield(element) }
   }
 
-  func finish() {
+  package func finish() {
     let subscribers = state.withLock { state in
       state.finished = true
       defer { state.subscribers = [:] }

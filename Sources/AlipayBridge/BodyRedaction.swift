@@ -1,3 +1,4 @@
+import AuthCoordinator
 import Foundation
 
 /// Builds the secret-free body excerpts that ``TokenExchangeError`` carries.

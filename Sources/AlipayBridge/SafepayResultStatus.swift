@@ -1,9 +1,11 @@
+import AuthCoordinator
+
 /// The `ResultStatus` of a `safepay` callback, as an open, string-backed type.
 ///
 /// Only ``success`` (9000) can complete an authorization, and only together with
 /// `result_code=200` and an `auth_code`. Every other status maps to an error code through
 /// ``failureCode``; a status this library does not know maps to
-/// ``AuthCoordinatorError/Code-swift.struct/authorizationFailed``.
+/// ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/authorizationFailed``.
 ///
 /// | ResultStatus | meaning | error code |
 /// |---|---|---|

@@ -1,3 +1,5 @@
+import AuthCoordinator
+
 /// Something the Alipay callback bridge did, for logs and metrics.
 ///
 /// Events never carry an auth code or an access token. Request ids taken from an unmatched

@@ -1,3 +1,4 @@
+import AuthCoordinator
 import Foundation
 
 /// A parsed `safepay` callback URL: the result Alipay hands back when it opens the app again.
@@ -23,8 +24,8 @@ import Foundation
 /// payment result (``Kind-swift.enum/payment``), which this library forwards untouched.
 ///
 /// Parsing never crashes: garbage, bad percent-encoding, bad JSON and URLs longer than
-/// ``maximumURLLength`` throw an ``AuthCoordinatorError`` with code
-/// ``AuthCoordinatorError/Code-swift.struct/invalidCallback``. Neither the errors nor
+/// ``maximumURLLength`` throw an ``/AuthCoordinator/AuthCoordinatorError`` with code
+/// ``AuthCoordinator/AuthCoordinatorError/Code/invalidCallback``. Neither the errors nor
 /// ``description`` ever contain the auth code.
 ///
 /// ```swift
@@ -158,8 +159,8 @@ public struct SafepayCallback: Sendable, Hashable, CustomStringConvertible,
   /// Parses a `safepay` callback URL.
   ///
   /// - Parameter url: The URL the app was opened with.
-  /// - Throws: ``AuthCoordinatorError`` with code
-  ///   ``AuthCoordinatorError/Code-swift.struct/invalidCallback`` when the URL is not a
+  /// - Throws: ``/AuthCoordinator/AuthCoordinatorError`` with code
+  ///   ``AuthCoordinator/AuthCoordinatorError/Code/invalidCallback`` when the URL is not a
   ///   `safepay` URL, is too long, or carries no readable result.
   public init(url: URL) throws(AuthCoordinatorError) {
     try self.init(urlString: url.absoluteString)
@@ -169,8 +170,8 @@ public struct SafepayCallback: Sendable, Hashable, CustomStringConvertible,
   /// JSON in the query is read too).
   ///
   /// - Parameter urlString: The URL text.
-  /// - Throws: ``AuthCoordinatorError`` with code
-  ///   ``AuthCoordinatorError/Code-swift.struct/invalidCallback`` when the text is not a
+  /// - Throws: ``/AuthCoordinator/AuthCoordinatorError`` with code
+  ///   ``AuthCoordinator/AuthCoordinatorError/Code/invalidCallback`` when the text is not a
   ///   `safepay` URL, is too long, or carries no readable result.
   public init(urlString: String) throws(AuthCoordinatorError) {
     guard Self.isSafepayHost(Self.host(of: urlString)) else {

@@ -1,3 +1,4 @@
+import AuthCoordinator
 import Foundation
 
 /// The fields ``HTTPTokenExchanger`` reads from the integrator server's reply.

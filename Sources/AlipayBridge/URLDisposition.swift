@@ -1,3 +1,5 @@
+import AuthCoordinator
+
 /// What ``AlipayCallbackRouter/handle(_:)`` did with a URL.
 public enum URLDisposition: Sendable, Hashable {
   /// An account-connect callback for the Inside SDK (the app's scheme, a host ending in the

@@ -1,3 +1,4 @@
+import AuthCoordinator
 import Foundation
 
 #if canImport(FoundationNetworking)
@@ -24,13 +25,13 @@ import Foundation
 /// > after the server consumed it can only fail. Every failure is final for that code; the
 /// > coordinator's next request starts a new authorization.
 ///
-/// Errors are ``AuthCoordinatorError``s with a ``TokenExchangeError`` as
-/// ``AuthCoordinatorError/underlying``:
+/// Errors are ``/AuthCoordinator/AuthCoordinatorError``s with a ``TokenExchangeError`` as
+/// ``/AuthCoordinator/AuthCoordinatorError/underlying``:
 /// - a request timeout (``timeout``) throws code
-///   ``AuthCoordinatorError/Code-swift.struct/timedOut``, the same code the coordinator uses when
-///   its own exchange deadline passes, so callers see one code for "the exchange took too long"
-///   whichever deadline fired first;
-/// - every other failure throws ``AuthCoordinatorError/Code-swift.struct/exchangeFailed``;
+///   ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/timedOut``, the same code the
+///   coordinator uses when its own exchange deadline passes, so callers see one code for "the
+///   exchange took too long" whichever deadline fired first;
+/// - every other failure throws ``AuthCoordinator/AuthCoordinatorError/Code/exchangeFailed``;
 /// - a cancelled Task throws `CancellationError` (the HTTP request is cancelled).
 ///
 /// No error, message or description contains the auth code or an access token.
@@ -141,9 +142,9 @@ public struct HTTPTokenExchanger: TokenExchanger {
   ///   - request: The authorization; its key's `mcUid` is sent and checked against the reply.
   /// - Returns: The model: `uid` and `accessToken` from the reply, `mcUid` from the reply or
   ///   else the key, `expiresAt` = ``now`` + `expires_in` when the reply has one.
-  /// - Throws: ``AuthCoordinatorError`` with code
-  ///   ``AuthCoordinatorError/Code-swift.struct/timedOut`` for a request timeout and
-  ///   ``AuthCoordinatorError/Code-swift.struct/exchangeFailed`` otherwise, with a
+  /// - Throws: ``/AuthCoordinator/AuthCoordinatorError`` with code
+  ///   ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/timedOut`` for a request timeout
+  ///   and ``AuthCoordinator/AuthCoordinatorError/Code/exchangeFailed`` otherwise, with a
   ///   ``TokenExchangeError`` attached; `CancellationError` when the Task is cancelled.
   public func exchange(_ code: AuthCode, for request: AuthorizationRequest) async throws
     -> AuthModel
@@ -178,8 +179,8 @@ public struct HTTPTokenExchanger: TokenExchanger {
   ///   - code: The auth code.
   ///   - key: The account.
   /// - Returns: The request.
-  /// - Throws: ``AuthCoordinatorError`` (exchange failed, transport `badURL`) when the endpoint
-  ///   cannot carry a query.
+  /// - Throws: ``/AuthCoordinator/AuthCoordinatorError`` (exchange failed, transport
+  ///   `badURL`) when the endpoint cannot carry a query.
   func makeRequest(code: AuthCode, key: AccountKey) throws -> URLRequest {
     let items = orderedParameters(code: code, key: key)
     let form = items.map { "\(Self.formEncode($0.0))=\(Self.formEncode($0.1))" }

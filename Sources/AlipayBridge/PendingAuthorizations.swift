@@ -1,3 +1,5 @@
+import AuthCoordinator
+
 /// The decisions of ``AlipayAuthCodeProvider``: which pending request a callback completes,
 /// when a waiter resumes, when a return without a callback abandons a request.
 ///

@@ -1,3 +1,5 @@
+import AuthCoordinator
+
 /// What became of a callback handed to ``AlipayAuthCodeProvider``.
 public enum CallbackMatch: Sendable, Hashable {
   /// The callback completed the pending request `requestID` (with an auth code or an error).

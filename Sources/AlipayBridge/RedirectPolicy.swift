@@ -1,3 +1,4 @@
+import AuthCoordinator
 import Foundation
 
 /// Which HTTP redirects ``HTTPTokenExchanger`` follows: by default none.

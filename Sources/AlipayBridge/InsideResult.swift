@@ -1,3 +1,5 @@
+import AuthCoordinator
+
 /// The result the Inside SDK (`ANXInsideService`) hands to its completion block after an
 /// account-connect authorization, mapped to an auth code or an error.
 ///

@@ -1,8 +1,11 @@
+import AuthCoordinator
+
 /// Why ``HTTPTokenExchanger`` could not turn an auth code into a model.
 ///
-/// The exchanger throws an ``AuthCoordinatorError`` and attaches this value as its
-/// ``AuthCoordinatorError/underlying``. Match on ``code``: codes are stable strings, so a new code
-/// is not a breaking change. Two errors are equal when their codes are equal.
+/// The exchanger throws an ``/AuthCoordinator/AuthCoordinatorError`` and attaches this value as its
+/// ``/AuthCoordinator/AuthCoordinatorError/underlying``. Match on ``code``: codes are stable
+/// strings, so a new code is not a breaking change. Two errors are equal when their codes are
+/// equal.
 ///
 /// ```swift
 /// do {

@@ -1,3 +1,5 @@
+import AuthCoordinator
+
 /// The kind of a URL the app was opened with, as ``AlipayCallbackRouter`` routes it.
 ///
 /// Pure and dependency-free apart from ``SafepayCallback``, so the fuzz target can compile it.

@@ -1,3 +1,4 @@
+import AuthCoordinator
 import Foundation
 import SyncPrimitives
 

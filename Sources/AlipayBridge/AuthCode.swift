@@ -1,3 +1,5 @@
+import AuthCoordinator
+
 /// A one-time authorization code returned by Alipay, to be exchanged for a token.
 ///
 /// The code is single use: it is never persisted, never logged, and never exchanged twice.
@@ -54,7 +56,8 @@ public protocol AuthCodeProvider: Sendable {
   ///
   /// - Parameter request: The authorization, with the request id to send as `target_id`/`state`.
   /// - Returns: The auth code.
-  /// - Throws: An ``AuthCoordinatorError`` with the result's code (user cancelled, too old, ...).
+  /// - Throws: An ``/AuthCoordinator/AuthCoordinatorError`` with the result's code (user cancelled,
+  ///   too old, ...).
   func authCode(for request: AuthorizationRequest) async throws -> AuthCode
 }
 
@@ -66,8 +69,8 @@ public protocol TokenExchanger: Sendable {
   ///   - code: The one-time code.
   ///   - request: The authorization it belongs to.
   /// - Returns: The model the server answered with.
-  /// - Throws: An ``AuthCoordinatorError`` with code
-  ///   ``AuthCoordinatorError/Code-swift.struct/exchangeFailed`` and the cause attached.
+  /// - Throws: An ``/AuthCoordinator/AuthCoordinatorError`` with code
+  ///   ``AuthCoordinator/AuthCoordinatorError/Code/exchangeFailed`` and the cause attached.
   func exchange(_ code: AuthCode, for request: AuthorizationRequest) async throws -> AuthModel
 }
 
@@ -93,7 +96,8 @@ public struct AlipayAuthorizer: Authorizer {
     self.exchanger = exchanger
   }
 
-  /// Obtains a code, then exchanges it inside ``AuthorizationRequest/exchange(_:)``.
+  /// Obtains a code, then exchanges it inside
+  /// ``/AuthCoordinator/AuthorizationRequest/exchange(_:)``.
   ///
   /// - Parameter request: The authorization.
   /// - Returns: The model.

@@ -1,3 +1,4 @@
+import AuthCoordinator
 import Foundation
 import SyncPrimitives
 
@@ -26,8 +27,8 @@ import SyncPrimitives
 /// **Return without a callback.** Forward the app's did-become-active signal to
 /// ``appDidBecomeActive()``. If a request's URL was opened and no matching callback arrives
 /// within ``returnGracePeriod`` (on the injected clock), the request fails at once with
-/// ``AuthCoordinatorError/Code-swift.struct/abandoned`` instead of waiting for the deadline
-/// (the vendor SDK would wait forever). A callback arriving within the grace period wins.
+/// ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/abandoned`` instead of waiting for the
+/// deadline (the vendor SDK would wait forever). A callback arriving within the grace period wins.
 /// ``appWillResignActive()`` disarms the timers (the user left again, for example to answer
 /// the system's "Open in Alipay?" prompt).
 ///
@@ -58,8 +59,12 @@ public final class AlipayAuthCodeProvider: AuthCodeProvider, Sendable {
   /// sleep (`.seconds(Int64.max)`, "never", is clamped instead of trapping in the clock).
   static func checkedGracePeriod(_ period: Duration) -> Duration {
     precondition(period >= .zero, "returnGracePeriod must not be negative")
-    return min(period, CoordinatorClock.longestWait)
+    return min(period, longestWait)
   }
+
+  /// The longest wait the providers arm: about a century, the bound the coordinator clamps its
+  /// own timeouts to (`CoordinatorClock.longestWait`, internal to the core).
+  static let longestWait: Duration = .seconds(100 * 365 * 86_400)
 
   /// How long a callback may take to follow ``appDidBecomeActive()`` before the pending request
   /// fails as abandoned.
@@ -113,11 +118,12 @@ public final class AlipayAuthCodeProvider: AuthCodeProvider, Sendable {
   /// - Parameter request: The authorization; its `requestID` must be unique among pending ones.
   /// - Returns: The auth code from the matching callback.
   /// - Throws: `CancellationError` when the task is cancelled; the builder's error when it
-  ///   throws; an ``AuthCoordinatorError`` with the callback's code (user cancelled, network
-  ///   error, Alipay too old, ...), with ``AuthCoordinatorError/Code-swift.struct/abandoned``
-  ///   when the user came back without a callback, or with
-  ///   ``AuthCoordinatorError/Code-swift.struct/authorizationFailed`` when the URL could not be
-  ///   opened or the request id is empty or already pending.
+  ///   throws; an ``/AuthCoordinator/AuthCoordinatorError`` with the callback's code (user
+  ///   cancelled, network error, Alipay too old, ...), with
+  ///   ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/abandoned`` when the user came
+  ///   back without a callback, or with
+  ///   ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/authorizationFailed`` when the URL
+  ///   could not be opened or the request id is empty or already pending.
   public func authCode(for request: AuthorizationRequest) async throws -> AuthCode {
     let id = request.requestID
     try Task.checkCancellation()

@@ -1,3 +1,4 @@
+import AuthCoordinator
 import Foundation
 import SyncPrimitives
 
@@ -87,7 +88,7 @@ public final class InsideCompletion: Sendable {
   ///
   /// The dictionary is read at once, on the caller's thread, with ``InsideResult`` and the
   /// provider's code and result keys. A `nil` or code-less result fails with
-  /// ``AuthCoordinatorError/Code-swift.struct/authorizationFailed``.
+  /// ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/authorizationFailed``.
   ///
   /// - Parameters:
   ///   - result: The SDK's `result` dictionary.
@@ -242,8 +243,8 @@ public final class InsideCompletion: Sendable {
 /// without acting, "过几分钟会出现授权超时失败" (an authorization timeout failure appears after a few
 /// minutes), because the mechanism waits for Alipay. Forward the app's did-become-active signal
 /// to ``appDidBecomeActive()``: an authorization still waiting ``returnGracePeriod`` later fails
-/// at once with ``AuthCoordinatorError/Code-swift.struct/abandoned``. The coordinator's
-/// authorization deadline bounds it in any case.
+/// at once with ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/abandoned``. The
+/// coordinator's authorization deadline bounds it in any case.
 ///
 /// **Cancellation.** Cancelling the task awaiting ``authCode(for:)`` (the coordinator's deadline,
 /// a logout) resumes it at once with `CancellationError`; the SDK's completion arriving later is
@@ -338,8 +339,9 @@ public final class InsideAuthCodeProvider: AuthCodeProvider, Sendable {
   /// - Parameter request: The authorization.
   /// - Returns: The auth code of an `account_open_auth_9000` result.
   /// - Throws: `CancellationError` when the task is cancelled; the builder's error when it
-  ///   throws; an ``AuthCoordinatorError`` with the result's mapped code (see ``InsideResult``),
-  ///   or ``AuthCoordinatorError/Code-swift.struct/abandoned`` after an abandoned return.
+  ///   throws; an ``/AuthCoordinator/AuthCoordinatorError`` with the result's mapped code (see
+  ///   ``InsideResult``), or ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/abandoned``
+  ///   after an abandoned return.
   public func authCode(for request: AuthorizationRequest) async throws -> AuthCode {
     try Task.checkCancellation()
     let url = try await authURL(request)

@@ -1,3 +1,4 @@
+import AuthCoordinator
 import Foundation
 
 /// The one call an app makes from `application(_:open:options:)`: routes a URL to the Inside
