@@ -14,20 +14,6 @@ func environmentInt(_ name: String, _ fallback: Int) -> Int {
   return value
 }
 
-/// Yields until `condition` holds, up to `limit` yields (never sleeps). Returns whether it held.
-@discardableResult
-func eventually(
-  limit: Int = 20_000_000, _ what: String, sourceLocation: SourceLocation = #_sourceLocation,
-  _ condition: () -> Bool
-) async -> Bool {
-  for _ in 0..<limit {
-    if condition() { return true }
-    await Task.yield()
-  }
-  Issue.record("never happened: \(what)", sourceLocation: sourceLocation)
-  return false
-}
-
 /// Checks the documented balance of the flight counters.
 func flightsBalance(_ stats: AuthCoordinator.Statistics) -> Bool {
   stats.flightsStarted
