@@ -51,6 +51,7 @@ extension ConcurrencySuites {
     /// flight together (keys proceed in parallel), each key gets exactly one.
     @Test func manyKeysInParallelEachGetExactlyOneAuthorization() async throws {
       let s = Setup()
+      let events = EventRecorder(s.coordinator)
       var tasks: [(AccountKey, Task<AuthModel, any Error>)] = []
       for _ in 0..<20 {
         for key in Self.keys { tasks.append((key, s.request(key))) }
@@ -68,6 +69,7 @@ extension ConcurrencySuites {
         #expect(model.mcUid == key.mcUid && model.accessToken.hasPrefix("tok|\(key.mcUid)|"))
       }
       #expect(s.authorizer.callCount == Self.keys.count)
+      try await flightsEnded(s.coordinator, events)
       #expect(s.stats.flightsSucceeded == Self.keys.count && s.stats.flightsInProgress == 0)
     }
 
@@ -145,6 +147,7 @@ extension ConcurrencySuites {
         let model = try await task.value
         #expect(model.mcUid == key.mcUid && !model.accessToken.hasSuffix("|-1"))
       }
+      try await flightsEnded(s.coordinator, events)
       #expect(s.stats.flightsInProgress == 0 && s.stats.waitingCallers == 0)
       #expect(flightsBalance(s.stats))
     }
@@ -154,6 +157,7 @@ extension ConcurrencySuites {
     /// `signedOut`; after its logout returned, a key never serves its old model again.
     @Test func logoutsRacingCompletionsAcrossManyKeys() async throws {
       let s = Setup(ignoresCancellation: true)
+      let events = EventRecorder(s.coordinator)
       let keys = Array(Self.keys.prefix(500))
       var waiters: [(AccountKey, Task<AuthModel, any Error>)] = []
       for key in keys {
@@ -209,6 +213,7 @@ extension ConcurrencySuites {
       }
       print("LogoutRace: \(signedOut) of \(waiters.count) waiters signed out")
       #expect(signedOut <= waiters.count / 2)
+      try await flightsEnded(s.coordinator, events)
       #expect(s.stats.flightsInProgress == 0 && s.stats.waitingCallers == 0)
       #expect(flightsBalance(s.stats))
     }

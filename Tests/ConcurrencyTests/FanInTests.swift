@@ -21,6 +21,7 @@ extension ConcurrencySuites {
       configuration.clock = clock
       configuration.now = clock.dateSource
       let coordinator = AuthCoordinator(authorizer: authorizer, configuration: configuration)
+      let events = EventRecorder(coordinator)
       let key = AccountKey(mcUid: "fan-in")
       let model = scaleModel("fan-in", 1)
       let began = ContinuousClock.now
@@ -78,6 +79,7 @@ extension ConcurrencySuites {
       let servedCount = await served.value
       let wakeSeconds = secondsSince(wakeStart)
 
+      try await flightsEnded(coordinator, events)
       let stats = coordinator.statistics
       #expect(servedCount == staying)
       #expect(authorizer.callCount == 1)
