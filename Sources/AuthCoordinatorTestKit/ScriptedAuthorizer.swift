@@ -157,6 +157,7 @@ public final class ScriptedAuthorizer: Authorizer, @unchecked Sendable {
 
   private let state = LockedState(State())
   private let honoursCancellation: Bool
+  private let callsChanged = ChangeSignal()
 
   /// Creates an authorizer.
   ///
@@ -171,6 +172,24 @@ public final class ScriptedAuthorizer: Authorizer, @unchecked Sendable {
 
   /// Every call so far, in order.
   public var calls: [Call] { state.withLock { $0.calls } }
+
+  /// Waits until the coordinator has called the authorizer at least `count` times in all.
+  ///
+  /// Unlike ``nextCall()`` it delivers no call: use it when the test reads ``calls`` afterwards.
+  ///
+  /// - Parameters:
+  ///   - count: How many calls to wait for, counting those already made.
+  ///   - fileID: The caller's file, for the error message.
+  ///   - line: The caller's line, for the error message.
+  /// - Throws: ``ChangeSignal/WaitError`` when the calls do not come within 30 seconds of real
+  ///   time; `CancellationError` when the waiting task is cancelled.
+  public func waitForCalls(_ count: Int, fileID: String = #fileID, line: Int = #line)
+    async throws
+  {
+    try await callsChanged.waitUntil(fileID: fileID, line: line) { [state] in
+      state.withLock { $0.calls.count >= count }
+    }
+  }
 
   /// Waits for the next call the test has not received yet.
   ///
@@ -203,6 +222,7 @@ public final class ScriptedAuthorizer: Authorizer, @unchecked Sendable {
       return (call, state.callWatchers.removeFirst())
     }
     watcher?.resume(returning: call)
+    callsChanged.changed()
     return try await run(call, request: request, inExchange: false)
   }
 

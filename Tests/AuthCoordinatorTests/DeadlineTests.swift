@@ -8,7 +8,7 @@ import Testing
     let h = Harness { $0.authorizationTimeout = .seconds(120) }
     let callers = (0..<5).map { _ in h.request() }
     let call = await h.authorizer.nextCall()
-    await h.waitForWaiters(5)
+    try await h.waitForWaiters(5)
     await h.clock.waitForSleepers(1)
     h.clock.advance(by: .seconds(119))
     #expect(h.stats.flightsTimedOut == 0)

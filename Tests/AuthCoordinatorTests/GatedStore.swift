@@ -1,4 +1,5 @@
 import AuthCoordinator
+import AuthCoordinatorTestKit
 import Foundation
 import SyncPrimitives
 
@@ -17,6 +18,9 @@ final class GatedStore: TokenStore, @unchecked Sendable {
   struct Failure: Error {}
 
   let inner: InMemoryTokenStore
+  /// Signalled after every operation that reached ``inner``, so that a test can await what the
+  /// store holds (an operation the coordinator runs in the background emits no event).
+  let changes = ChangeSignal()
   private struct State {
     var held: Set<Operation> = []
     var failing: Set<Operation> = []
@@ -94,21 +98,25 @@ final class GatedStore: TokenStore, @unchecked Sendable {
   func save(_ model: AuthModel, for key: AccountKey) async throws {
     try await pass(.save)
     await inner.save(model, for: key)
+    changes.changed()
   }
 
   func removeModel(for key: AccountKey) async throws {
     try await pass(.remove)
     await inner.removeModel(for: key)
+    changes.changed()
   }
 
   func removeModels(forMcUid mcUid: String) async throws {
     try await pass(.remove)
     await inner.removeModels(forMcUid: mcUid)
+    changes.changed()
   }
 
   func removeAll() async throws {
     try await pass(.remove)
     await inner.removeAll()
+    changes.changed()
   }
 }
 

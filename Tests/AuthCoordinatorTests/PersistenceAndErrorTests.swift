@@ -58,7 +58,7 @@ import Testing
     let h = Harness()
     let first = (0..<3).map { _ in h.request() }
     let call = await h.authorizer.nextCall()
-    await h.waitForWaiters(3)
+    try await h.waitForWaiters(3)
     call.fail(with: AuthCoordinatorError(.userCancelled, "cancel tapped"))
     for caller in first { await expectFailure(caller, .userCancelled) }
     let retry = h.request()

@@ -13,7 +13,7 @@ import Testing
     let b1 = h.request(u2)
     let first = await h.authorizer.nextCall()
     let second = await h.authorizer.nextCall()
-    await h.waitForWaiters(3)
+    try await h.waitForWaiters(3)
     #expect(h.authorizer.callCount == 2, "u1 and u2 are authorized at the same time")
     #expect(Set([first.key, second.key]) == [u1, u2])
     for call in [first, second] {
@@ -94,7 +94,7 @@ import Testing
     let callers = (0..<20).map { _ in h.request() }
     let call = await h.authorizer.nextCall()
     #expect(call.reason == .expired)
-    await h.waitForWaiters(20)
+    try await h.waitForWaiters(20)
     call.succeed(with: makeModel("new", clock: clock, expiresIn: 3600))
     for caller in callers { #expect(try await caller.value.accessToken == "new") }
     #expect(h.stats.flightsStarted == 1)
@@ -123,18 +123,21 @@ import Testing
 
     let n = 10_000
     let coordinator = h.coordinator
-    try await withThrowingTaskGroup(of: String.self) { group in
-      for _ in 0..<n { group.addTask { try await coordinator.authModel(for: u1).accessToken } }
-      let call = await h.authorizer.nextCall()
-      #expect(call.reason == .expired)
-      await h.waitForWaiters(n)
-      call.succeed(with: makeModel("t1", clock: h.clock, expiresIn: 3600))
-      var served = 0
-      for try await token in group {
-        #expect(token == "t1")
-        served += 1
+    // Tracked, so that the test can await the group's callers parking.
+    try await h.callers.withTracking {
+      try await withThrowingTaskGroup(of: String.self) { group in
+        for _ in 0..<n { group.addTask { try await coordinator.authModel(for: u1).accessToken } }
+        let call = await h.authorizer.nextCall()
+        #expect(call.reason == .expired)
+        try await h.waitForWaiters(n)
+        call.succeed(with: makeModel("t1", clock: h.clock, expiresIn: 3600))
+        var served = 0
+        for try await token in group {
+          #expect(token == "t1")
+          served += 1
+        }
+        #expect(served == n)
       }
-      #expect(served == n)
     }
     #expect(h.authorizer.callCount == 2)
     #expect(h.stats.authorizationsStarted == 2)
@@ -172,7 +175,7 @@ import Testing
     let ordinary = h.request()
     let call = await h.authorizer.nextCall()
     let forced = h.request(refresh: .force(rejecting: "whatever"))
-    await h.waitForWaiters(2)
+    try await h.waitForWaiters(2)
     call.succeed(with: makeModel("t1"))
     #expect(try await ordinary.value.accessToken == "t1")
     #expect(try await forced.value.accessToken == "t1")
@@ -201,7 +204,7 @@ import Testing
     await h.authorizer.nextCall().succeed(with: makeModel("t1"))
     await store.waitForHeldSaves(1)
     let forced = h.request(refresh: .force(rejecting: "t1"))
-    await h.waitForWaiters(2)
+    try await h.waitForWaiters(2)
     store.releaseSaves()
     #expect(try await first.value.accessToken == "t1")
     let second = await h.authorizer.nextCall()
@@ -219,18 +222,21 @@ import Testing
 
     let n = 10_000
     let coordinator = h.coordinator
-    try await withThrowingTaskGroup(of: String.self) { group in
-      for _ in 0..<n {
-        group.addTask {
-          try await coordinator.authModel(for: u1, refresh: .force(rejecting: "t1")).accessToken
+    // Tracked, so that the test can await the group's callers parking.
+    try await h.callers.withTracking {
+      try await withThrowingTaskGroup(of: String.self) { group in
+        for _ in 0..<n {
+          group.addTask {
+            try await coordinator.authModel(for: u1, refresh: .force(rejecting: "t1")).accessToken
+          }
         }
+        let call = await h.authorizer.nextCall()
+        #expect(call.reason == .forcedRefresh)
+        // Release before all have arrived: latecomers see t2 cached and are served from it.
+        try await h.waitForWaiters(n / 2)
+        call.succeed(with: makeModel("t2"))
+        for try await token in group { #expect(token == "t2") }
       }
-      let call = await h.authorizer.nextCall()
-      #expect(call.reason == .forcedRefresh)
-      // Release before all have arrived: latecomers see t2 cached and are served from it.
-      await h.waitForWaiters(n / 2)
-      call.succeed(with: makeModel("t2"))
-      for try await token in group { #expect(token == "t2") }
     }
     #expect(h.authorizer.callCount == 2, "one warm-up, one refresh")
     #expect(h.stats.refreshLoopsStopped == 0)

@@ -22,6 +22,9 @@ struct Harness {
   let store: any TokenStore
   let coordinator: AuthCoordinator
   let statusChanges = LockedState<[AccountStatusChange]>([])
+  /// Runs the callers ``request(_:refresh:timeout:)`` starts, so that a test can await them
+  /// parking (``waitForWaiters(_:)``).
+  let callers = CallerTracker()
 
   init(
     store: any TokenStore = InMemoryTokenStore(),
@@ -46,31 +49,26 @@ struct Harness {
     _ key: AccountKey = u1, refresh: RefreshPolicy = .ifNeeded, timeout: Duration? = nil
   ) -> Task<AuthModel, any Error> {
     let coordinator = self.coordinator
-    return Task { try await coordinator.authModel(for: key, refresh: refresh, timeout: timeout) }
+    return callers.task {
+      try await coordinator.authModel(for: key, refresh: refresh, timeout: timeout)
+    }
   }
 
   /// Waits until at least `count` callers are parked on flights.
   ///
-  /// A bounded poll: parking on a flight is counted in the statistics but emits no event.
-  func waitForWaiters(_ count: Int) async {
-    await eventually { coordinator.statistics.waitingCallers >= count }
+  /// Parking on a flight is counted in the statistics but emits no event: the condition is
+  /// checked again each time one of the callers started by ``request(_:refresh:timeout:)``
+  /// stops running (``CallerTracker``). Throws when the watchdog expires first.
+  func waitForWaiters(
+    _ count: Int, fileID: String = #fileID, line: Int = #line
+  ) async throws {
+    let coordinator = self.coordinator
+    try await callers.waitUntil(fileID: fileID, line: line) {
+      coordinator.statistics.waitingCallers >= count
+    }
   }
 
   var stats: AuthCoordinator.Statistics { coordinator.statistics }
-}
-
-/// Yields until `condition` holds. Yielding lets other tasks run; it never sleeps.
-///
-/// Only for state that no ``AuthEvent`` announces (parked callers, store contents, late results
-/// of stopped flights); await the event with an ``EventRecorder`` when there is one.
-func eventually(
-  _ condition: () -> Bool, sourceLocation: SourceLocation = #_sourceLocation
-) async {
-  for _ in 0..<5_000_000 {
-    if condition() { return }
-    await Task.yield()
-  }
-  Issue.record("condition never became true", sourceLocation: sourceLocation)
 }
 
 /// Expects `task` to throw an ``AuthCoordinatorError`` with `code`.
@@ -110,6 +108,9 @@ final class InstrumentedStore: TokenStore, @unchecked Sendable {
   }
 
   let inner: InMemoryTokenStore
+  /// Signalled after every write that reached ``inner``, so that a test can await what the store
+  /// holds (a save that outlives its flight's callers emits no event when it lands).
+  let changes = ChangeSignal()
   let counts = LockedState(Counts())
   private struct Gate {
     var held = false
@@ -183,21 +184,25 @@ final class InstrumentedStore: TokenStore, @unchecked Sendable {
     }
     if failSaves { throw Failure() }
     await inner.save(model, for: key)
+    changes.changed()
   }
 
   func removeModel(for key: AccountKey) async throws {
     counts.withLock { $0.removes += 1 }
     await inner.removeModel(for: key)
+    changes.changed()
   }
 
   func removeModels(forMcUid mcUid: String) async throws {
     counts.withLock { $0.removes += 1 }
     await inner.removeModels(forMcUid: mcUid)
+    changes.changed()
   }
 
   func removeAll() async throws {
     counts.withLock { $0.removeAlls += 1 }
     await inner.removeAll()
+    changes.changed()
   }
 }
 

@@ -110,8 +110,9 @@ import Testing
     #expect(h.authorizer.callCount == 0)
 
     store.release(.remove)
-    // Bounded poll: the removal finishing after the logout returned emits no event.
-    await eventually { store.inner.snapshot.isEmpty }
+    // The removal finishing after the logout returned emits no event: await the store's own
+    // signal.
+    try await store.changes.waitUntil { store.inner.snapshot.isEmpty }
     let after = h.request(custom)
     let call = await h.authorizer.nextCall()
     #expect(call.reason == .missing, "the removal ran: nothing to serve")
@@ -227,8 +228,9 @@ import Testing
     caller.cancel()
     await expectCancelled(caller)
     store.releaseSaves()
-    // Bounded poll: the save of an abandoned flight emits no event when it lands.
-    await eventually { store.inner.snapshot[u1]?.accessToken == "t2" }
+    // The save of an abandoned flight emits no event when it lands: await the store's own
+    // signal.
+    try await store.changes.waitUntil { store.inner.snapshot[u1]?.accessToken == "t2" }
 
     #expect(try await h.coordinator.authModel(for: u1).accessToken == "t2")
     #expect(h.authorizer.callCount == 2, "memory and store agree: no third authorization")

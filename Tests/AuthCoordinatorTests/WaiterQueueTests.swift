@@ -1,3 +1,4 @@
+import AuthCoordinatorTestKit
 import SyncPrimitives
 import Testing
 
@@ -8,19 +9,21 @@ import Testing
   let model = AuthModel(uid: "2088", accessToken: "t", mcUid: "u1")
 
   /// Waiters parked in a shuffled order are resumed in the order they arrived (reserved).
-  @Test func waitersAreResumedInArrivalOrder() async {
+  @Test func waitersAreResumedInArrivalOrder() async throws {
     let queue = WaiterQueue(counters: CoordinatorCounters())
     let n = 500
     let tickets = (0..<n).map { _ in queue.reserve()! }
     let resumed = LockedState<[Int]>([])
     queue.resumeObserver = { ticket in resumed.withLock { $0.append(ticket) } }
     var tasks: [Task<Void, Never>] = []
+    // Tracked, so that the test can await them parking (checked each time one stops running).
+    let callers = CallerTracker()
     // Park them in a shuffled order: arrival order is the reservation order, not the parking one.
     for ticket in tickets.shuffled() {
-      tasks.append(Task { _ = await queue.wait(ticket) })
+      tasks.append(callers.task { _ = await queue.wait(ticket) })
     }
     // Every waiter must be parked before the flight ends, or a late parker wakes at once.
-    while queue.parkedCount < n { await Task.yield() }
+    try await callers.waitUntil { queue.parkedCount == n }
     queue.finish(.success(model))
     for task in tasks { await task.value }
     #expect(resumed.withLock { $0 } == tickets)

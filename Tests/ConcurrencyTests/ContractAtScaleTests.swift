@@ -11,6 +11,9 @@ extension ConcurrencySuites {
       let clock = ManualClock()
       let authorizer: ScriptedAuthorizer
       let coordinator: AuthCoordinator
+      /// Runs the callers ``request(_:refresh:timeout:)`` starts, so that a test can await them
+      /// parking: parking on a flight emits no event.
+      let callers = CallerTracker()
 
       init(ignoresCancellation: Bool = false) {
         authorizer = ScriptedAuthorizer(ignoresCancellation: ignoresCancellation)
@@ -24,16 +27,21 @@ extension ConcurrencySuites {
         _ key: AccountKey, refresh: RefreshPolicy = .ifNeeded, timeout: Duration? = nil
       ) -> Task<AuthModel, any Error> {
         let coordinator = self.coordinator
-        return Task {
+        return callers.task {
           try await coordinator.authModel(for: key, refresh: refresh, timeout: timeout)
         }
       }
 
       var stats: AuthCoordinator.Statistics { coordinator.statistics }
 
-      /// Waits until the authorizer has been called `count` times in all.
-      func waitForCalls(_ count: Int) async {
-        await eventually("\(count) authorizer calls") { authorizer.callCount >= count }
+      /// Waits until `count` callers are parked on flights (all started by ``request``).
+      func waitForWaiters(_ count: Int, fileID: String = #fileID, line: Int = #line)
+        async throws
+      {
+        let coordinator = self.coordinator
+        try await callers.waitUntil(fileID: fileID, line: line) {
+          coordinator.statistics.waitingCallers == count
+        }
       }
     }
 
@@ -43,12 +51,13 @@ extension ConcurrencySuites {
     /// flight together (keys proceed in parallel), each key gets exactly one.
     @Test func manyKeysInParallelEachGetExactlyOneAuthorization() async throws {
       let s = Setup()
+      let events = EventRecorder(s.coordinator)
       var tasks: [(AccountKey, Task<AuthModel, any Error>)] = []
       for _ in 0..<20 {
         for key in Self.keys { tasks.append((key, s.request(key))) }
       }
-      await s.waitForCalls(Self.keys.count)
-      await eventually("every caller parked") { s.stats.waitingCallers == tasks.count }
+      try await s.authorizer.waitForCalls(Self.keys.count)
+      try await s.waitForWaiters(tasks.count)
       let calls = s.authorizer.calls
       #expect(calls.count == Self.keys.count)
       #expect(Set(calls.map(\.key)).count == Self.keys.count, "one authorization per key")
@@ -60,6 +69,7 @@ extension ConcurrencySuites {
         #expect(model.mcUid == key.mcUid && model.accessToken.hasPrefix("tok|\(key.mcUid)|"))
       }
       #expect(s.authorizer.callCount == Self.keys.count)
+      try await flightsEnded(s.coordinator, events)
       #expect(s.stats.flightsSucceeded == Self.keys.count && s.stats.flightsInProgress == 0)
     }
 
@@ -79,7 +89,7 @@ extension ConcurrencySuites {
           s.request(key, refresh: .force(rejecting: index.isMultiple(of: 2) ? rejected : nil)))
       }
       let second = await s.authorizer.nextCall()
-      await eventually("every refresh parked") { s.stats.waitingCallers == tasks.count }
+      try await s.waitForWaiters(tasks.count)
       #expect(second.reason == .forcedRefresh)
       second.succeed(with: scaleModel("storm", 1))
       for task in tasks { #expect(try await task.value.accessToken == "tok|storm|1") }
@@ -103,10 +113,8 @@ extension ConcurrencySuites {
           }
         }
       }
-      await s.waitForCalls(keys.count)
-      await eventually("every caller parked") {
-        s.stats.waitingCallers == patient.count + hasty.count
-      }
+      try await s.authorizer.waitForCalls(keys.count)
+      try await s.waitForWaiters(patient.count + hasty.count)
       // One task sleeps until the earliest flight deadline (all flights share it here), and one
       // timeout timer per hasty caller.
       await s.clock.waitForSleepers(1 + hasty.count)
@@ -124,10 +132,13 @@ extension ConcurrencySuites {
 
       // The abandoned authorizers are still running; new requests start new flights anyway.
       let fresh = keys.map { s.request($0) }
-      await s.waitForCalls(2 * keys.count)
+      try await s.authorizer.waitForCalls(2 * keys.count)
+      let events = EventRecorder(s.coordinator)
       for call in oldCalls { call.succeed(with: scaleModel(call.key.mcUid, -1)) }
-      await eventually("late results discarded") {
-        s.stats.lateResultsDiscarded == keys.count
+      // Each discarded result emits `.lateResultDiscarded` after counting it.
+      let coordinator = s.coordinator
+      try await events.waitUntil {
+        coordinator.statistics.lateResultsDiscarded == keys.count
       }
       for call in s.authorizer.calls.dropFirst(keys.count) {
         call.succeed(with: scaleModel(call.key.mcUid, call.index))
@@ -136,6 +147,7 @@ extension ConcurrencySuites {
         let model = try await task.value
         #expect(model.mcUid == key.mcUid && !model.accessToken.hasSuffix("|-1"))
       }
+      try await flightsEnded(s.coordinator, events)
       #expect(s.stats.flightsInProgress == 0 && s.stats.waitingCallers == 0)
       #expect(flightsBalance(s.stats))
     }
@@ -145,13 +157,14 @@ extension ConcurrencySuites {
     /// `signedOut`; after its logout returned, a key never serves its old model again.
     @Test func logoutsRacingCompletionsAcrossManyKeys() async throws {
       let s = Setup(ignoresCancellation: true)
+      let events = EventRecorder(s.coordinator)
       let keys = Array(Self.keys.prefix(500))
       var waiters: [(AccountKey, Task<AuthModel, any Error>)] = []
       for key in keys {
         for _ in 0..<10 { waiters.append((key, s.request(key))) }
       }
-      await s.waitForCalls(keys.count)
-      await eventually("every caller parked") { s.stats.waitingCallers == waiters.count }
+      try await s.authorizer.waitForCalls(keys.count)
+      try await s.waitForWaiters(waiters.count)
       let firstCalls = s.authorizer.calls
       let loggingOut = Set(keys.enumerated().filter { $0.offset.isMultiple(of: 2) }.map(\.element))
 
@@ -185,7 +198,7 @@ extension ConcurrencySuites {
           ($0.element.key, "tok|\($0.element.key.mcUid)|\($0.offset)")
         })
       let after = keys.map { s.request($0) }
-      await s.waitForCalls(keys.count + loggingOut.count)
+      try await s.authorizer.waitForCalls(keys.count + loggingOut.count)
       for call in s.authorizer.calls.dropFirst(keys.count) {
         #expect(loggingOut.contains(call.key), "only logged-out keys authorize again")
         call.succeed(with: scaleModel(call.key.mcUid, 1_000_000 + call.index))
@@ -200,6 +213,7 @@ extension ConcurrencySuites {
       }
       print("LogoutRace: \(signedOut) of \(waiters.count) waiters signed out")
       #expect(signedOut <= waiters.count / 2)
+      try await flightsEnded(s.coordinator, events)
       #expect(s.stats.flightsInProgress == 0 && s.stats.waitingCallers == 0)
       #expect(flightsBalance(s.stats))
     }

@@ -21,12 +21,16 @@ extension ConcurrencySuites {
       configuration.clock = clock
       configuration.now = clock.dateSource
       let coordinator = AuthCoordinator(authorizer: authorizer, configuration: configuration)
+      let events = EventRecorder(coordinator)
       let key = AccountKey(mcUid: "fan-in")
       let model = scaleModel("fan-in", 1)
       let began = ContinuousClock.now
+      // Runs both groups, so that the test can await their children parking (which emits no
+      // event): a tracked group's children are tracked too.
+      let callers = CallerTracker(watchdog: .seconds(120))
 
       // One group: every child waits for the one authorization.
-      let served = Task {
+      let served = callers.task {
         await withTaskGroup(of: Bool.self) { group in
           for _ in 0..<staying {
             group.addTask { (try? await coordinator.authModel(for: key)) == model }
@@ -37,13 +41,11 @@ extension ConcurrencySuites {
         }
       }
       let call = await authorizer.nextCall()
-      await eventually("\(staying) callers parked") {
-        coordinator.statistics.waitingCallers == staying
-      }
+      try await callers.waitUntil { coordinator.statistics.waitingCallers == staying }
       let parked = secondsSince(began)
 
       // A second group joins the same flight, then is cancelled while parked.
-      let cancelled = Task {
+      let cancelled = callers.task {
         await withTaskGroup(of: Bool.self) { group in
           for _ in 0..<leaving {
             group.addTask {
@@ -60,7 +62,7 @@ extension ConcurrencySuites {
           return count
         }
       }
-      await eventually("\(leaving) more callers parked") {
+      try await callers.waitUntil {
         coordinator.statistics.waitingCallers == staying + leaving
       }
       let cancelStart = ContinuousClock.now
@@ -77,6 +79,7 @@ extension ConcurrencySuites {
       let servedCount = await served.value
       let wakeSeconds = secondsSince(wakeStart)
 
+      try await flightsEnded(coordinator, events)
       let stats = coordinator.statistics
       #expect(servedCount == staying)
       #expect(authorizer.callCount == 1)

@@ -16,9 +16,12 @@ extension ConcurrencySuites {
       let coordinatorBox = LockedState<AuthCoordinator?>(nil)
       let snapshots = LockedState<[AuthCoordinator.Statistics]>([])
       let entered = LockedState(false)
+      // The authorizer's own signal: entering it and its cancellation handler are no events.
+      let authorizerChanged = ChangeSignal()
       let authorizer = ClosureAuthorizer { _ in
         try await withTaskCancellationHandler {
           entered.withLock { $0 = true }
+          authorizerChanged.changed()
           let clock = ManualClock()
           try await clock.sleep(for: .seconds(1))  // never advanced: ends only when cancelled
           throw CancellationError()
@@ -26,6 +29,7 @@ extension ConcurrencySuites {
           if let coordinator = coordinatorBox.withLock({ $0 }) {
             snapshots.withLock { $0.append(coordinator.statistics) }
           }
+          authorizerChanged.changed()
         }
       }
       let clock = ManualClock()
@@ -36,14 +40,17 @@ extension ConcurrencySuites {
       coordinatorBox.withLock { $0 = coordinator }
 
       let caller = Task { try await coordinator.authModel(for: AccountKey(mcUid: "u1")) }
-      await eventually("the authorizer was called") { entered.withLock { $0 } }
+      try await authorizerChanged.waitUntil { entered.withLock { $0 } }
+      let events = EventRecorder(coordinator)
       caller.cancel()
       _ = try? await caller.value
-      await eventually("the flight was cancelled") { coordinator.statistics.flightsCancelled == 1 }
-      // The counters change before the authorizer is cancelled: wait for its handler's snapshot.
-      await eventually("the authorizer saw its cancellation") {
-        snapshots.withLock { !$0.isEmpty }
+      try await events.first { event in
+        if case .flightCancelled = event { return true }
+        return false
       }
+      #expect(coordinator.statistics.flightsCancelled == 1)
+      // The counters change before the authorizer is cancelled: wait for its handler's snapshot.
+      try await authorizerChanged.waitUntil { snapshots.withLock { !$0.isEmpty } }
 
       #expect(flightsBalance(coordinator.statistics), "balanced once the flight is stopped")
       let seen = try #require(snapshots.withLock { $0.first })

@@ -14,18 +14,13 @@ func environmentInt(_ name: String, _ fallback: Int) -> Int {
   return value
 }
 
-/// Yields until `condition` holds, up to `limit` yields (never sleeps). Returns whether it held.
-@discardableResult
-func eventually(
-  limit: Int = 20_000_000, _ what: String, sourceLocation: SourceLocation = #_sourceLocation,
-  _ condition: () -> Bool
-) async -> Bool {
-  for _ in 0..<limit {
-    if condition() { return true }
-    await Task.yield()
-  }
-  Issue.record("never happened: \(what)", sourceLocation: sourceLocation)
-  return false
+/// Waits until no flight is in progress, re-checking on each of `coordinator`'s events.
+///
+/// A flight resumes its waiters before it counts itself ended, so a test whose callers all
+/// returned may still read the flight as in progress; its closing event is emitted after the
+/// counters. `events` must have been made before the flights ended.
+func flightsEnded(_ coordinator: AuthCoordinator, _ events: EventRecorder) async throws {
+  try await events.waitUntil { coordinator.statistics.flightsInProgress == 0 }
 }
 
 /// Checks the documented balance of the flight counters.

@@ -36,6 +36,8 @@ final class EndToEndRig: @unchecked Sendable {
   let coordinator: AuthCoordinator
   /// What the coordinator told the SDK-side hook (`ANXMCAccountStatusChangeModel` in an app).
   let statusChanges = Ledger()
+  /// Runs the opens ``miniProgramOpens(_:)`` starts, so that a test can await them parking.
+  let callers = CallerTracker()
 
   /// - Parameters:
   ///   - route: The token server route the exchanger posts to (`/echo`, `/slow`, ...).
@@ -106,7 +108,7 @@ final class EndToEndRig: @unchecked Sendable {
   func miniProgramOpens(_ count: Int) -> [Task<AuthModel, any Error>] {
     let (coordinator, key) = (self.coordinator, self.key)
     return (0..<count).map { index in
-      Task {
+      callers.task {
         if index.isMultiple(of: 2) {
           return try await coordinator.authModel(for: key)
         }
@@ -118,9 +120,12 @@ final class EndToEndRig: @unchecked Sendable {
 
   /// Waits until `count` callers are parked on the key's flight.
   ///
-  /// A bounded poll: parking on a flight is counted in the statistics but emits no event.
-  func waitForWaiters(_ count: Int, sourceLocation: SourceLocation = #_sourceLocation) async {
-    await eventually(sourceLocation: sourceLocation) {
+  /// Parking on a flight is counted in the statistics but emits no event: the condition is
+  /// checked again each time one of the opens started by ``miniProgramOpens(_:)`` stops running
+  /// (``CallerTracker``). Throws when the watchdog expires first.
+  func waitForWaiters(_ count: Int, fileID: String = #fileID, line: Int = #line) async throws {
+    let coordinator = self.coordinator
+    try await callers.waitUntil(fileID: fileID, line: line) {
       coordinator.statistics.waitingCallers >= count
     }
   }
@@ -142,6 +147,7 @@ final class Ledger: @unchecked Sendable {
   private let lock = NSLock()
   private var started = 0
   private var ended: [String] = []
+  private let changes = ChangeSignal()
 
   /// How many calls started.
   var calls: Int { lock.withLock { started } }
@@ -149,7 +155,23 @@ final class Ledger: @unchecked Sendable {
   var outcomes: [String] { lock.withLock { ended } }
 
   func start() { lock.withLock { started += 1 } }
-  func end(_ outcome: String) { lock.withLock { ended.append(outcome) } }
+  func end(_ outcome: String) {
+    lock.withLock { ended.append(outcome) }
+    changes.changed()
+  }
+
+  /// Waits until `count` calls have ended, and returns how the calls that ended ended.
+  ///
+  /// The ledger's own signal, for outcomes that no ``AuthEvent`` announces (how the provider's
+  /// or the exchanger's call ended). Throws when the watchdog expires first.
+  func outcomes(
+    afterEnding count: Int, fileID: String = #fileID, line: Int = #line
+  ) async throws -> [String] {
+    try await changes.waitUntil(fileID: fileID, line: line) { [self] in
+      lock.withLock { ended.count >= count }
+    }
+    return outcomes
+  }
 
   /// `success`, `cancelled`, an ``AuthCoordinatorError`` code, or `other`.
   static func describe(_ error: any Error) -> String {
@@ -161,7 +183,7 @@ final class Ledger: @unchecked Sendable {
 
 /// A pass-through ``AuthCodeProvider`` that writes each call to a ledger.
 struct ObservedProvider: AuthCodeProvider {
-  let inner: AlipayAuthCodeProvider
+  let inner: any AuthCodeProvider
   let ledger: Ledger
 
   func authCode(for request: AuthorizationRequest) async throws -> AuthCode {
@@ -195,20 +217,6 @@ struct ObservedExchanger: TokenExchanger {
   }
 }
 
-/// Yields until `condition` holds. Yielding lets other tasks run; it never sleeps.
-///
-/// Only for state that no ``AuthEvent`` announces (parked callers, the rig's ledgers, late
-/// results of stopped flights); await the event with an ``EventRecorder`` when there is one.
-func eventually(
-  sourceLocation: SourceLocation = #_sourceLocation, _ condition: () -> Bool
-) async {
-  for _ in 0..<5_000_000 {
-    if condition() { return }
-    await Task.yield()
-  }
-  Issue.record("condition never became true", sourceLocation: sourceLocation)
-}
-
 /// Awaits every task; returns the error codes of the failures (`success` for a model,
 /// `cancelled` for `CancellationError`).
 func outcomes(_ tasks: [Task<AuthModel, any Error>]) async -> [String] {
@@ -227,4 +235,11 @@ func outcomes(_ tasks: [Task<AuthModel, any Error>]) async -> [String] {
 /// Whether `text` shows any of `secrets`.
 func leaks(_ text: String, _ secrets: [String]) -> Bool {
   secrets.contains { !$0.isEmpty && text.contains($0) }
+}
+
+extension AuthEvent {
+  /// Whether this is a `.lateResultDiscarded`.
+  var isLateResultDiscarded: Bool {
+    if case .lateResultDiscarded = self { true } else { false }
+  }
 }

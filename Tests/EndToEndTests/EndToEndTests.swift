@@ -13,12 +13,13 @@ struct EndToEndTests {
   @Test("1,000 concurrent opens: one bounce, one callback, one exchange, one model for all")
   func thousandOpensShareOneAuthorization() async throws {
     let rig = try EndToEndRig()
+    let recorder = EventRecorder(rig.coordinator)
     var coordinatorEvents = rig.coordinator.events.makeAsyncIterator()
     var bridgeEvents = rig.provider.events.makeAsyncIterator()
 
     let opens = rig.miniProgramOpens(1_000)
     let bounce = await rig.alipay.nextBounce()
-    await rig.waitForWaiters(1_000)
+    try await rig.waitForWaiters(1_000)
     #expect(rig.alipay.openCount == 1)
     #expect(!bounce.targetID.isEmpty)
     #expect(rig.provider.pendingRequestIDs == [bounce.targetID])
@@ -43,6 +44,8 @@ struct EndToEndTests {
     #expect(rig.alipay.openCount == 1)
     #expect(rig.codeRequests.outcomes == ["success"])
     #expect(rig.exchanges.outcomes == ["success"])
+    // The flight resumes its waiters before it counts itself succeeded; the event comes after.
+    try await recorder.first { if case .flightSucceeded = $0 { true } else { false } }
     let stats = rig.coordinator.statistics
     #expect(stats.authorizationsStarted == 1)
     #expect(stats.flightsSucceeded == 1)
@@ -90,7 +93,7 @@ struct EndToEndTests {
     let rig = try EndToEndRig()
     let opens = rig.miniProgramOpens(200)
     let first = await rig.alipay.nextBounce()
-    await rig.waitForWaiters(200)
+    try await rig.waitForWaiters(200)
 
     // The user switches back to the host app without acting in Alipay: no URL arrives.
     rig.provider.appDidBecomeActive()
@@ -127,7 +130,7 @@ struct EndToEndTests {
     let rig = try EndToEndRig()
     let opens = rig.miniProgramOpens(100)
     let bounce = await rig.alipay.nextBounce()
-    await rig.waitForWaiters(100)
+    try await rig.waitForWaiters(100)
 
     // FORGED: a well-formed success naming another request, one naming none, and a cancel
     // naming another request.
@@ -165,7 +168,7 @@ struct EndToEndTests {
     let rig = try EndToEndRig(authorizationTimeout: .seconds(120))
     let opens = rig.miniProgramOpens(50)
     let bounce = await rig.alipay.nextBounce()
-    await rig.waitForWaiters(50)
+    try await rig.waitForWaiters(50)
     await rig.clock.waitForSleepers(1)  // the coordinator's authorization deadline
 
     rig.clock.advance(by: .seconds(119))
@@ -174,10 +177,10 @@ struct EndToEndTests {
 
     #expect(await outcomes(opens) == Array(repeating: "timed_out", count: 50))
     #expect(rig.coordinator.statistics.flightsTimedOut == 1)
-    // The provider's wait for the callback was cancelled, not left parked.
-    // Bounded poll: the provider's and exchanger's outcomes are the rig's ledgers, not events.
-    await eventually { rig.codeRequests.outcomes == ["cancelled"] }
-    await eventually { rig.provider.pendingRequestIDs.isEmpty }
+    // The provider's wait for the callback was cancelled, not left parked. How its call ended is
+    // no event: await the rig's ledger. The provider forgets the request before that call ends.
+    #expect(try await rig.codeRequests.outcomes(afterEnding: 1) == ["cancelled"])
+    #expect(rig.provider.pendingRequestIDs.isEmpty)
 
     // A callback after the deadline is late: it completes nothing and exchanges nothing.
     let (late, _) = rig.alipay.authorizedCallback(for: bounce)
@@ -202,18 +205,19 @@ struct EndToEndTests {
       exchangeTimeout: .seconds(30))
     let opens = rig.miniProgramOpens(50)
     let bounce = await rig.alipay.nextBounce()
-    await rig.waitForWaiters(50)
+    try await rig.waitForWaiters(50)
     rig.appOpened(rig.alipay.authorizedCallback(for: bounce).url)
     let (status, _) = try await rig.server.get("/arrived?id=\(rig.echoID)&wait=10")
     #expect(status == 200, "the exchange never reached the server")
 
+    let events = EventRecorder(rig.coordinator)
     rig.clock.advance(by: .seconds(30))
     #expect(await outcomes(opens) == Array(repeating: "timed_out", count: 50))
-    // Bounded polls: the exchanger's outcome is the rig's ledger, not an event; the cancelled
-    // exchange's result is counted but emits no `.lateResultDiscarded` (the flight had already
-    // stopped; AuthCoordinator.authorizationFinished).
-    await eventually { rig.exchanges.outcomes == ["cancelled"] }
-    await eventually { rig.coordinator.statistics.lateResultsDiscarded == 1 }
+    // How the exchanger's call ended is no event: await the rig's ledger. The cancelled
+    // exchange's result is discarded with `.lateResultDiscarded`, emitted after it is counted.
+    #expect(try await rig.exchanges.outcomes(afterEnding: 1) == ["cancelled"])
+    try await events.first { $0.isLateResultDiscarded }
+    #expect(rig.coordinator.statistics.lateResultsDiscarded == 1)
     #expect(await rig.store.model(for: rig.key) == nil)
   }
 
@@ -222,13 +226,13 @@ struct EndToEndTests {
     let rig = try EndToEndRig()
     let opens = rig.miniProgramOpens(100)
     let bounce = await rig.alipay.nextBounce()
-    await rig.waitForWaiters(100)
+    try await rig.waitForWaiters(100)
 
     await rig.coordinator.accountStatusChanged(.logout(mcUid: rig.key.mcUid))
     #expect(await outcomes(opens) == Array(repeating: "signed_out", count: 100))
     #expect(rig.statusChanges.outcomes == ["\(AccountStatusChange.logout(mcUid: rig.key.mcUid))"])
-    // Bounded poll: the provider's and exchanger's outcomes are the rig's ledgers, not events.
-    await eventually { rig.codeRequests.outcomes == ["cancelled"] }
+    // How the provider's call ended is no event: await the rig's ledger.
+    #expect(try await rig.codeRequests.outcomes(afterEnding: 1) == ["cancelled"])
 
     // The user authorizes in Alipay after all: the callback is late and ignored.
     let (late, _) = rig.alipay.authorizedCallback(for: bounce)
@@ -250,18 +254,19 @@ struct EndToEndTests {
     let rig = try EndToEndRig(route: "/slow", query: ["delay": "20"])
     let opens = rig.miniProgramOpens(100)
     let bounce = await rig.alipay.nextBounce()
-    await rig.waitForWaiters(100)
+    try await rig.waitForWaiters(100)
     rig.appOpened(rig.alipay.authorizedCallback(for: bounce).url)
     let (status, _) = try await rig.server.get("/arrived?id=\(rig.echoID)&wait=10")
     #expect(status == 200, "the exchange never reached the server")
 
+    let events = EventRecorder(rig.coordinator)
     await rig.coordinator.accountStatusChanged(.logout(mcUid: rig.key.mcUid))
     #expect(await outcomes(opens) == Array(repeating: "signed_out", count: 100))
-    // Bounded polls: the exchanger's outcome is the rig's ledger, not an event; the cancelled
-    // exchange's result is counted but emits no `.lateResultDiscarded` (the flight had already
-    // stopped; AuthCoordinator.authorizationFinished).
-    await eventually { rig.exchanges.outcomes == ["cancelled"] }
-    await eventually { rig.coordinator.statistics.lateResultsDiscarded == 1 }
+    // How the exchanger's call ended is no event: await the rig's ledger. The cancelled
+    // exchange's result is discarded with `.lateResultDiscarded`, emitted after it is counted.
+    #expect(try await rig.exchanges.outcomes(afterEnding: 1) == ["cancelled"])
+    try await events.first { $0.isLateResultDiscarded }
+    #expect(rig.coordinator.statistics.lateResultsDiscarded == 1)
     #expect(await rig.store.model(for: rig.key) == nil)
 
     let retry = rig.miniProgramOpens(1)
@@ -276,7 +281,7 @@ struct EndToEndTests {
     let rig = try EndToEndRig()
     let opens = rig.miniProgramOpens(100)
     let bounce = await rig.alipay.nextBounce()
-    await rig.waitForWaiters(100)
+    try await rig.waitForWaiters(100)
 
     let cancel = rig.alipay.cancelledCallback(for: bounce)
     #expect(rig.appOpened(cancel) == .authResult(.matched(requestID: bounce.targetID)))

@@ -28,7 +28,11 @@ final class InsideRig: @unchecked Sendable {
   let store = InMemoryTokenStore()
   let provider: InsideAuthCodeProvider
   let coordinator: AuthCoordinator
+  /// Calls of `provider.authCode(for:)` made by the authorizer, and how each ended.
+  let codeRequests = Ledger()
   let exchanges = Ledger()
+  /// Runs the opens ``opens(_:)`` starts, so that a test can await them parking.
+  let callers = CallerTracker()
   private let startStream: AsyncStream<InsideCompletion>
   private let startCount = Ledger()
 
@@ -54,7 +58,8 @@ final class InsideRig: @unchecked Sendable {
     coordinator = AuthCoordinator(
       store: store,
       authorizer: AlipayAuthorizer(
-        provider: provider, exchanger: ObservedExchanger(inner: exchanger, ledger: exchanges)),
+        provider: ObservedProvider(inner: provider, ledger: codeRequests),
+        exchanger: ObservedExchanger(inner: exchanger, ledger: exchanges)),
       configuration: configuration)
   }
 
@@ -64,7 +69,16 @@ final class InsideRig: @unchecked Sendable {
   /// `count` concurrent mini-program opens.
   func opens(_ count: Int) -> [Task<AuthModel, any Error>] {
     let (coordinator, key) = (self.coordinator, self.key)
-    return (0..<count).map { _ in Task { try await coordinator.authModel(for: key) } }
+    return (0..<count).map { _ in callers.task { try await coordinator.authModel(for: key) } }
+  }
+
+  /// Waits until `count` callers are parked on the key's flight: parking emits no event, so the
+  /// condition is checked each time one of the opens stops running (``CallerTracker``).
+  func waitForWaiters(_ count: Int, fileID: String = #fileID, line: Int = #line) async throws {
+    let coordinator = self.coordinator
+    try await callers.waitUntil(fileID: fileID, line: line) {
+      coordinator.statistics.waitingCallers >= count
+    }
   }
 
   /// The completion of the next start of the Inside service.
@@ -86,8 +100,7 @@ struct InsideEndToEndTests {
     let rig = try InsideRig()
     let opens = rig.opens(500)
     let completion = await rig.nextStart()
-    // Bounded poll: parking on a flight emits no event.
-    await eventually { rig.coordinator.statistics.waitingCallers >= 500 }
+    try await rig.waitForWaiters(500)
     #expect(rig.starts == 1)
 
     let match = completion.complete(
@@ -134,8 +147,7 @@ struct InsideEndToEndTests {
     let rig = try InsideRig()
     let opens = rig.opens(100)
     let completion = await rig.nextStart()
-    // Bounded poll: parking on a flight emits no event.
-    await eventually { rig.coordinator.statistics.waitingCallers >= 100 }
+    try await rig.waitForWaiters(100)
     #expect(completion.complete(InsideRig.result(code), error: nil).isMatched)
     #expect(await outcomes(opens) == Array(repeating: expected, count: 100))
     #expect(rig.exchanges.calls == 0)
@@ -147,16 +159,17 @@ struct InsideEndToEndTests {
     let rig = try InsideRig(authorizationTimeout: .seconds(120))
     let opens = rig.opens(50)
     let completion = await rig.nextStart()
-    // Bounded poll: parking on a flight emits no event.
-    await eventually { rig.coordinator.statistics.waitingCallers >= 50 }
+    try await rig.waitForWaiters(50)
     await rig.clock.waitForSleepers(1)  // the coordinator's authorization deadline
 
     rig.clock.advance(by: .seconds(119))
     #expect(rig.coordinator.statistics.waitingCallers == 50)
     rig.clock.advance(by: .seconds(1))
     #expect(await outcomes(opens) == Array(repeating: "timed_out", count: 50))
-    // Bounded poll: the provider forgetting a request is not a coordinator event.
-    await eventually { rig.provider.pendingRequestIDs.isEmpty }
+    // The provider's call was cancelled. How it ended is no event: await the rig's ledger. The
+    // provider forgets the request before that call ends.
+    #expect(try await rig.codeRequests.outcomes(afterEnding: 1) == ["cancelled"])
+    #expect(rig.provider.pendingRequestIDs.isEmpty)
 
     // The SDK's "授权超时失败" arriving minutes later is late: no exchange, nothing cached.
     #expect(

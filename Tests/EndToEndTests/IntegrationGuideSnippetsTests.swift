@@ -169,10 +169,11 @@ struct IntegrationGuideSnippetsTests {
     var nextStart = starts.makeAsyncIterator()
 
     // 300 mini-programs open at once: the Inside service is started once, with the guide's model.
-    let opens = (0..<300).map { _ in Task { try await coordinator.authModel(for: key) } }
+    // Tracked, so that the test can await the opens parking (which emits no event).
+    let callers = CallerTracker()
+    let opens = (0..<300).map { _ in callers.task { try await coordinator.authModel(for: key) } }
     let (request, completion) = try #require(await nextStart.next())
-    // Bounded poll: parking on a flight emits no event.
-    await eventually { coordinator.statistics.waitingCallers >= 300 }
+    try await callers.waitUntil { coordinator.statistics.waitingCallers >= 300 }
     #expect(startLedger.calls == 1)
     #expect(request.key == key)
     #expect(request.scheme == scheme)
