@@ -59,12 +59,8 @@ public final class AlipayAuthCodeProvider: AuthCodeProvider, Sendable {
   /// sleep (`.seconds(Int64.max)`, "never", is clamped instead of trapping in the clock).
   static func checkedGracePeriod(_ period: Duration) -> Duration {
     precondition(period >= .zero, "returnGracePeriod must not be negative")
-    return min(period, longestWait)
+    return min(period, CoordinatorClock.longestWait)
   }
-
-  /// The longest wait the providers arm: about a century, the bound the coordinator clamps its
-  /// own timeouts to (`CoordinatorClock.longestWait`, internal to the core).
-  static let longestWait: Duration = .seconds(100 * 365 * 86_400)
 
   /// How long a callback may take to follow ``appDidBecomeActive()`` before the pending request
   /// fails as abandoned.

@@ -22,8 +22,8 @@ import Dispatch
 ///
 /// Every wait is bounded by a wall-clock watchdog (30 seconds by default) that throws
 /// ``ChangeSignal/WaitError``. Where task executors are unavailable (before macOS 15, iOS 18,
-/// tvOS 18, watchOS 11) the tasks run on the global executor and a wait is checked again only
-/// when a tracked task finishes; a wait for parked callers then fails at the watchdog.
+/// tvOS 18, watchOS 11) the tasks run on the global executor and a wait falls back to checking
+/// its condition again every 5 milliseconds of real time: slower, but it still completes.
 public final class CallerTracker: Sendable {
   private let signal: ChangeSignal
   /// The ``ProgressExecutor``, where task executors exist.
@@ -117,6 +117,17 @@ public final class CallerTracker: Sendable {
     fileID: String = #fileID, line: Int = #line,
     _ condition: @escaping @Sendable () -> Bool
   ) async throws {
+    guard executor == nil else {
+      return try await signal.waitUntil(fileID: fileID, line: line, condition)
+    }
+    // No task executor: nothing tells the tracker that a caller parked, so re-check.
+    let pacer = Task {
+      while !Task.isCancelled {
+        try? await Task.sleep(for: .milliseconds(5))
+        signal.changed()
+      }
+    }
+    defer { pacer.cancel() }
     try await signal.waitUntil(fileID: fileID, line: line, condition)
   }
 }

@@ -186,12 +186,11 @@ struct HTTPTokenExchangerTests {
     let exchanger = exchanger(
       server, "/slow", encoding: encoding, parameters: ["delay": "5"],
       timeout: .milliseconds(500))
-    let start = ContinuousClock.now
+    // The server answers only after 5 s, with a success: a timed-out failure can only come
+    // from the client's timeout. (No wall-clock bound: it failed on a loaded machine.)
     let cause = try await failure(exchanger, code: makeCode(), expect: .timedOut)
-    let elapsed = ContinuousClock.now - start
     #expect(cause.code == .timedOut)
     #expect(cause.urlErrorCode == URLError.timedOut.rawValue)
-    #expect(elapsed < .seconds(4), "took \(elapsed)")
   }
 
   @Test("a fast reply within a sub-second timeout succeeds")

@@ -1,14 +1,14 @@
 import Foundation
 import SyncPrimitives
 
-/// Answers "what is this user's Alipay login state?" for many concurrent callers: from memory
+/// Answers "what is this account's login state?" for many concurrent callers: from memory
 /// while the token is valid, otherwise through one authorization per account, however many
 /// callers ask.
 ///
 /// ```swift
 /// let coordinator = AuthCoordinator(
 ///   store: FileTokenStore(url: storeURL),
-///   authorizer: AlipayAuthorizer(provider: provider, exchanger: exchanger),
+///   authorizer: ClosureAuthorizer { request in try await myTokenServer.token(for: request.key) },
 ///   configuration: .init(authorizationTimeout: .seconds(120)))
 ///
 /// let model = try await coordinator.authModel(for: AccountKey(mcUid: "u1"))

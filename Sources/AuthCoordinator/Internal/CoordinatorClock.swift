@@ -1,6 +1,6 @@
 /// The injected `any Clock<Duration>`, with its instants turned into offsets from the moment the
 /// coordinator was created, so that the state machine can keep plain `Duration` values.
-struct CoordinatorClock: Sendable {
+package struct CoordinatorClock: Sendable {
   /// The time elapsed on the clock since the coordinator was created.
   let now: @Sendable () -> Duration
   /// Sleeps until the given offset; throws `CancellationError` when cancelled.
@@ -9,7 +9,7 @@ struct CoordinatorClock: Sendable {
   /// The longest wait the coordinator arms: about a century. Longer timeouts (up to
   /// `.seconds(Int64.max)`, a common way to say "no timeout") are clamped to it, since the
   /// clocks trap when asked to sleep that long.
-  static let longestWait: Duration = .seconds(100 * 365 * 86_400)
+  package static let longestWait: Duration = .seconds(100 * 365 * 86_400)
 
   /// The offset `timeout` after `start` (default: now), clamped to ``longestWait``.
   func deadline(after timeout: Duration, from start: Duration? = nil) -> Duration {
