@@ -23,7 +23,8 @@ public struct AuthorizationRequest: Sendable {
   /// against the callback.
   public let requestID: String
 
-  let exchangeSignal: ExchangeSignal?
+  /// Tells the coordinator that the exchange began (the state machine ignores repeats).
+  let exchangeBegan: (@Sendable () -> Void)?
 
   /// Creates a request, for calling an authorizer directly (in tests, for example).
   ///
@@ -32,16 +33,17 @@ public struct AuthorizationRequest: Sendable {
   ///   - reason: Why a model is needed.
   ///   - requestID: A unique id for this authorization.
   public init(key: AccountKey, reason: AuthorizationReason, requestID: String) {
-    self.init(key: key, reason: reason, requestID: requestID, exchangeSignal: nil)
+    self.init(key: key, reason: reason, requestID: requestID, exchangeBegan: nil)
   }
 
   init(
-    key: AccountKey, reason: AuthorizationReason, requestID: String, exchangeSignal: ExchangeSignal?
+    key: AccountKey, reason: AuthorizationReason, requestID: String,
+    exchangeBegan: (@Sendable () -> Void)?
   ) {
     self.key = key
     self.reason = reason
     self.requestID = requestID
-    self.exchangeSignal = exchangeSignal
+    self.exchangeBegan = exchangeBegan
   }
 
   /// Runs the auth-code exchange under the exchange deadline instead of the authorization one.
@@ -59,23 +61,7 @@ public struct AuthorizationRequest: Sendable {
   /// - Returns: What `body` returns.
   /// - Throws: What `body` throws.
   public func exchange<T>(_ body: () async throws -> T) async throws -> T {
-    exchangeSignal?.begin()
+    exchangeBegan?()
     return try await body()
-  }
-}
-
-/// Tells the coordinator's deadline watcher that a flight entered its exchange phase.
-final class ExchangeSignal: Sendable {
-  private let onBegin: @Sendable () -> Void
-  private let fired = LockedState(false)
-
-  init(_ onBegin: @escaping @Sendable () -> Void) { self.onBegin = onBegin }
-
-  func begin() {
-    let first = fired.withLock { fired -> Bool in
-      defer { fired = true }
-      return !fired
-    }
-    if first { onBegin() }
   }
 }

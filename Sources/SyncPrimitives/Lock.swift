@@ -6,42 +6,63 @@
   import Musl
 #endif
 
-/// A small mutual-exclusion lock over a heap-allocated `pthread_mutex_t`.
+/// A `pthread_mutex_t` stored inline after a header (the state a ``LockedState`` guards), so a
+/// lock and its state are one allocation.
+@usableFromInline
+final class LockStorage<Header>: ManagedBuffer<Header, pthread_mutex_t> {
+  @usableFromInline
+  static func make(_ header: Header) -> LockStorage<Header> {
+    let buffer = self.create(minimumCapacity: 1) { _ in header }
+    let storage = unsafeDowncast(buffer, to: LockStorage<Header>.self)
+    storage.withUnsafeMutablePointerToElements { mutex in
+      mutex.initialize(to: pthread_mutex_t())
+      #if canImport(Glibc)
+        // Adaptive: a contended lock spins briefly before sleeping in the kernel. The critical
+        // sections here are a few dozen instructions; a futex sleep and wake-up costs
+        // microseconds.
+        var attributes = pthread_mutexattr_t()
+        pthread_mutexattr_init(&attributes)
+        pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ADAPTIVE_NP))
+        let rc = pthread_mutex_init(mutex, &attributes)
+        pthread_mutexattr_destroy(&attributes)
+      #else
+        let rc = pthread_mutex_init(mutex, nil)
+      #endif
+      precondition(rc == 0, "pthread_mutex_init failed: \(rc)")
+    }
+    return storage
+  }
+
+  deinit {
+    _ = withUnsafeMutablePointerToElements { pthread_mutex_destroy($0) }
+  }
+}
+
+/// A small mutual-exclusion lock over a `pthread_mutex_t`. Copies share the same mutex.
 ///
 /// The library uses its own lock rather than `Synchronization.Mutex` for two measured reasons:
 /// ThreadSanitizer reports false races inside `Mutex` on Linux (a pthread mutex stays clean, so
 /// the sanitizer run needs no suppressions), and `Mutex` needs macOS 15 / iOS 18.
-package final class Lock: @unchecked Sendable {
-  private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+package struct Lock: @unchecked Sendable {
+  @usableFromInline let storage: LockStorage<Void>
 
-  package init() {
-    mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    mutex.initialize(to: pthread_mutex_t())
-    let rc = pthread_mutex_init(mutex, nil)
-    precondition(rc == 0, "pthread_mutex_init failed: \(rc)")
-  }
-
-  deinit {
-    pthread_mutex_destroy(mutex)
-    mutex.deinitialize(count: 1)
-    mutex.deallocate()
-  }
+  package init() { storage = .make(()) }
 
   @inlinable @inline(__always)
-  package func lock() { pthread_mutex_lock(mutexPointer) }
+  package func lock() { storage.withUnsafeMutablePointerToElements { _ = pthread_mutex_lock($0) } }
 
   @inlinable @inline(__always)
-  package func unlock() { pthread_mutex_unlock(mutexPointer) }
+  package func unlock() {
+    storage.withUnsafeMutablePointerToElements { _ = pthread_mutex_unlock($0) }
+  }
 
   /// Takes the lock if it is free.
   ///
   /// - Returns: Whether the lock was taken.
-  package func tryLock() -> Bool { pthread_mutex_trylock(mutexPointer) == 0 }
+  package func tryLock() -> Bool {
+    storage.withUnsafeMutablePointerToElements { pthread_mutex_trylock($0) == 0 }
+  }
 
-  @usableFromInline
-  package var mutexPointer: UnsafeMutablePointer<pthread_mutex_t> { mutex }
-
-  /// Runs `body` while holding the lock.
   @inlinable @inline(__always)
   package func withLock<R>(_ body: () throws -> R) rethrows -> R {
     lock()
@@ -50,20 +71,19 @@ package final class Lock: @unchecked Sendable {
   }
 }
 
-/// A value protected by a ``Lock``. Sendable when its state is: the lock makes access
-/// exclusive, but it cannot make a non-Sendable value safe to hand to another task.
-package final class LockedState<State> {
-  @usableFromInline let lock = Lock()
-  @usableFromInline var state: State
+/// State behind a lock, in one allocation with it. Copies share the same state.
+package struct LockedState<State> {
+  @usableFromInline let storage: LockStorage<State>
 
-  package init(_ initial: State) { state = initial }
+  package init(_ initial: State) { storage = .make(initial) }
 
-  /// Runs `body` with exclusive access to the state.
   @inlinable @inline(__always)
   package func withLock<R>(_ body: (inout State) throws -> R) rethrows -> R {
-    lock.lock()
-    defer { lock.unlock() }
-    return try body(&state)
+    try storage.withUnsafeMutablePointers { state, mutex in
+      pthread_mutex_lock(mutex)
+      defer { pthread_mutex_unlock(mutex) }
+      return try body(&state.pointee)
+    }
   }
 }
 

@@ -13,17 +13,19 @@ extension AuthCoordinator {
     let stripe = table.stripe(for: key)
     let tick = table.nextTick()
     stripe.lock.lock()
-    var index = stripe.accounts.index(forKey: key)
-    let isNew = index == nil
-    if isNew {
-      stripe.accounts[key] = AccountSlot(
-        machine: AccountStateMachine(key: key, policy: policy), lastUsed: tick)
-      index = stripe.accounts.index(forKey: key)
+    let slot: AccountSlot
+    let isNew: Bool
+    if let existing = stripe.accounts[key] {
+      slot = existing
+      isNew = false
+    } else {
+      slot = AccountSlot(machine: AccountStateMachine(key: key, policy: policy))
+      stripe.accounts[key] = slot
       table.inserted.add(1)
+      isNew = true
     }
-    let slot = index!
-    stripe.accounts.values[slot].lastUsed = tick
-    let action = stripe.accounts.values[slot].machine.request(
+    slot.lastUsed = tick
+    let action = slot.machine.request(
       refresh, date: date, now: now, newFlightID: self.table.nextFlightID())
 
     let admission: Admission
@@ -35,12 +37,11 @@ extension AuthCoordinator {
       admission = .answered(Answer(.success(model)))
 
     case .join(let id):
-      guard let flight = stripe.accounts.values[slot].flight, flight.id == id,
-        let ticket = flight.queue.reserve()
+      guard let flight = slot.flight, flight.id == id,
+        let ticket = flight.queue.reserve(coalesced: true)
       else {
         preconditionFailure("Internal inconsistency: joining flight \(id) that has no open queue")
       }
-      stripe.counters.update { $0.coalescedCallers += 1 }
       admission = .wait(flight.queue, ticket: ticket)
 
     case .start(let id, let step):
@@ -54,8 +55,8 @@ extension AuthCoordinator {
         $0.flightsInProgress += 1
       }
       let first = prepare(step, key: key, flight: id, in: stripe, wake: &wake)
-      let previous = stripe.accounts.values[slot].pendingStops()
-      stripe.accounts.values[slot].flight = FlightHandle(
+      let previous = slot.pendingStops()
+      slot.flight = FlightHandle(
         id: id, queue: queue,
         work: Task { [weak self] in
           // Stopped flights' authorizers are told to stop before this one's starts.
@@ -66,12 +67,12 @@ extension AuthCoordinator {
       admission = .wait(queue, ticket: ticket)
 
     case .retryAfter(let id, let rejecting):
-      guard var flight = stripe.accounts.values[slot].flight, flight.id == id else {
+      guard var flight = slot.flight, flight.id == id else {
         preconditionFailure("Internal inconsistency: following flight \(id) that is not running")
       }
       let followers = flight.followers ?? WaiterQueue(counters: stripe.counters)
       flight.followers = followers
-      stripe.accounts.values[slot].flight = flight
+      slot.flight = flight
       admission = .retryAfter(followers, ticket: followers.reserve()!, rejecting: rejecting)
 
     case .refuse(let error):

@@ -19,9 +19,10 @@ extension AuthCoordinator {
     _ ending: AccountStateMachine.Ending, key: AccountKey, in stripe: Stripe
   ) -> Closing {
     var handle: FlightHandle?
-    if let slot = stripe.accounts.index(forKey: key) {
-      handle = stripe.accounts.values[slot].flight
-      stripe.accounts.values[slot].flight = nil
+    let slot = stripe.accounts[key]
+    if let slot {
+      handle = slot.flight
+      slot.flight = nil
     }
     precondition(
       handle?.id == ending.flight, "Internal inconsistency: ending a flight the slot does not hold")
@@ -43,9 +44,9 @@ extension AuthCoordinator {
     // run synchronously and may reach the coordinator). Until then, the key's next flight
     // waits: its authorizer never runs beside one not yet told to stop.
     var stopped: Latch?
-    if ending.stopsWork, handle?.work != nil, let slot = stripe.accounts.index(forKey: key) {
+    if ending.stopsWork, handle?.work != nil, let slot {
       stopped = Latch()
-      stripe.accounts.values[slot].stopping.append(stopped!)
+      slot.stopping.append(stopped!)
     }
     return Closing(key: key, handle: handle, ending: ending, stopped: stopped)
   }
@@ -101,9 +102,8 @@ extension AuthCoordinator {
   func lastWaiterLeft(_ key: AccountKey, flight id: UInt64) {
     let stripe = table.stripe(for: key)
     stripe.lock.lock()
-    guard let slot = stripe.accounts.index(forKey: key),
-      stripe.accounts.values[slot].machine.lastWaiterLeft(id) == .closeQueue,
-      let queue = stripe.accounts.values[slot].flight?.queue,
+    guard let slot = stripe.accounts[key], slot.machine.lastWaiterLeft(id) == .closeQueue,
+      let queue = slot.flight?.queue,
       // Atomic with joins, which take this lock too: a caller that joined meanwhile keeps the
       // flight running.
       queue.closeIfIdle(.failure(CancellationError()))
@@ -111,7 +111,7 @@ extension AuthCoordinator {
       stripe.lock.unlock()
       return
     }
-    let ending = stripe.accounts.values[slot].machine.queueClosed(id)
+    let ending = slot.machine.queueClosed(id)
     let closing = close(ending, key: key, in: stripe)
     stripe.lock.unlock()
     carryOut(closing)
@@ -126,8 +126,8 @@ extension AuthCoordinator {
       var closings: [Closing] = []
       stripe.lock.lock()
       for entry in stripe.deadlines.popDue(now: now) {
-        guard let slot = stripe.accounts.index(forKey: entry.key),
-          let ending = stripe.accounts.values[slot].machine.deadlineReached(
+        guard let slot = stripe.accounts[entry.key],
+          let ending = slot.machine.deadlineReached(
             entry.flight, phase: entry.phase, date: date)
         else { continue }
         closings.append(close(ending, key: entry.key, in: stripe))

@@ -64,8 +64,8 @@ extension AuthCoordinator {
     // A model of a user whose logout did not reach the store is not served.
     if case .loaded(.some) = outcome, stripe.unremoved.covers(key.mcUid) { outcome = .loaded(nil) }
     let action: AccountStateMachine.AdvanceAction
-    if let slot = stripe.accounts.index(forKey: key) {
-      action = stripe.accounts.values[slot].machine.advance(id, outcome, date: date, now: now)
+    if let slot = stripe.accounts[key] {
+      action = slot.machine.advance(id, outcome, date: date, now: now)
     } else if case .authorized = outcome {
       action = .discardLateResult
     } else {
@@ -114,10 +114,10 @@ extension AuthCoordinator {
       return .persist(model, stripe.storeOperations.reserve(key))
     case .authorize(let reason):
       stripe.counters.update { $0.authorizationsStarted += 1 }
-      let signal = ExchangeSignal { [weak self] in self?.exchangeBegan(key, flight: id) }
       return .authorize(
         AuthorizationRequest(
-          key: key, reason: reason, requestID: UUID().uuidString, exchangeSignal: signal))
+          key: key, reason: reason, requestID: UUID().uuidString,
+          exchangeBegan: { [weak self] in self?.exchangeBegan(key, flight: id) }))
     }
   }
 
@@ -128,8 +128,7 @@ extension AuthCoordinator {
     let now = clock.now()
     var wake: Duration?
     stripe.lock.withLock {
-      guard let slot = stripe.accounts.index(forKey: key),
-        let deadline = stripe.accounts.values[slot].machine.exchangeBegan(id, now: now)
+      guard let deadline = stripe.accounts[key]?.machine.exchangeBegan(id, now: now)
       else { return }
       wake = stripe.arm(.init(at: deadline, key: key, flight: id, phase: .exchange))
     }

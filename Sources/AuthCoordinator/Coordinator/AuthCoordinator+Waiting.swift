@@ -4,60 +4,112 @@ import SyncPrimitives
 // The caller's side: a hit under the stripe's lock, or admission and then parking on the
 // flight, outside any lock, with an optional deadline of the caller's own.
 extension AuthCoordinator {
-  /// The valid cached model of `key`, if there is one: one lock, one lookup.
+  /// What an ordinary request finds under one lock acquisition.
+  enum Lookup {
+    /// A valid cached model.
+    case hit(AuthModel)
+    /// A flight is running: the caller joined it with this ticket.
+    case joined(WaiterQueue, ticket: Int)
+    /// Neither: the caller asks again through ``admit(_:refresh:)``.
+    case miss
+  }
+
+  /// An ordinary request's fast path: the valid cached model, or a ticket on the flight in
+  /// progress (an ordinary request always joins a running flight), in one lock acquisition.
   ///
   /// Out of line on purpose: inlined into the async `authModel`, its temporaries (the hasher,
-  /// the slot copy) became part of every caller's async frame, parked callers included.
+  /// the slot) became part of every caller's async frame, parked callers included.
   @inline(never)
-  func hit(_ key: AccountKey) -> AuthModel? {
+  func lookup(_ key: AccountKey) -> Lookup {
     let date = configuration.now()
     let stripe = table.stripe(for: key)
     let tick = table.nextTick()
     stripe.lock.lock()
-    guard let index = stripe.accounts.index(forKey: key),
-      let model = stripe.accounts.values[index].machine.servableModel(at: date)
+    guard let slot = stripe.accounts[key] else {
+      stripe.lock.unlock()
+      return .miss
+    }
+    slot.lastUsed = tick
+    if let model = slot.machine.servableModel(at: date) {
+      stripe.lock.unlock()
+      stripe.hits.add(1)
+      return .hit(model)
+    }
+    // A caller cancelled before it arrives never joins: admission throws for it.
+    guard let flight = slot.flight, !Task.isCancelled,
+      case .join(let id) = slot.machine.request(
+        .ifNeeded, date: date, now: clock.now(), newFlightID: 0),
+      id == flight.id, let ticket = flight.queue.reserve(coalesced: true)
     else {
       stripe.lock.unlock()
-      return nil
+      return .miss
     }
-    stripe.accounts.values[index].lastUsed = tick
     stripe.lock.unlock()
-    stripe.hits.add(1)
-    return model
+    return .joined(flight.queue, ticket: ticket)
   }
 
-  /// A miss, or a forced refresh: admit the request, then (usually) park on the flight.
-  ///
-  /// Kept lean on purpose: only the queue, the ticket, the retry state and the deadline are
-  /// live across the park, and the result is read synchronously (out of line) after waking, so
-  /// a parked caller's async frames stay small (see docs/benchmarks.md, "Memory per parked
-  /// caller").
+  /// A caller that joined the flight in progress through ``lookup(_:)``: park on it.
+  @inline(never)
+  nonisolated(nonsending) func joined(
+    _ queue: WaiterQueue, ticket: Int, timeout: Duration?
+  ) async throws -> AuthModel {
+    guard let timeout else { return try queue.result(of: await queue.park(ticket)) }
+    let deadline = clock.deadline(after: timeout)
+    return try queue.result(of: await park(on: queue, ticket: ticket, until: deadline))
+  }
+
+  /// A miss, or a forced refresh, with no deadline of the caller's own.
   @inline(never)
   nonisolated(nonsending) func wait(
-    for key: AccountKey, refresh: RefreshPolicy, timeout: Duration?
+    for key: AccountKey, refresh: RefreshPolicy
+  ) async throws -> AuthModel {
+    try await waitLoop(key, refresh) { queue, ticket in await queue.park(ticket) }
+  }
+
+  /// A miss, or a forced refresh, that gives up at the caller's own deadline: every park of
+  /// the request is bounded by the same deadline.
+  @inline(never)
+  nonisolated(nonsending) func wait(
+    for key: AccountKey, refresh: RefreshPolicy, timeout: Duration
+  ) async throws -> AuthModel {
+    let deadline = clock.deadline(after: timeout)
+    return try await waitLoop(key, refresh) { queue, ticket in
+      await park(on: queue, ticket: ticket, until: deadline)
+    }
+  }
+
+  /// The one waiting loop: admit the request, then (usually) park on the flight.
+  ///
+  /// Inlined into the two entry points above so that each parked caller's async frames hold
+  /// only what its own path needs: the queue, the ticket, the retry state (and the deadline).
+  /// The result is read synchronously, out of line, after waking. Frames that overflow the
+  /// task's first allocation slab cost a second allocation per parked caller (see
+  /// docs/benchmarks.md, "Memory per parked caller").
+  @inline(__always)
+  nonisolated(nonsending) func waitLoop(
+    _ key: AccountKey, _ refresh: RefreshPolicy,
+    park: (WaiterQueue, Int) async -> WaiterQueue.Wake
   ) async throws -> AuthModel {
     var refresh = refresh
-    let deadline = timeout.map { clock.deadline(after: $0) }
     while true {
       switch try admit(key, refresh: refresh) {
       case .answered(let answer):
         return try answer.get()
       case .wait(let queue, let ticket):
-        return try queue.result(of: await park(on: queue, ticket: ticket, until: deadline))
+        return try queue.result(of: await park(queue, ticket))
       case .retryAfter(let queue, let ticket, let rejecting):
         // Rare: a forced refresh of the token a flight is persisting asks again once it ended.
-        try queue.checkEnded(await park(on: queue, ticket: ticket, until: deadline))
+        try queue.checkEnded(await park(queue, ticket))
         refresh = .force(rejecting: rejecting)
       }
     }
   }
 
-  /// Parks on `queue`; with a deadline, a timer makes the caller leave when it passes.
+  /// Parks on `queue` with a timer that makes the caller leave at `deadline`.
   @inline(never)
   nonisolated(nonsending) func park(
-    on queue: WaiterQueue, ticket: Int, until deadline: Duration?
+    on queue: WaiterQueue, ticket: Int, until deadline: Duration
   ) async -> WaiterQueue.Wake {
-    guard let deadline else { return await queue.park(ticket) }
     let clock = self.clock
     let timer = Task {
       do { try await clock.sleepUntil(deadline) } catch { return }

@@ -130,7 +130,15 @@ public final class AuthCoordinator: Sendable {
     refresh: RefreshPolicy = .ifNeeded,
     timeout: Duration? = nil
   ) async throws -> AuthModel {
-    if case .ifNeeded = refresh, let model = hit(key) { return model }
+    if case .ifNeeded = refresh {
+      switch lookup(key) {
+      case .hit(let model): return model
+      case .joined(let queue, let ticket):
+        return try await joined(queue, ticket: ticket, timeout: timeout)
+      case .miss: break
+      }
+    }
+    guard let timeout else { return try await wait(for: key, refresh: refresh) }
     return try await wait(for: key, refresh: refresh, timeout: timeout)
   }
 

@@ -88,6 +88,8 @@ final class Stripe: @unchecked Sendable {
   var deadlines = DeadlineQueue()
   /// The earliest deadline the scheduler was asked to wake for (it may wake earlier).
   var reportedEarliest: Duration?
+  /// The heap size at which entries of ended flights are dropped next.
+  var pruneThreshold = 64
   /// Flights in progress here.
   var liveFlights = 0
   /// This stripe's part of the statistics, under a lock of its own: an authorizer's
@@ -100,9 +102,11 @@ final class Stripe: @unchecked Sendable {
   /// anything this stripe asked for before.
   func arm(_ entry: DeadlineQueue.Entry) -> Duration? {
     deadlines.insert(entry)
-    // Entries of ended flights are dropped once they outnumber the live ones.
-    if deadlines.count > 2 * liveFlights + 64 {
+    // Entries of ended flights (and of phases a flight left) stay until due; they are dropped
+    // when the heap doubled since the last pruning, so that pruning costs amortised O(1).
+    if deadlines.count > pruneThreshold {
       deadlines.prune { self.accounts[$0.key]?.machine.flightID == $0.flight }
+      pruneThreshold = max(2 * deadlines.count, 64)
     }
     if let reported = reportedEarliest, reported <= entry.at { return nil }
     reportedEarliest = entry.at
@@ -111,18 +115,21 @@ final class Stripe: @unchecked Sendable {
 }
 
 /// A key in the table: its state machine (the one record of its flight), and the effects that
-/// belong to that flight.
-struct AccountSlot {
+/// belong to that flight. A class, so that the table's lookups and updates never copy it;
+/// every access is under its stripe's lock.
+final class AccountSlot {
   var machine: AccountStateMachine
   var flight: FlightHandle?
   /// The recency tick of the last request.
-  var lastUsed: UInt64
+  var lastUsed: UInt64 = 0
   /// The cancellations of stopped flights not yet carried out: the key's next flight waits
   /// for them, and the key is not evicted before they are.
   var stopping: [Latch] = []
 
+  init(machine: AccountStateMachine) { self.machine = machine }
+
   /// Drops the cancellations already carried out; returns those still pending.
-  mutating func pendingStops() -> [Latch] {
+  func pendingStops() -> [Latch] {
     if !stopping.isEmpty { stopping.removeAll { $0.isOpen } }
     return stopping
   }

@@ -13,7 +13,12 @@ final class CoordinatorCounters: Sendable {
 
   var snapshot: AuthCoordinator.Statistics { state.withLock { $0 } }
 
-  func waiterArrived() { state.withLock { $0.waitingCallers += 1 } }
+  func waiterArrived(coalesced: Bool) {
+    state.withLock {
+      $0.waitingCallers += 1
+      if coalesced { $0.coalescedCallers += 1 }
+    }
+  }
 
   func waiterLeftEarly() {
     state.withLock {

@@ -92,14 +92,16 @@ final class WaiterQueue: @unchecked Sendable {
   /// Reserves the next slot. Called on the actor.
   ///
   /// - Returns: The ticket, or `nil` when the queue is already finished.
-  func reserve() -> Int? {
+  /// - Parameter coalesced: The caller joins a flight another caller started (counted in the
+  ///   same update as its arrival).
+  func reserve(coalesced: Bool = false) -> Int? {
     let ticket: Int? = lock.withLock {
       guard outcome == nil else { return nil }
       slots.append(.reserved)
       active += 1
       return slots.count - 1
     }
-    if ticket != nil { counters.waiterArrived() }
+    if ticket != nil { counters.waiterArrived(coalesced: coalesced) }
     return ticket
   }
 
