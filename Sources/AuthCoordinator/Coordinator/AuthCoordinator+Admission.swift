@@ -15,7 +15,7 @@ extension AuthCoordinator {
     stripe.lock.lock()
     let slot: AccountSlot
     let isNew: Bool
-    if let existing = stripe.accounts[key] {
+    if let existing = stripe.slot(key) {
       slot = existing
       isNew = false
     } else {
@@ -33,7 +33,7 @@ extension AuthCoordinator {
     var wake: Duration?
     switch action {
     case .serve(let model):
-      stripe.hits.add(1)
+      stripe.hits += 1
       admission = .answered(Answer(.success(model)))
 
     case .join(let id):

@@ -41,6 +41,7 @@ extension AuthCoordinator {
           slot.machine.isEvictable(now: now), slot.stopping.allSatisfy(\.isOpen)
         else { return false }
         stripe.accounts.removeValue(forKey: candidate.key)
+        stripe.memo = nil
         stripe.storeOperations.forget(candidate.key)
         stripe.counters.update { $0.evictions += 1 }
         return true

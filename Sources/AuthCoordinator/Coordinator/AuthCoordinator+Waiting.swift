@@ -25,14 +25,14 @@ extension AuthCoordinator {
     let stripe = table.stripe(for: key)
     let tick = table.nextTick()
     stripe.lock.lock()
-    guard let slot = stripe.accounts[key] else {
+    guard let slot = stripe.slot(key) else {
       stripe.lock.unlock()
       return .miss
     }
     slot.lastUsed = tick
     if let model = slot.machine.servableModel(at: date) {
+      stripe.hits &+= 1
       stripe.lock.unlock()
-      stripe.hits.add(1)
       return .hit(model)
     }
     // A caller cancelled before it arrives never joins: admission throws for it.

@@ -177,14 +177,14 @@ public final class AuthCoordinator: Sendable {
   public var events: AsyncStream<AuthEvent> { broadcaster.subscribe() }
 
   /// A snapshot of the counters, summed over the account table's stripes. Readable from any
-  /// context, including an authorizer's cancellation handler: it takes no lock a flight's
-  /// decisions hold. Each stripe's part is taken atomically, so the balances between counters
-  /// hold in every snapshot.
+  /// context, including an authorizer's cancellation handler (the coordinator never runs one
+  /// while it holds a lock). Each stripe's counters are read atomically, so the balances
+  /// between counters hold in every snapshot.
   public var statistics: Statistics {
     var total = Statistics()
     for stripe in table.stripes {
       total.add(stripe.counters.snapshot)
-      total.cacheHits += Int(truncatingIfNeeded: stripe.hits.value)
+      total.cacheHits += stripe.lock.withLock { stripe.hits }
     }
     total.keysInMemory = table.keyCount
     return total

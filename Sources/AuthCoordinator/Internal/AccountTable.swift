@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import SyncPrimitives
 
@@ -17,8 +18,6 @@ final class AccountTable: Sendable {
   private let mask: Int
   /// Flight ids, unique across keys: 1, 2, 3, ...
   private let flightIDs = AtomicCounter()
-  /// Recency ticks for the least-recently-used eviction, comparable across stripes.
-  private let ticks = AtomicCounter()
   /// Keys inserted and keys evicted, ever: their difference is the number of keys in memory.
   let inserted = AtomicCounter()
   let evicted = AtomicCounter()
@@ -50,19 +49,23 @@ final class AccountTable: Sendable {
   /// most at their end (sequence numbers, random suffixes).
   func stripe(forUser mcUid: String) -> Stripe {
     var hash: UInt32 = 2_166_136_261
-    var utf8 = mcUid.utf8[...]
-    var taken = 0
-    hash = (hash ^ UInt32(truncatingIfNeeded: mcUid.utf8.count)) &* 16_777_619
-    while taken < 8, let byte = utf8.popLast() {
-      hash = (hash ^ UInt32(byte)) &* 16_777_619
-      taken += 1
+    let fast: UInt32? = mcUid.utf8.withContiguousStorageIfAvailable { bytes in
+      var hash: UInt32 = 2_166_136_261 ^ UInt32(truncatingIfNeeded: bytes.count)
+      for byte in bytes.suffix(8) { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
+      return hash
     }
+    if let fast { return stripes[Int(fast >> 8) & mask] }
+    hash ^= UInt32(truncatingIfNeeded: mcUid.utf8.count)
+    for byte in mcUid.utf8.suffix(8) { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
     return stripes[Int(hash >> 8) & mask]
   }
 
   func nextFlightID() -> UInt64 { flightIDs.next() }
 
-  func nextTick() -> UInt64 { ticks.next() }
+  /// A recency stamp for the least-recently-used eviction, comparable across stripes: the
+  /// monotonic clock in nanoseconds (never the injected clock, which tests stop). Cheaper than
+  /// a shared counter, whose cache line every core would fight over on each hit.
+  func nextTick() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 
   /// The number of keys in memory (exact when no insert or eviction is under way).
   var keyCount: Int { Int(truncatingIfNeeded: inserted.value &- evicted.value) }
@@ -95,8 +98,20 @@ final class Stripe: @unchecked Sendable {
   /// This stripe's part of the statistics, under a lock of its own: an authorizer's
   /// cancellation handler, which runs under `lock`, may read them.
   let counters = CoordinatorCounters()
-  /// Cache hits, counted without a lock.
-  let hits = AtomicCounter()
+  /// Cache hits, counted under `lock` (the hit already holds it).
+  var hits = 0
+  /// The last key looked up and its slot: a lookup of the same key skips hashing it (most
+  /// traffic is one user's). Cleared whenever a key is removed.
+  var memo: (key: AccountKey, slot: AccountSlot)?
+
+  /// The slot of `key`, if it is in memory.
+  @inline(__always)
+  func slot(_ key: AccountKey) -> AccountSlot? {
+    if let memo, memo.key == key { return memo.slot }
+    guard let slot = accounts[key] else { return nil }
+    memo = (key, slot)
+    return slot
+  }
 
   /// Inserts a deadline; returns the instant the scheduler must wake by, if it is earlier than
   /// anything this stripe asked for before.
