@@ -23,50 +23,12 @@ struct AccountStateMachine {
     case model(Cached)
   }
 
-  private struct Cached: Equatable {
-    var model: AuthModel
-    /// How long before its expiry the model counts as expired: the policy's leeway, or less
-    /// for a model that arrived with a lifetime shorter than twice the leeway.
-    var leeway: TimeInterval
-    /// The model was obtained by an authorization with a lifetime no longer than the leeway:
-    /// renewing it counts for the refresh-loop guard.
-    var arrivedInsideLeeway: Bool
-  }
-
   /// The key's flight, if one is running, in its phase.
   private enum State: Equatable {
     case idle
     case loading(Loading)
     case authorizing(Authorizing)
     case persisting(id: UInt64, model: AuthModel)
-  }
-
-  private struct Loading: Equatable {
-    var id: UInt64
-    /// Tokens that forced-refresh joiners rejected while the store was being read.
-    var rejectedTokens: Set<String> = []
-    /// A forced-refresh joiner rejected whatever the store holds (it named no token).
-    var rejectsStoredModel = false
-    /// A forced refresh joined: an authorization the load leads to counts for the loop guard.
-    var hasForcedRequest = false
-
-    /// Records what a forced refresh that joins (or starts) the load rejects.
-    mutating func note(_ rejection: Rejection) {
-      switch rejection {
-      case .none: return
-      case .token(let token): rejectedTokens.insert(token)
-      case .storedModel: rejectsStoredModel = true
-      case .nothing: break
-      }
-      hasForcedRequest = true
-    }
-  }
-
-  private struct Authorizing: Equatable {
-    var id: UInt64
-    var reason: AuthorizationReason
-    /// The authorizer entered its exchange: the authorization deadline no longer applies.
-    var exchangeBegan = false
   }
 
   let key: AccountKey
