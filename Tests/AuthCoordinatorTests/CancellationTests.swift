@@ -57,7 +57,7 @@ import Testing
     let events = EventRecorder(h.coordinator)
     only.cancel()
     await expectCancelled(only)
-    // The flight is stopped in the actor turn that emits the event; `later` arrives after it.
+    // The flight is stopped (and counted) before the event is emitted; `later` arrives after.
     try await events.first { $0.isFlightCancelled(.lastWaiterLeft) }
     let later = h.request()
     let second = await h.authorizer.nextCall()

@@ -75,7 +75,7 @@ import Testing
 
 extension WaiterQueueTests {
   /// Closing an abandoned flight is atomic with joins: a caller that reserves afterwards is
-  /// refused (and asks the actor, starting a new flight) instead of inheriting the cancellation.
+  /// refused (and asks the state machine again, starting a new flight) instead of inheriting the cancellation.
   @Test func closeIfIdleRefusesLaterJoinersAndNeverClosesOnAWaiter() async {
     let busy = WaiterQueue(counters: CoordinatorCounters())
     let ticket = busy.reserve()!

@@ -38,8 +38,8 @@ enum ChaosFault: String, CaseIterable, Sendable, Comparable {
 /// ignores the cancellation and keeps running. So when a call enters, no other call for the same
 /// key may be in flight. Registration and deregistration both happen inside the call's
 /// `withTaskCancellationHandler` scope, so a cancellation is always seen before the coordinator
-/// can start the next flight (it cancels synchronously, on the actor, before it admits the next
-/// request).
+/// can start the next flight (the next flight of a key starts its first step only once the
+/// stopped flight's cancellation has been delivered).
 ///
 /// It also records which models were returned *after* their call was cancelled: those came from
 /// stopped flights and must never reach a caller.

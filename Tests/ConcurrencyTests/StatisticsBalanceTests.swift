@@ -9,7 +9,7 @@ extension ConcurrencySuites {
   /// stopped flight was counted as cancelled or timed out in one counter update and taken out of
   /// `flightsInProgress` in another, after the authorizer's task was cancelled. This takes the
   /// snapshot deterministically in between: from the authorizer's cancellation handler, which
-  /// `stopFlight` runs synchronously.
+  /// the coordinator runs synchronously after counting the ending.
   @Suite struct StatisticsBalanceTests {
     @Test
     func flightsBalanceInASnapshotTakenWhileAFlightIsStopped() async throws {

@@ -2,8 +2,9 @@ import SyncPrimitives
 
 /// The coordinator's counters, readable from any thread.
 ///
-/// Cache hits are counted by ``HotCache`` under its own lock (the hit path takes no other lock);
-/// everything else is counted here, off the hit path.
+/// One per stripe of the account table, under a lock of its own: the flights' queues update the
+/// waiting-caller counts outside the stripe's lock. Cache hits are counted under the stripe's
+/// lock, which the hit already holds.
 final class CoordinatorCounters: Sendable {
   private let state = LockedState(AuthCoordinator.Statistics())
 

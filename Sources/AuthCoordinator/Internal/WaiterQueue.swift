@@ -2,8 +2,8 @@ import SyncPrimitives
 
 /// The callers parked on one flight, in arrival order.
 ///
-/// A caller reserves a slot on the actor (its ticket is the slot index), then parks outside the
-/// actor on an unsafe continuation. Leaving early (cancellation or the caller's own timeout) is a
+/// A caller reserves a slot under its stripe's lock (its ticket is the slot index), then parks
+/// outside any lock on an unsafe continuation. Leaving early (cancellation or the caller's own timeout) is a
 /// swap of that one slot under the lock: O(1), no task hop, and the flight goes on for the others.
 /// When the flight ends, every parked caller is resumed outside the lock in slot order, so
 /// waiters wake in the order they arrived (which also keeps task-group cleanup linear).
@@ -47,7 +47,7 @@ final class WaiterQueue: @unchecked Sendable {
   }
 
   private enum Slot {
-    /// Reserved on the actor, not parked yet.
+    /// Reserved, not parked yet.
     case reserved
     case parked(UnsafeContinuation<Wake, Never>)
     /// Left before parking; it fails as soon as it tries to park.
@@ -89,7 +89,7 @@ final class WaiterQueue: @unchecked Sendable {
     }
   }
 
-  /// Reserves the next slot. Called on the actor.
+  /// Reserves the next slot. Called under the stripe's lock.
   ///
   /// - Returns: The ticket, or `nil` when the queue is already finished.
   /// - Parameter coalesced: The caller joins a flight another caller started (counted in the
@@ -137,7 +137,7 @@ final class WaiterQueue: @unchecked Sendable {
 
   /// Parks the caller holding `ticket` until the flight ends or the caller leaves.
   ///
-  /// Runs in the caller's own context (not on the actor). Cancellation of the calling task
+  /// Runs in the caller's own context, holding no lock while parked. Cancellation of the calling task
   /// makes it return `.cancelled` at once.
   @inline(never)
   nonisolated(nonsending) func park(_ ticket: Int) async -> Wake {
@@ -204,7 +204,7 @@ final class WaiterQueue: @unchecked Sendable {
   }
 
   /// Ends the queue with `outcome` if no caller is waiting, atomically with respect to
-  /// ``reserve()``: a caller that reserves afterwards is refused (and asks the actor), so an
+  /// ``reserve()``: a caller that reserves afterwards is refused (and asks the state machine again), so an
   /// abandoned flight's cancellation never reaches a later caller.
   ///
   /// - Returns: Whether the queue was idle and is now finished.

@@ -41,7 +41,7 @@ struct VirtualClock: Clock {
 /// queue is empty, nothing in the world can run until a sleeper wakes: the driver then moves the
 /// clock to the earliest sleeper's deadline and wakes every sleeper due then, in the order they
 /// went to sleep. Explicit bookkeeping by the simulated parties alone could not see the
-/// coordinator's internal hand-offs (actor hops, resumed continuations, store writes); the
+/// coordinator's internal hand-offs (flight tasks, resumed continuations, store writes); the
 /// executor sees all of them.
 ///
 /// `speedup` only paces the output for a human: before each move of `d` simulated seconds the
