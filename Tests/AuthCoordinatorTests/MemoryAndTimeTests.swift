@@ -32,6 +32,28 @@ import Testing
     #expect(h.authorizer.callCount == 3, "b came back from the store, not a new authorization")
   }
 
+  // Rule 14: a request the loop guard refuses starts no flight, so it must not make the
+  // eviction think a flight is still running (found by reading: refusals drew a flight id).
+  @Test func requestsTheLoopGuardRefusedDoNotHideIdleKeysFromEviction() async throws {
+    let h = Harness {
+      $0.maxIdleKeys = 1
+      $0.maxForcedAuthorizations = 1
+    }
+    let looping = AccountKey(mcUid: "looping")
+    try await warm(h, looping)
+    let forced = h.request(looping, refresh: .force(rejecting: nil))
+    await h.authorizer.nextCall().succeed(with: makeModel("t2", mcUid: "looping"))
+    _ = try await forced.value
+    for _ in 0..<5 {
+      await expectFailure(h.request(looping, refresh: .force(rejecting: nil)), .refreshLoop)
+    }
+    #expect(h.stats.refreshLoopsStopped == 5)
+    for index in 0..<3 { try await warm(h, AccountKey(mcUid: "other-\(index)")) }
+    // One idle key may stay; the looping key is kept while its authorizations are in the loop
+    // window, so at most two keys are in memory.
+    #expect(h.stats.keysInMemory <= 2, "\(h.stats.keysInMemory) keys in memory")
+  }
+
   // Rule 14
   @Test func aKeyWithAFlightInProgressIsNeverEvicted() async throws {
     let h = Harness { $0.maxIdleKeys = 0 }

@@ -114,8 +114,8 @@ struct AccountStateMachine {
       break
     }
 
-    let id = newFlightID()
     if cache == .unknown {
+      let id = newFlightID()
       var loading = Loading(id: id)
       loading.note(rejection)
       state = .loading(loading)
@@ -134,6 +134,8 @@ struct AccountStateMachine {
     if counted, !admitLoopGuardedAuthorization(now: now) {
       return .refuse(loopGuardError())
     }
+    // Drawn only for a flight that starts: the coordinator counts flights by their ids.
+    let id = newFlightID()
     state = .authorizing(Authorizing(id: id, reason: reason))
     return .start(flight: id, step(.authorize(reason), now: now))
   }
