@@ -16,9 +16,9 @@ func environmentInt(_ name: String, _ fallback: Int) -> Int {
 
 /// Waits until no flight is in progress, re-checking on each of `coordinator`'s events.
 ///
-/// A flight resumes its waiters before it counts itself ended, so a test whose callers all
-/// returned may still read the flight as in progress; its closing event is emitted after the
-/// counters. `events` must have been made before the flights ended.
+/// A flight counts itself ended before it resumes its waiters, so once every caller returned
+/// this returns at once; it stays as a bounded check that nothing is left running. `events`
+/// must have been made before the flights ended.
 func flightsEnded(_ coordinator: AuthCoordinator, _ events: EventRecorder) async throws {
   try await events.waitUntil { coordinator.statistics.flightsInProgress == 0 }
 }

@@ -29,7 +29,6 @@ extension AuthCoordinator {
       refresh, date: date, now: now, newFlightID: self.table.nextFlightID())
 
     let admission: Admission
-    var started: (id: UInt64, step: AccountStateMachine.Step)?
     var wake: Duration?
     switch action {
     case .serve(let model):
@@ -63,7 +62,12 @@ extension AuthCoordinator {
           for latch in previous { await latch.wait() }
           await self?.runFlight(key, flight: id, first: first)
         })
-      started = (id, step)
+      // Events are emitted under the lock, so that a key's events are in the order of its
+      // decisions (the flight's task may end it on another thread as soon as it is released).
+      broadcaster.emit(.flightStarted(key: key, flight: id))
+      if case .authorize(let reason) = step.kind {
+        broadcaster.emit(.authorizationStarted(key: key, flight: id, reason: reason))
+      }
       admission = .wait(queue, ticket: ticket)
 
     case .retryAfter(let id, let rejecting):
@@ -77,19 +81,13 @@ extension AuthCoordinator {
 
     case .refuse(let error):
       stripe.counters.update { $0.refreshLoopsStopped += 1 }
+      broadcaster.emit(.refreshLoopStopped(key: key))
       admission = .answered(Answer(.failure(error)))
     }
     stripe.lock.unlock()
 
     // Effects, outside the lock.
     if let wake { scheduler.wake(by: wake) }
-    if let started {
-      broadcaster.emit(.flightStarted(key: key, flight: started.id))
-      if case .authorize(let reason) = started.step.kind {
-        broadcaster.emit(.authorizationStarted(key: key, flight: started.id, reason: reason))
-      }
-    }
-    if case .refuse = action { broadcaster.emit(.refreshLoopStopped(key: key)) }
     if isNew { evictIfNeeded() }
     return admission
   }

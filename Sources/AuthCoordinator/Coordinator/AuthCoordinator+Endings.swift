@@ -6,15 +6,17 @@ import SyncPrimitives
 extension AuthCoordinator {
   /// An ending with what carrying it out needs, taken out of the stripe under its lock.
   struct Closing {
-    let key: AccountKey
-    let handle: FlightHandle?
-    let ending: AccountStateMachine.Ending
+    let work: Task<Void, Never>?
+    /// The flight's waiters, and the forced refreshes that waited for it to end.
+    let waiters: WaiterQueue.Sealed
+    let followers: WaiterQueue.Sealed
     /// Opened once the stopped flight's work was cancelled; the key's next flight waits for it.
     let stopped: Latch?
   }
 
-  /// Detaches the flight's effects from its slot and counts the ending. Under the stripe's
-  /// lock.
+  /// Closes flight `ending.flight` of `key` under the stripe's lock: detaches it from its slot,
+  /// counts the ending, seals its queues (the callers to resume are taken out, not resumed)
+  /// and emits its events, so that a key's events are in the order of its decisions.
   func close(
     _ ending: AccountStateMachine.Ending, key: AccountKey, in stripe: Stripe
   ) -> Closing {
@@ -40,28 +42,52 @@ extension AuthCoordinator {
       if ending.storeTimedOut != nil { $0.storeFailures += 1 }
       if ending.refusedByLoopGuard { $0.refreshLoopsStopped += 1 }
     }
+
+    let outcome: WaiterQueue.Outcome
+    switch ending.result {
+    case .succeeded(let model): outcome = .success(model)
+    case .failed(let error), .timedOut(_, let error): outcome = .failure(error)
+    case .cancelled(.lastWaiterLeft): outcome = .failure(CancellationError())
+    case .cancelled(.signedOut): outcome = .failure(AuthCoordinatorError.signedOut(key))
+    }
+    let waiters = handle?.queue.seal(outcome) ?? WaiterQueue.Sealed()
+    let followers: WaiterQueue.Sealed
+    switch ending.followers {
+    case .askAgain: followers = handle?.followers?.seal(.retry) ?? WaiterQueue.Sealed()
+    case .fail(let error):
+      followers = handle?.followers?.seal(.failure(error)) ?? WaiterQueue.Sealed()
+    }
+    emitEvents(of: ending, key: key, served: waiters.count)
+
     // A stopped flight's work is cancelled after the lock is released (cancellation handlers
     // run synchronously and may reach the coordinator). Until then, the key's next flight
-    // waits: its authorizer never runs beside one not yet told to stop.
+    // waits: a new authorization never starts beside one not yet told to stop.
     var stopped: Latch?
     if ending.stopsWork, handle?.work != nil, let slot {
       stopped = Latch()
       slot.stopping.append(stopped!)
     }
-    return Closing(key: key, handle: handle, ending: ending, stopped: stopped)
+    return Closing(
+      work: ending.stopsWork ? handle?.work : nil, waiters: waiters, followers: followers,
+      stopped: stopped)
   }
 
   /// The effects of an ending, outside any lock: a stopped flight's work is cancelled, the
-  /// waiters get the result in arrival order, forced refreshes that waited for it
-  /// ask again (or fail, after a sign-out), and the events say so.
+  /// waiters get the result in arrival order, and forced refreshes that waited for the flight
+  /// ask again (or fail, after a sign-out).
   func carryOut(_ closing: Closing) {
-    let key = closing.key
-    let ending = closing.ending
-    let id = ending.flight
     if let stopped = closing.stopped {
-      closing.handle?.work?.cancel()
+      closing.work?.cancel()
       stopped.open()
     }
+    closing.waiters.resume()
+    closing.followers.resume()
+    evictIfNeeded()
+  }
+
+  /// The events of an ending (emitting never runs user code: it only feeds the streams).
+  private func emitEvents(of ending: AccountStateMachine.Ending, key: AccountKey, served: Int) {
+    let id = ending.flight
     if let operation = ending.storeTimedOut {
       let error: AuthCoordinatorError
       switch ending.result {
@@ -71,18 +97,6 @@ extension AuthCoordinator {
           .storeFailed, "the token store did not finish the save within \(policy.storeTimeout)")
       }
       broadcaster.emit(.storeFailed(key: key, operation: operation, message: "\(error)"))
-    }
-    let waiters: WaiterQueue.Outcome
-    switch ending.result {
-    case .succeeded(let model): waiters = .success(model)
-    case .failed(let error), .timedOut(_, let error): waiters = .failure(error)
-    case .cancelled(.lastWaiterLeft): waiters = .failure(CancellationError())
-    case .cancelled(.signedOut): waiters = .failure(AuthCoordinatorError.signedOut(key))
-    }
-    let served = closing.handle?.queue.finish(waiters) ?? 0
-    switch ending.followers {
-    case .askAgain: closing.handle?.followers?.finish(.retry)
-    case .fail(let error): closing.handle?.followers?.finish(.failure(error))
     }
     switch ending.result {
     case .succeeded:
@@ -95,7 +109,6 @@ extension AuthCoordinator {
     case .cancelled(let reason):
       broadcaster.emit(.flightCancelled(key: key, flight: id, reason: reason))
     }
-    evictIfNeeded()
   }
 
   /// Every caller waiting on flight `id` left (called by its queue, outside the queue's lock).

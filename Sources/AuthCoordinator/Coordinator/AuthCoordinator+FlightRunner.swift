@@ -77,16 +77,16 @@ extension AuthCoordinator {
       return nil
     case .discardLateResult:
       stripe.counters.update { $0.lateResultsDiscarded += 1 }
-      stripe.lock.unlock()
       broadcaster.emit(.lateResultDiscarded(key: key, flight: id))
+      stripe.lock.unlock()
       return nil
     case .next(let step):
       let next = prepare(step, key: key, flight: id, in: stripe, wake: &wake)
-      stripe.lock.unlock()
-      if let wake { scheduler.wake(by: wake) }
       if case .authorize(let reason) = step.kind {
         broadcaster.emit(.authorizationStarted(key: key, flight: id, reason: reason))
       }
+      stripe.lock.unlock()
+      if let wake { scheduler.wake(by: wake) }
       return next
     case .end(let ending):
       let closing = close(ending, key: key, in: stripe)

@@ -221,10 +221,40 @@ final class WaiterQueue: @unchecked Sendable {
   /// - Returns: How many callers were still waiting.
   @discardableResult
   func finish(_ outcome: Outcome) -> Int {
+    let sealed = seal(outcome)
+    sealed.resume()
+    return sealed.count
+  }
+
+  /// The callers a sealed queue still has to resume, in arrival order.
+  struct Sealed {
+    fileprivate var parked: [(ticket: Int, continuation: UnsafeContinuation<Wake, Never>)] = []
+    /// How many callers were still waiting when the queue was sealed.
+    var count = 0
+    #if DEBUG
+      fileprivate var observer: (@Sendable (Int) -> Void)?
+    #endif
+
+    /// Resumes them. Call it holding no lock.
+    func resume() {
+      for (ticket, continuation) in parked {
+        #if DEBUG
+          observer?(ticket)
+        #endif
+        continuation.resume(returning: .finished)
+      }
+    }
+  }
+
+  /// Ends the queue with `outcome` and takes out the callers to resume, without resuming them:
+  /// the coordinator seals under its stripe's lock (so the flight's closing event can say how
+  /// many callers it served, in order with the key's other events) and resumes after releasing
+  /// it.
+  func seal(_ outcome: Outcome) -> Sealed {
     lock.lock()
     guard self.outcome == nil else {
       lock.unlock()
-      return 0
+      return Sealed()
     }
     self.outcome = outcome
     let waiting = active
@@ -237,17 +267,12 @@ final class WaiterQueue: @unchecked Sendable {
         slots[index] = .done
       }
     }
+    var sealed = Sealed(parked: parked, count: waiting)
     #if DEBUG
-      let observer = resumeObserver
+      sealed.observer = resumeObserver
     #endif
     lock.unlock()
     counters.waitersResumed(waiting)
-    for (ticket, continuation) in parked {
-      #if DEBUG
-        observer?(ticket)
-      #endif
-      continuation.resume(returning: .finished)
-    }
-    return waiting
+    return sealed
   }
 }
