@@ -1,11 +1,12 @@
 import Foundation
 
-/// The Alipay login state a mini-program needs: who the user is at Alipay, the access token,
-/// and the host app's own user id.
+/// The Alipay login state a mini-program needs: who the user is at Alipay, the access token
+/// (and a refresh token when the server issued one), and the host app's own user id.
 ///
 /// `AuthModel` is the Swift form of the mPaaS `NBIAuthModel`. Its `description`,
-/// `debugDescription` and reflection (`dump`, `Mirror`) never show the access token, so a model
-/// can be logged or interpolated into a message without leaking the credential.
+/// `debugDescription` and reflection (`dump`, `Mirror`) never show the access token or the
+/// refresh token, only their lengths, so a model can be logged or interpolated into a message
+/// without leaking either credential.
 ///
 /// ```swift
 /// let model = AuthModel(uid: "2088000000000001", accessToken: token, mcUid: "u1",
@@ -26,6 +27,10 @@ public struct AuthModel: Sendable, Hashable, Codable {
   public var expiresAt: Date?
   /// Further string values passed through to the mini-program container.
   public var extraInfo: [String: String]
+  /// The refresh token that came with the access token, or `nil` when the server issued none.
+  ///
+  /// Never printed by the library: descriptions and reflection show only its length.
+  public var refreshToken: String?
 
   /// Creates a model.
   ///
@@ -35,18 +40,21 @@ public struct AuthModel: Sendable, Hashable, Codable {
   ///   - mcUid: The host app's own user id.
   ///   - expiresAt: When the token expires, if known.
   ///   - extraInfo: Further values for the container.
+  ///   - refreshToken: The refresh token, if the server issued one.
   public init(
     uid: String,
     accessToken: String,
     mcUid: String,
     expiresAt: Date? = nil,
-    extraInfo: [String: String] = [:]
+    extraInfo: [String: String] = [:],
+    refreshToken: String? = nil
   ) {
     self.uid = uid
     self.accessToken = accessToken
     self.mcUid = mcUid
     self.expiresAt = expiresAt
     self.extraInfo = extraInfo
+    self.refreshToken = refreshToken
   }
 
   /// Whether the model can still be handed out at `date`, given a safety margin.
@@ -67,27 +75,34 @@ public struct AuthModel: Sendable, Hashable, Codable {
   public var redactedToken: String {
     "<redacted \(accessToken.utf8.count) bytes>"
   }
+
+  /// The refresh token's length in the same form as ``redactedToken``, or `nil` without one.
+  var redactedRefreshToken: String? {
+    refreshToken.map { "<redacted \($0.utf8.count) bytes>" }
+  }
 }
 
 extension AuthModel: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
-  /// A summary that shows everything but the access token.
+  /// A summary that shows everything but the tokens, which appear only as their lengths.
   public var description: String {
     var parts = ["uid: \(uid)", "mcUid: \(mcUid)", "accessToken: \(redactedToken)"]
+    if let redactedRefreshToken { parts.append("refreshToken: \(redactedRefreshToken)") }
     if let expiresAt { parts.append("expiresAt: \(expiresAt)") }
     if !extraInfo.isEmpty { parts.append("extraInfo: \(extraInfo.keys.sorted())") }
     return "AuthModel(\(parts.joined(separator: ", ")))"
   }
 
-  /// The same as ``description``: the token is redacted in debug output too.
+  /// The same as ``description``: the tokens are redacted in debug output too.
   public var debugDescription: String { description }
 
-  /// A reflection that replaces the token, so `dump(model)` does not reveal it.
+  /// A reflection that replaces both tokens, so `dump(model)` does not reveal them.
   public var customMirror: Mirror {
     Mirror(
       self,
       children: [
         "uid": uid, "accessToken": redactedToken, "mcUid": mcUid,
         "expiresAt": expiresAt as Any, "extraInfo": extraInfo,
+        "refreshToken": redactedRefreshToken as Any,
       ],
       displayStyle: .struct
     )

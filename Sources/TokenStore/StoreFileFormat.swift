@@ -5,7 +5,7 @@ import Foundation
 /// A file is a one-line JSON header, a newline, and a body of exactly `length` bytes:
 ///
 /// ```text
-/// {"crc32":"5d3c2b1a","format":"authcoordinator.tokenstore","length":171,"version":1}
+/// {"crc32":"5d3c2b1a","format":"authcoordinator.tokenstore","length":171,"version":2}
 /// {"entries":[{"key":{"mcUid":"u1","mode":"platformOnly"},"model":{...}}]}
 /// ```
 ///
@@ -17,13 +17,24 @@ import Foundation
 /// - The body is `{"entries":[{"key":{...},"model":{...}}]}`, entries sorted by key. A model's
 ///   `expiresAt` is seconds since 2001-01-01T00:00:00Z (Foundation's reference date), so a
 ///   `Date` survives the round trip bit for bit; it is absent when the model has no expiry.
+///   Likewise `refreshToken` is absent when the model has none.
+///
+/// Versions: 1 has no refresh token; 2 adds the optional `refreshToken`. This code writes
+/// version 2 and reads both (a version-1 model has no refresh token).
 ///
 /// The functions do no I/O, so the decoder can be fuzzed on its own (see `Fuzz/StoreDecoder`).
 package enum StoreFileFormat {
   /// The `format` value of the header.
   package static let formatName = "authcoordinator.tokenstore"
   /// The version this code writes and the newest it reads.
-  package static let currentVersion = 1
+  ///
+  /// Version 2 only adds the optional `refreshToken` to a model, which a version-1 reader would
+  /// decode without complaint: it ignores unknown fields. That is exactly why the version goes
+  /// up. A version-1 reader (an older app, or an extension not yet updated, sharing the file)
+  /// would drop the refresh token on decoding and then, on its next save, write the file back
+  /// without it: every stored refresh token silently lost. Seeing version 2 it instead reports
+  /// `unsupported_version` and refuses to replace the file, so the token survives.
+  package static let currentVersion = 2
   /// A header longer than this is not looked for: the file is corrupt.
   package static let maximumHeaderLength = 1024
 
@@ -56,6 +67,8 @@ package enum StoreFileFormat {
     var mcUid: String
     var expiresAt: Double?
     var extraInfo: [String: String]
+    /// Since version 2; absent when the model has none.
+    var refreshToken: String?
   }
 
   // MARK: - Encoding
@@ -79,7 +92,8 @@ package enum StoreFileFormat {
           accessToken: model.accessToken,
           mcUid: model.mcUid,
           expiresAt: model.expiresAt?.timeIntervalSinceReferenceDate,
-          extraInfo: model.extraInfo
+          extraInfo: model.extraInfo,
+          refreshToken: model.refreshToken
         )
       )
     }
@@ -186,7 +200,10 @@ package enum StoreFileFormat {
         accessToken: entry.model.accessToken,
         mcUid: entry.model.mcUid,
         expiresAt: expiresAt,
-        extraInfo: entry.model.extraInfo
+        extraInfo: entry.model.extraInfo,
+        // Version 1 has no refresh token; a stray field there is ignored, as a version-1
+        // reader does.
+        refreshToken: header.version >= 2 ? entry.model.refreshToken : nil
       )
       guard models.updateValue(model, forKey: key) == nil else {
         throw TokenStoreError(.corruptFile, "The file holds the same key twice.")

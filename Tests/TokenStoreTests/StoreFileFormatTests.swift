@@ -40,7 +40,7 @@ import Testing
     let header = try #require(
       JSONSerialization.jsonObject(with: data[..<newline]) as? [String: Any])
     #expect(header["format"] as? String == "authcoordinator.tokenstore")
-    #expect(header["version"] as? Int == 1)
+    #expect(header["version"] as? Int == 2)
     let body = data[(newline + 1)...]
     #expect(header["length"] as? Int == body.count)
     let crc = String(CRC32.checksum(body), radix: 16)
@@ -96,10 +96,10 @@ import Testing
 
   @Test func newerVersionIsUnsupportedWhateverItsBody() {
     let newer = Data(
-      #"{"format":"authcoordinator.tokenstore","version":2,"layout":"something new"}"#.utf8
+      #"{"format":"authcoordinator.tokenstore","version":3,"layout":"something new"}"#.utf8
         + [UInt8(ascii: "\n")] + Array("binary\u{0}stuff".utf8))
     #expect(decodeError(newer)?.code == .unsupportedVersion)
-    #expect(decodeError(newer)?.message.contains("version 2") == true)
+    #expect(decodeError(newer)?.message.contains("version 3") == true)
   }
 
   @Test func malformedHeadersAreCorrupt() throws {
