@@ -38,7 +38,7 @@ enum Report {
         out += table(rows.filter { $0.metric == metric }, metric: metric, scenario: scenario)
       }
     }
-    out += "\nTargets (docs/design/PERFORMANCE.md; ratios per repetition, median)\n"
+    out += "\nTargets (docs/benchmarks.md; ratios per repetition, median)\n"
     for target in run.targets {
       var line = "  [\(target.status.rawValue)] \(target.scenario) \(target.description): "
       line += target.measured.map { format($0) + target.unit } ?? "-"

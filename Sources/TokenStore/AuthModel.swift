@@ -26,11 +26,36 @@ public struct AuthModel: Sendable, Hashable, Codable {
   /// A model without an expiry is valid until the container rejects it (a forced refresh).
   public var expiresAt: Date?
   /// Further string values passed through to the mini-program container.
-  public var extraInfo: [String: String]
+  public var extraInfo: [String: String] {
+    get { rare.extraInfo }
+    set { rare = Rare(extraInfo: newValue, refreshToken: rare.refreshToken) }
+  }
   /// The refresh token that came with the access token, or `nil` when the server issued none.
   ///
   /// Never printed by the library: descriptions and reflection show only its length.
-  public var refreshToken: String?
+  public var refreshToken: String? {
+    get { rare.refreshToken }
+    set { rare = Rare(extraInfo: rare.extraInfo, refreshToken: newValue) }
+  }
+
+  /// The fields most models leave empty, behind one reference, so that a model stays as small
+  /// as before the refresh token existed (72 bytes): every caller parked on a flight holds one in
+  /// its async frames, and 16 more bytes pushed each parked caller into a second 984-byte
+  /// task-allocator slab (benchmark B2, heap per parked caller: 2,570 B to 3,594 B).
+  private var rare: Rare
+
+  private final class Rare: Sendable {
+    let extraInfo: [String: String]
+    let refreshToken: String?
+
+    /// Shared by every model with neither: no allocation for them.
+    static let none = Rare(extraInfo: [:], refreshToken: nil)
+
+    init(extraInfo: [String: String], refreshToken: String?) {
+      self.extraInfo = extraInfo
+      self.refreshToken = refreshToken
+    }
+  }
 
   /// Creates a model.
   ///
@@ -53,8 +78,51 @@ public struct AuthModel: Sendable, Hashable, Codable {
     self.accessToken = accessToken
     self.mcUid = mcUid
     self.expiresAt = expiresAt
-    self.extraInfo = extraInfo
-    self.refreshToken = refreshToken
+    self.rare =
+      extraInfo.isEmpty && refreshToken == nil
+      ? .none : Rare(extraInfo: extraInfo, refreshToken: refreshToken)
+  }
+
+  // Equality, hashing and coding over the six fields, as they were synthesized before `rare`.
+
+  public static func == (lhs: AuthModel, rhs: AuthModel) -> Bool {
+    lhs.uid == rhs.uid && lhs.accessToken == rhs.accessToken && lhs.mcUid == rhs.mcUid
+      && lhs.expiresAt == rhs.expiresAt && lhs.extraInfo == rhs.extraInfo
+      && lhs.refreshToken == rhs.refreshToken
+  }
+
+  public func hash(into hasher: inout Hasher) {
+    hasher.combine(uid)
+    hasher.combine(accessToken)
+    hasher.combine(mcUid)
+    hasher.combine(expiresAt)
+    hasher.combine(extraInfo)
+    hasher.combine(refreshToken)
+  }
+
+  private enum CodingKeys: String, CodingKey {
+    case uid, accessToken, mcUid, expiresAt, extraInfo, refreshToken
+  }
+
+  public init(from decoder: any Decoder) throws {
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    self.init(
+      uid: try container.decode(String.self, forKey: .uid),
+      accessToken: try container.decode(String.self, forKey: .accessToken),
+      mcUid: try container.decode(String.self, forKey: .mcUid),
+      expiresAt: try container.decodeIfPresent(Date.self, forKey: .expiresAt),
+      extraInfo: try container.decode([String: String].self, forKey: .extraInfo),
+      refreshToken: try container.decodeIfPresent(String.self, forKey: .refreshToken))
+  }
+
+  public func encode(to encoder: any Encoder) throws {
+    var container = encoder.container(keyedBy: CodingKeys.self)
+    try container.encode(uid, forKey: .uid)
+    try container.encode(accessToken, forKey: .accessToken)
+    try container.encode(mcUid, forKey: .mcUid)
+    try container.encodeIfPresent(expiresAt, forKey: .expiresAt)
+    try container.encode(extraInfo, forKey: .extraInfo)
+    try container.encodeIfPresent(refreshToken, forKey: .refreshToken)
   }
 
   /// Whether the model can still be handed out at `date`, given a safety margin.

@@ -2,7 +2,7 @@ import AuthCoordinator
 import Foundation
 
 /// The shape every implementation is measured through: the coordinator's adapter, the five
-/// baselines of docs/design PERFORMANCE.md, and one reference (a bare parked task).
+/// baselines of docs/benchmarks.md, and one reference (a bare parked task).
 ///
 /// `get` and `refresh` are `nonisolated(nonsending)`, so the harness adds no executor hop of its
 /// own: each implementation pays exactly the hops its design implies.
