@@ -124,7 +124,8 @@ public final class EventRecorder: Sendable {
       do { try await Task.sleep(for: watchdog) } catch { return }
       self?.fail(id) { events in
         WaitError(
-          description: "\(location): \(what) did not happen within \(watchdog); events: \(events)"
+          description: "\(location): \(what) did not happen within \(watchdog); "
+            + "\(events.count) events, the last \(min(events.count, 20)): \(events.suffix(20))"
         )
       }
     }
