@@ -85,12 +85,21 @@ public struct AuthModel: Sendable, Hashable, Codable {
 
   // Equality, hashing and coding over the six fields, as they were synthesized before `rare`.
 
+  /// Whether two models have the same six fields.
+  ///
+  /// - Parameters:
+  ///   - lhs: A model.
+  ///   - rhs: Another model.
+  /// - Returns: `true` when every field is equal.
   public static func == (lhs: AuthModel, rhs: AuthModel) -> Bool {
     lhs.uid == rhs.uid && lhs.accessToken == rhs.accessToken && lhs.mcUid == rhs.mcUid
       && lhs.expiresAt == rhs.expiresAt && lhs.extraInfo == rhs.extraInfo
       && lhs.refreshToken == rhs.refreshToken
   }
 
+  /// Hashes the six fields that ``==(_:_:)`` compares.
+  ///
+  /// - Parameter hasher: The hasher to feed.
   public func hash(into hasher: inout Hasher) {
     hasher.combine(uid)
     hasher.combine(accessToken)
@@ -104,6 +113,10 @@ public struct AuthModel: Sendable, Hashable, Codable {
     case uid, accessToken, mcUid, expiresAt, extraInfo, refreshToken
   }
 
+  /// Decodes a model: `expiresAt` and `refreshToken` may be absent, the other keys are required.
+  ///
+  /// - Parameter decoder: The decoder to read from.
+  /// - Throws: `DecodingError` when a required key is missing or a value has the wrong type.
   public init(from decoder: any Decoder) throws {
     let container = try decoder.container(keyedBy: CodingKeys.self)
     self.init(
@@ -115,6 +128,11 @@ public struct AuthModel: Sendable, Hashable, Codable {
       refreshToken: try container.decodeIfPresent(String.self, forKey: .refreshToken))
   }
 
+  /// Encodes the model under the keys `uid`, `accessToken`, `mcUid`, `expiresAt` (when set),
+  /// `extraInfo` and `refreshToken` (when set).
+  ///
+  /// - Parameter encoder: The encoder to write to.
+  /// - Throws: What the encoder throws.
   public func encode(to encoder: any Encoder) throws {
     var container = encoder.container(keyedBy: CodingKeys.self)
     try container.encode(uid, forKey: .uid)
