@@ -179,9 +179,17 @@ final class StressLedger: @unchecked Sendable {
   func servedButNeverSaved(_ store: RecordingStore) -> [String] {
     state.withLock { state in
       state.unsavedAtResume.removeAll { store.saveIndex(of: $0.seq) != nil }
-      return state.unsavedAtResume.map {
+      return state.unsavedAtResume.prefix(20).map {
         "call \($0.call) for \($0.mcUid) got model #\($0.seq), which never reached the store"
       }
+    }
+  }
+
+  /// How many models served before their save finished have still not been saved.
+  func unsavedCount(_ store: RecordingStore) -> Int {
+    state.withLock { state in
+      state.unsavedAtResume.removeAll { store.saveIndex(of: $0.seq) != nil }
+      return state.unsavedAtResume.count
     }
   }
 
