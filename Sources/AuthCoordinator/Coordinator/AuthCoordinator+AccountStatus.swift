@@ -42,12 +42,16 @@ extension AuthCoordinator {
     case .logoutAll:
       let done = Latch()
       var after: [Latch] = []
+      // Barriers are placed in every stripe in one order: a later logoutAll waits for this
+      // one in every stripe, never the other way round in some of them.
+      table.barrierLock.lock()
       for stripe in table.stripes {
         stripe.lock.lock()
         signOut(in: stripe, where: { _ in true }, into: &closings)
         after += stripe.storeOperations.reserveBarrier(done: done).after
         stripe.lock.unlock()
       }
+      table.barrierLock.unlock()
       turn = StoreTurn(after: after, done: done)
       operation = .removeAll
     }

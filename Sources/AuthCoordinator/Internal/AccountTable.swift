@@ -25,6 +25,10 @@ final class AccountTable: Sendable {
   let flightsEnded = AtomicCounter()
   /// One eviction at a time.
   let evictionLock = Lock()
+  /// One `logoutAll` at a time places its barrier in the stripes (taken before any stripe's
+  /// lock): two placed stripe by stripe without it could overtake each other between stripes
+  /// and each wait for the other's removal.
+  let barrierLock = Lock()
 
   /// - Parameter stripeCount: Rounded up to a power of two.
   init(stripeCount: Int) {
