@@ -1,7 +1,7 @@
 import CSyncPrimitives
 
-/// A counter any thread can bump without a lock: the coordinator's flight ids and the recency
-/// ticks of its least-recently-used eviction, which every stripe of the account table shares.
+/// A counter any thread can bump without a lock: the coordinator's flight ids, and the counts of
+/// keys and flights its eviction check reads, which every stripe of the account table shares.
 ///
 /// Relaxed ordering: each value is unique and increasing, and nothing else is published
 /// through it.

@@ -56,13 +56,6 @@ package struct Lock: @unchecked Sendable {
     storage.withUnsafeMutablePointerToElements { _ = pthread_mutex_unlock($0) }
   }
 
-  /// Takes the lock if it is free.
-  ///
-  /// - Returns: Whether the lock was taken.
-  package func tryLock() -> Bool {
-    storage.withUnsafeMutablePointerToElements { pthread_mutex_trylock($0) == 0 }
-  }
-
   @inlinable @inline(__always)
   package func withLock<R>(_ body: () throws -> R) rethrows -> R {
     lock()
