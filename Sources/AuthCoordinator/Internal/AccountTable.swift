@@ -11,8 +11,8 @@ import SyncPrimitives
 /// stripes run in parallel. All modes of one user share a stripe, so that a logout is one
 /// stripe's barrier; `logoutAll` takes every stripe in turn.
 ///
-/// Shared by all stripes, without a lock: the flight ids and the recency ticks (atomic
-/// counters), and the number of keys in memory (for the eviction check).
+/// Shared by all stripes, without a lock: the flight ids and the counts of keys and flights the
+/// eviction check reads (atomic counters). Recency stamps come from the monotonic clock.
 final class AccountTable: Sendable {
   let stripes: [Stripe]
   private let mask: Int
@@ -52,16 +52,21 @@ final class AccountTable: Sendable {
   /// A cheap hash of the id's last bytes (FNV-1a): it runs on every request, and user ids differ
   /// most at their end (sequence numbers, random suffixes).
   func stripe(forUser mcUid: String) -> Stripe {
-    var hash: UInt32 = 2_166_136_261
-    let fast: UInt32? = mcUid.utf8.withContiguousStorageIfAvailable { bytes in
-      var hash: UInt32 = 2_166_136_261 ^ UInt32(truncatingIfNeeded: bytes.count)
-      for byte in bytes.suffix(8) { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
-      return hash
-    }
-    if let fast { return stripes[Int(fast >> 8) & mask] }
-    hash ^= UInt32(truncatingIfNeeded: mcUid.utf8.count)
-    for byte in mcUid.utf8.suffix(8) { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
+    // One function for both representations: a user id must land in the same stripe whether
+    // its bytes are contiguous (native strings) or not (some bridged strings on Apple systems).
+    let hash =
+      mcUid.utf8.withContiguousStorageIfAvailable { Self.stripeHash(of: $0) }
+      ?? Self.stripeHash(of: mcUid.utf8)
     return stripes[Int(hash >> 8) & mask]
+  }
+
+  /// FNV-1a over the byte count and the last eight bytes.
+  @inline(__always)
+  static func stripeHash<Bytes: BidirectionalCollection>(of bytes: Bytes) -> UInt32
+  where Bytes.Element == UInt8 {
+    var hash: UInt32 = 2_166_136_261 ^ UInt32(truncatingIfNeeded: bytes.count)
+    for byte in bytes.suffix(8) { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
+    return hash
   }
 
   func nextFlightID() -> UInt64 { flightIDs.next() }
