@@ -38,6 +38,10 @@ public struct AuthCoordinatorError: Error, Hashable, Sendable, CustomStringConve
     public static let signedOut = Code(rawValue: "signed_out")
     /// The token store failed.
     public static let storeFailed = Code(rawValue: "store_failed")
+    /// The model can only be obtained interactively, and this coordinator may not interact
+    /// (``AuthCoordinator/Configuration/allowsInteraction`` is `false`: an app extension, say).
+    /// Open the app, or wait for another process to store a model.
+    public static let interactionRequired = Code(rawValue: "interaction_required")
 
     /// The stable name.
     public var description: String { rawValue }

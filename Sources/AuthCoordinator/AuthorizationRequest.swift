@@ -22,6 +22,17 @@ public struct AuthorizationRequest: Sendable {
   /// A unique id for this authorization, fit to be sent as `target_id` or `state` and matched
   /// against the callback.
   public let requestID: String
+  /// The model this authorization replaces, as the store held it when the flight began (or
+  /// memory, when the store could not be read): expired, rejected by a forced refresh, or `nil`
+  /// when there is none. An authorizer that holds a ``AuthModel/refreshToken`` does a
+  /// refresh-token grant with it.
+  public let replacing: AuthModel?
+  /// Whether the authorizer may involve the user (send them to another app, show a page).
+  /// `false` in a coordinator configured with
+  /// ``AuthCoordinator/Configuration/allowsInteraction`` off (an app extension): the authorizer
+  /// refreshes silently or throws an error with code
+  /// ``AuthCoordinatorError/Code-swift.struct/interactionRequired``.
+  public let allowsInteraction: Bool
 
   /// Tells the coordinator that the exchange began (the state machine ignores repeats).
   let exchangeBegan: (@Sendable () -> Void)?
@@ -32,17 +43,26 @@ public struct AuthorizationRequest: Sendable {
   ///   - key: The account.
   ///   - reason: Why a model is needed.
   ///   - requestID: A unique id for this authorization.
-  public init(key: AccountKey, reason: AuthorizationReason, requestID: String) {
-    self.init(key: key, reason: reason, requestID: requestID, exchangeBegan: nil)
+  ///   - replacing: The model being replaced, if any.
+  ///   - allowsInteraction: Whether the user may be involved.
+  public init(
+    key: AccountKey, reason: AuthorizationReason, requestID: String,
+    replacing: AuthModel? = nil, allowsInteraction: Bool = true
+  ) {
+    self.init(
+      key: key, reason: reason, requestID: requestID, replacing: replacing,
+      allowsInteraction: allowsInteraction, exchangeBegan: nil)
   }
 
   init(
-    key: AccountKey, reason: AuthorizationReason, requestID: String,
-    exchangeBegan: (@Sendable () -> Void)?
+    key: AccountKey, reason: AuthorizationReason, requestID: String, replacing: AuthModel?,
+    allowsInteraction: Bool, exchangeBegan: (@Sendable () -> Void)?
   ) {
     self.key = key
     self.reason = reason
     self.requestID = requestID
+    self.replacing = replacing
+    self.allowsInteraction = allowsInteraction
     self.exchangeBegan = exchangeBegan
   }
 

@@ -51,6 +51,17 @@ extension AuthCoordinator {
     /// its memory cleared and its removal going on in the background, ordered before any later
     /// load of that user. Each is reported as a `storeFailed` event.
     public var storeTimeout: Duration = .seconds(10)
+    /// How long a cross-process lease (see ``AuthCoordinator/init(store:lease:authorizer:configuration:onAccountStatusChange:)``)
+    /// lasts unless renewed. The holder renews it every third of this while it authorizes; a
+    /// holder that died is taken over at most this long after its last renewal. Default 15
+    /// seconds.
+    public var leaseTimeToLive: Duration = .seconds(15)
+    /// Whether this coordinator may start an interactive authorization. Set it to `false` in an
+    /// app extension or widget, which cannot send the user to another app: the coordinator
+    /// then adopts what another process stored, and its authorizer gets requests with
+    /// ``AuthorizationRequest/allowsInteraction`` `false` (a silent refresh, or an error with
+    /// code ``AuthCoordinatorError/Code-swift.struct/interactionRequired``). Default `true`.
+    public var allowsInteraction = true
     /// The clock of every deadline, window and grace period. Default `ContinuousClock()`.
     public var clock: any Clock<Duration> = ContinuousClock()
     /// The wall-clock source that ``AuthModel/expiresAt`` is compared with. Default `Date()`.

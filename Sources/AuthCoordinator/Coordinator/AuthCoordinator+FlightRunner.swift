@@ -116,7 +116,8 @@ extension AuthCoordinator {
       stripe.counters.update { $0.authorizationsStarted += 1 }
       return .authorize(
         AuthorizationRequest(
-          key: key, reason: reason, requestID: UUID().uuidString,
+          key: key, reason: reason, requestID: UUID().uuidString, replacing: nil,
+          allowsInteraction: configuration.allowsInteraction,
           exchangeBegan: { [weak self] in self?.exchangeBegan(key, flight: id) }))
     }
   }

@@ -56,6 +56,10 @@ public final class AuthCoordinator: Sendable {
   let broadcaster = EventBroadcaster<AuthEvent>(bufferSize: 1024)
   let clock: CoordinatorClock
   let store: any TokenStore
+  /// The cross-process lease, when processes share the store.
+  let lease: (any AuthorizationLease)?
+  /// This coordinator's name in the lease: unique per process and instance.
+  let leaseOwner: String
   let authorizer: any Authorizer
   let onAccountStatusChange: (@Sendable (AccountStatusChange) async -> Void)?
   let policy: AccountStateMachine.Policy
@@ -66,17 +70,23 @@ public final class AuthCoordinator: Sendable {
   ///
   /// - Parameters:
   ///   - store: Where models persist between launches. Default: in memory only.
+  ///   - lease: Shared with the other processes that use `store` (an app and its extensions,
+  ///     workers on one host): one authorization per key across all of them. Default `nil`:
+  ///     this process is the store's only user.
   ///   - authorizer: What produces a new model on a cache miss.
   ///   - configuration: Timeouts, the loop guard, memory bounds, the clock.
   ///   - onAccountStatusChange: Called after ``accountStatusChanged(_:)`` cleared the account;
   ///     wire it to the SDK's account-status call (`ANXMCAccountStatusChangeModel`).
   public init(
     store: any TokenStore = InMemoryTokenStore(),
+    lease: (any AuthorizationLease)? = nil,
     authorizer: any Authorizer,
     configuration: Configuration = Configuration(),
     onAccountStatusChange: (@Sendable (AccountStatusChange) async -> Void)? = nil
   ) {
     self.store = store
+    self.lease = lease
+    self.leaseOwner = "\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString.prefix(8))"
     self.authorizer = authorizer
     self.configuration = configuration
     self.onAccountStatusChange = onAccountStatusChange

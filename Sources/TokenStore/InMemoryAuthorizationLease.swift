@@ -1,0 +1,162 @@
+import Foundation
+import SyncPrimitives
+
+/// An ``AuthorizationLease`` in memory: for several coordinators in one process (simulated
+/// processes in tests and demos) sharing one ``InMemoryTokenStore``.
+///
+/// ```swift
+/// let store = InMemoryTokenStore()
+/// let lease = InMemoryAuthorizationLease()
+/// let app = AuthCoordinator(store: store, lease: lease, authorizer: authorizer)
+/// let widget = AuthCoordinator(store: store, lease: lease, authorizer: authorizer)
+/// ```
+public final class InMemoryAuthorizationLease: AuthorizationLease {
+  private struct Holder {
+    var owner: String
+    var fence: UInt64
+    var expiresAt: Date
+  }
+
+  private struct State {
+    var holders: [AccountKey: Holder] = [:]
+    var nextFence: UInt64 = 1
+    /// Bumped by every sign-out.
+    var generation: UInt64 = 0
+    var userSignedOutAt: [String: UInt64] = [:]
+    var allSignedOutAt: UInt64 = 0
+    var subscribers: [UInt64: AsyncStream<LeaseChange>.Continuation] = [:]
+    var nextSubscriber: UInt64 = 0
+  }
+
+  private let state = LockedState(State())
+  private let now: @Sendable () -> Date
+
+  /// Creates an empty lease.
+  ///
+  /// - Parameter now: The wall clock that expiries are measured on; tests inject one.
+  public init(now: @escaping @Sendable () -> Date = { Date() }) {
+    self.now = now
+  }
+
+  deinit {
+    let subscribers = state.withLock { $0.subscribers.values }
+    for subscriber in subscribers { subscriber.finish() }
+  }
+
+  /// Takes the lease of `key` unless a grant that has not expired exists.
+  ///
+  /// - Parameters:
+  ///   - key: The account.
+  ///   - owner: Who asks.
+  ///   - timeToLive: How long the grant lasts unless renewed.
+  /// - Returns: The grant, or who holds the key.
+  public func acquire(
+    _ key: AccountKey, owner: String, timeToLive: Duration
+  ) async -> LeaseAttempt {
+    let date = now()
+    return state.withLock { state in
+      if let holder = state.holders[key], holder.expiresAt > date {
+        return .heldElsewhere(owner: holder.owner, expiresAt: holder.expiresAt)
+      }
+      let holder = Holder(
+        owner: owner, fence: state.nextFence,
+        expiresAt: date.addingTimeInterval(Self.seconds(timeToLive)))
+      state.nextFence += 1
+      state.holders[key] = holder
+      return .acquired(
+        LeaseGrant(
+          key: key, owner: owner, fence: holder.fence, generation: state.generation,
+          expiresAt: holder.expiresAt))
+    }
+  }
+
+  /// Extends `grant` while it is still the key's.
+  ///
+  /// - Parameters:
+  ///   - grant: The grant.
+  ///   - timeToLive: Counted from now.
+  /// - Returns: The extended grant, or `nil` when it was taken over or released.
+  public func renew(_ grant: LeaseGrant, timeToLive: Duration) async -> LeaseGrant? {
+    let date = now()
+    return state.withLock { state in
+      guard var holder = state.holders[grant.key], holder.fence == grant.fence else { return nil }
+      holder.expiresAt = date.addingTimeInterval(Self.seconds(timeToLive))
+      state.holders[grant.key] = holder
+      return LeaseGrant(
+        key: grant.key, owner: grant.owner, fence: grant.fence, generation: grant.generation,
+        expiresAt: holder.expiresAt)
+    }
+  }
+
+  /// Gives the key up and announces it.
+  ///
+  /// - Parameter grant: The grant.
+  public func release(_ grant: LeaseGrant) async {
+    let subscribers = state.withLock { state -> [AsyncStream<LeaseChange>.Continuation] in
+      guard state.holders[grant.key]?.fence == grant.fence else { return [] }
+      state.holders[grant.key] = nil
+      return Array(state.subscribers.values)
+    }
+    for subscriber in subscribers { subscriber.yield(.released(grant.key)) }
+  }
+
+  /// Ends the current generation of `mcUid`'s grants and announces it.
+  ///
+  /// - Parameters:
+  ///   - mcUid: The user.
+  ///   - owner: Who signed out.
+  public func signOut(mcUid: String, by owner: String) async {
+    let subscribers = state.withLock { state in
+      state.generation += 1
+      state.userSignedOutAt[mcUid] = state.generation
+      return Array(state.subscribers.values)
+    }
+    for subscriber in subscribers { subscriber.yield(.signedOut(mcUid: mcUid, by: owner)) }
+  }
+
+  /// Ends the current generation of every grant and announces it.
+  ///
+  /// - Parameter owner: Who signed out.
+  public func signOutAll(by owner: String) async {
+    let subscribers = state.withLock { state in
+      state.generation += 1
+      state.allSignedOutAt = state.generation
+      return Array(state.subscribers.values)
+    }
+    for subscriber in subscribers { subscriber.yield(.signedOutAll(by: owner)) }
+  }
+
+  /// Whether no sign-out of the grant's user happened since it was taken.
+  ///
+  /// - Parameter grant: The grant.
+  /// - Returns: `false` after a sign-out of its user or of everyone.
+  public func isCurrent(_ grant: LeaseGrant) async -> Bool {
+    state.withLock { state in
+      state.allSignedOutAt <= grant.generation
+        && (state.userSignedOutAt[grant.key.mcUid] ?? 0) <= grant.generation
+    }
+  }
+
+  /// A new subscription to releases and sign-outs.
+  ///
+  /// - Returns: The changes from now on.
+  public func changes() -> AsyncStream<LeaseChange> {
+    let (stream, continuation) = AsyncStream<LeaseChange>.makeStream(
+      bufferingPolicy: .bufferingNewest(64))
+    let id = state.withLock { state in
+      let id = state.nextSubscriber
+      state.nextSubscriber += 1
+      state.subscribers[id] = continuation
+      return id
+    }
+    continuation.onTermination = { [weak self] _ in
+      _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
+    }
+    return stream
+  }
+
+  private static func seconds(_ duration: Duration) -> TimeInterval {
+    let (seconds, attoseconds) = duration.components
+    return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
+  }
+}
