@@ -21,6 +21,16 @@ public enum AuthEvent: Sendable, Hashable {
   /// A result arrived for a flight that no longer counts (timed out, cancelled, signed out);
   /// it was discarded.
   case lateResultDiscarded(key: AccountKey, flight: UInt64)
+  /// A stopped flight's authorizer returned a model after all, and no sign-out happened
+  /// since: it was stored (a rotated refresh token is never lost), though not served to the
+  /// callers that already failed.
+  case lateResultSaved(key: AccountKey, flight: UInt64)
+  /// The flight found a valid model in the store, obtained by another process (or by a
+  /// stopped flight), and adopted it instead of authorizing.
+  case adoptedFromStore(key: AccountKey, flight: UInt64)
+  /// Another process signed `mcUid` out (`nil`: everyone); this process forgot the user's
+  /// models and stopped their flights.
+  case signedOutElsewhere(mcUid: String?)
   /// The refresh-loop guard refused to start another authorization.
   case refreshLoopStopped(key: AccountKey)
   /// The store failed; the coordinator carried on without it.
@@ -61,5 +71,7 @@ public enum AuthEvent: Sendable, Hashable {
     case remove
     /// Removing every model (``AccountStatusChange/logoutAll``).
     case removeAll
+    /// Taking, renewing, releasing or checking the cross-process lease.
+    case lease
   }
 }

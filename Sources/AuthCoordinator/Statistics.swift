@@ -30,6 +30,12 @@ extension AuthCoordinator {
     public var refreshLoopsStopped = 0
     /// Results that arrived after their flight stopped counting and were discarded.
     public var lateResultsDiscarded = 0
+    /// Late results of stopped refreshes that were stored (never served to the callers that
+    /// had already failed).
+    public var lateResultsSaved = 0
+    /// Flights that adopted a model another process (or a stopped flight) stored, instead of
+    /// authorizing.
+    public var adoptedFromStore = 0
     /// Store operations that failed.
     public var storeFailures = 0
     /// Idle keys evicted from memory.
@@ -57,6 +63,8 @@ extension AuthCoordinator.Statistics {
     waitingCallers += other.waitingCallers
     callersLeftEarly += other.callersLeftEarly
     refreshLoopsStopped += other.refreshLoopsStopped
+    lateResultsSaved += other.lateResultsSaved
+    adoptedFromStore += other.adoptedFromStore
     lateResultsDiscarded += other.lateResultsDiscarded
     storeFailures += other.storeFailures
     evictions += other.evictions

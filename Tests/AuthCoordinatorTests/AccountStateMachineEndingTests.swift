@@ -19,7 +19,7 @@ import Testing
       machine.advance(1, .authorized(.success(model("t1"))), date: date, now: .seconds(30))
         == .next(persist(model("t1"), by: .seconds(37))))
     #expect(Machine.StepKind.load.phase == .load)
-    #expect(Machine.StepKind.authorize(.missing).phase == .authorization)
+    #expect(Machine.StepKind.authorize(.missing, replacing: nil).phase == .authorization)
     #expect(Machine.StepKind.persist(model("t1")).phase == .save)
   }
 

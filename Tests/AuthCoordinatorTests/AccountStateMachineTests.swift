@@ -253,8 +253,10 @@ extension StateMachineFixture {
 
   func load(by deadline: Duration) -> Machine.Step { .init(kind: .load, deadline: deadline) }
 
-  func authorize(_ reason: AuthorizationReason, by deadline: Duration) -> Machine.Step {
-    .init(kind: .authorize(reason), deadline: deadline)
+  func authorize(
+    _ reason: AuthorizationReason, by deadline: Duration?, replacing: AuthModel? = nil
+  ) -> Machine.Step {
+    .init(kind: .authorize(reason, replacing: replacing), deadline: deadline)
   }
 
   func persist(_ model: AuthModel, by deadline: Duration) -> Machine.Step {

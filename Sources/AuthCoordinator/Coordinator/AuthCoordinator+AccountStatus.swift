@@ -73,6 +73,9 @@ extension AuthCoordinator {
         failure = error
       }
       self?.removalFinished(change, failure: failure)
+      // Then the other processes forget the user too, and a grant taken before this point
+      // can no longer store a result (the store was emptied first, so they read it empty).
+      await self?.announceSignOut(change)
       turn.done.open()
     }
     let limit = policy.storeTimeout
@@ -94,6 +97,21 @@ extension AuthCoordinator {
       if let ending = stripe.accounts[key]?.machine.signOut() {
         closings.append(close(ending, key: key, in: stripe))
       }
+    }
+  }
+
+  /// Tells the other processes that share the lease.
+  private func announceSignOut(_ change: AccountStatusChange) async {
+    guard let lease else { return }
+    do {
+      switch change {
+      case .logout(let mcUid), .unbind(let mcUid):
+        try await lease.signOut(mcUid: mcUid, by: leaseOwner)
+      case .logoutAll:
+        try await lease.signOutAll(by: leaseOwner)
+      }
+    } catch {
+      reportStoreFailure(nil, .lease, error)
     }
   }
 

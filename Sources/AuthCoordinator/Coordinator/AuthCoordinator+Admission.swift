@@ -55,6 +55,7 @@ extension AuthCoordinator {
       }
       let first = prepare(step, key: key, flight: id, in: stripe, wake: &wake)
       let previous = slot.pendingStops()
+      slot.workFinished[id] = Latch()
       slot.flight = FlightHandle(
         id: id, queue: queue,
         work: Task { [weak self] in
@@ -65,7 +66,7 @@ extension AuthCoordinator {
       // Events are emitted under the lock, so that a key's events are in the order of its
       // decisions (the flight's task may end it on another thread as soon as it is released).
       broadcaster.emit(.flightStarted(key: key, flight: id))
-      if case .authorize(let reason) = step.kind {
+      if case .authorize(let reason, _) = step.kind {
         broadcaster.emit(.authorizationStarted(key: key, flight: id, reason: reason))
       }
       admission = .wait(queue, ticket: ticket)

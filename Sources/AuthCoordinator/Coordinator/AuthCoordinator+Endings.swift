@@ -41,6 +41,7 @@ extension AuthCoordinator {
       }
       if ending.storeTimedOut != nil { $0.storeFailures += 1 }
       if ending.refusedByLoopGuard { $0.refreshLoopsStopped += 1 }
+      if ending.adoptedFromStore { $0.adoptedFromStore += 1 }
     }
 
     let outcome: WaiterQueue.Outcome
@@ -100,6 +101,7 @@ extension AuthCoordinator {
     }
     switch ending.result {
     case .succeeded:
+      if ending.adoptedFromStore { broadcaster.emit(.adoptedFromStore(key: key, flight: id)) }
       broadcaster.emit(.flightSucceeded(key: key, flight: id, waiters: served))
     case .failed(let error):
       if ending.refusedByLoopGuard { broadcaster.emit(.refreshLoopStopped(key: key)) }

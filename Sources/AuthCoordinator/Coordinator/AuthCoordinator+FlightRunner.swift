@@ -5,16 +5,21 @@ import SyncPrimitives
 // reports each outcome to the state machine, which answers with the next step or the end.
 extension AuthCoordinator {
   /// A step of a flight with what carrying it out needs: its place in the key's store order,
-  /// or the authorizer's request.
+  /// the flights it waits for, or the authorizer's request.
   enum FlightStep: Sendable {
     case load(StoreTurn)
+    case awaitPredecessors([Latch])
+    case acquireLease
+    case awaitLeaseHolder(until: Date)
     case authorize(AuthorizationRequest)
     case persist(AuthModel, StoreTurn)
+    case persistLateResult(AuthModel, StoreTurn)
   }
 
   /// The flight's task. A report names the flight, so a flight that was stopped meanwhile gets
-  /// no next step, and whatever it produced is discarded.
+  /// no next step, and whatever it produced is discarded (or, for a refresh, stored).
   func runFlight(_ key: AccountKey, flight id: UInt64, first: FlightStep) async {
+    var held = HeldLease()
     var next: FlightStep? = first
     while let step = next {
       let outcome: AccountStateMachine.StepOutcome
@@ -28,6 +33,18 @@ extension AuthCoordinator {
         turn.done.open()
         // A model stored for another user is never handed out.
         outcome = .loaded(model.flatMap { $0.mcUid == key.mcUid ? $0 : nil })
+      case .awaitPredecessors(let latches):
+        for latch in latches { await latch.wait() }
+        outcome = .predecessorsFinished
+      case .acquireLease:
+        outcome = .leaseAttempted(await acquireLease(key, into: &held))
+      case .awaitLeaseHolder(let until):
+        // Until the holder announces a change, or its lease lapses (then it is taken over).
+        let lapse = Duration.seconds(max(until.timeIntervalSince(configuration.now()), 0))
+        await leaseWatch.wait(
+          after: held.seenVersion, until: clock.deadline(after: lapse + .milliseconds(1)),
+          on: clock)
+        outcome = .leaseHolderChanged
       case .authorize(let request):
         do {
           let model = try await authorizer.authorize(request)
@@ -42,13 +59,100 @@ extension AuthCoordinator {
           outcome = .authorized(.failure(Self.wrap(error)))
         }
       case .persist(let model, let turn):
-        await turn.waitForTurn()
-        do { try await store.save(model, for: key) } catch { reportStoreFailure(key, .save, error) }
-        turn.done.open()
-        outcome = .saved
+        let saved = await save(model, for: key, turn: turn, under: held.grant)
+        outcome = saved ? .saved : .signedOutElsewhere
+      case .persistLateResult(let model, let turn):
+        let saved = await save(model, for: key, turn: turn, under: held.grant)
+        outcome = .lateResultSaved(saved ? model : nil)
       }
       next = advance(key, flight: id, outcome)
     }
+    if let grant = held.grant {
+      held.renewal?.cancel()
+      do { try await lease?.release(grant) } catch { reportStoreFailure(key, .lease, error) }
+    }
+    workFinished(key, flight: id)
+  }
+
+  /// The cross-process lease a flight holds, and the task that renews it.
+  struct HeldLease {
+    var grant: LeaseGrant?
+    var renewal: Task<Void, Never>?
+    /// The lease changes counted before the last attempt: a release announced after the
+    /// attempt wakes the wait that follows it.
+    var seenVersion: UInt64 = 0
+  }
+
+  /// Tries the lease; while held, it is renewed every third of its time to live.
+  private func acquireLease(
+    _ key: AccountKey, into held: inout HeldLease
+  ) async -> AccountStateMachine.LeaseOutcome {
+    guard let lease else { return .acquired }
+    held.seenVersion = leaseWatch.version
+    let ttl = configuration.leaseTimeToLive
+    do {
+      switch try await lease.acquire(key, owner: leaseOwner, timeToLive: ttl) {
+      case .acquired(let grant):
+        held.grant = grant
+        held.renewal = Task {
+          while !Task.isCancelled {
+            do {
+              try await Task.sleep(for: ttl / 3)
+              if try await lease.renew(grant, timeToLive: ttl) == nil { return }
+            } catch {
+              return
+            }
+          }
+        }
+        return .acquired
+      case .heldElsewhere(_, let until):
+        return .heldElsewhere(until: until)
+      }
+    } catch {
+      reportStoreFailure(key, .lease, error)
+      return .failed(
+        AuthCoordinatorError(
+          .storeFailed, "the cross-process lease could not be taken", underlying: error))
+    }
+  }
+
+  /// Saves `model` in its turn, unless the user signed out in another process since the lease
+  /// was taken; a sign-out that lands during the save is undone at once (and announced again).
+  ///
+  /// - Returns: Whether the model is stored.
+  private func save(
+    _ model: AuthModel, for key: AccountKey, turn: StoreTurn, under grant: LeaseGrant?
+  ) async -> Bool {
+    await turn.waitForTurn()
+    defer { turn.done.open() }
+    guard await isCurrent(grant) else { return false }
+    do { try await store.save(model, for: key) } catch { reportStoreFailure(key, .save, error) }
+    guard await isCurrent(grant) else {
+      do {
+        try await store.removeModels(forMcUid: key.mcUid)
+        try await lease?.signOut(mcUid: key.mcUid, by: leaseOwner)
+      } catch {
+        reportStoreFailure(key, .remove, error)
+      }
+      return false
+    }
+    return true
+  }
+
+  /// Whether no sign-out of the grant's user happened since it was taken (in doubt, yes).
+  private func isCurrent(_ grant: LeaseGrant?) async -> Bool {
+    guard let grant, let lease else { return true }
+    do { return try await lease.isCurrent(grant) } catch {
+      reportStoreFailure(grant.key, .lease, error)
+      return true
+    }
+  }
+
+  /// The flight's task ended: stopped flights waiting for it may go on.
+  private func workFinished(_ key: AccountKey, flight id: UInt64) {
+    let stripe = table.stripe(for: key)
+    let latch = stripe.lock.withLock { stripe.accounts[key]?.workFinished.removeValue(forKey: id) }
+    latch?.open()
   }
 
   /// Reports a step's outcome to the machine and carries out its answer.
@@ -80,9 +184,15 @@ extension AuthCoordinator {
       broadcaster.emit(.lateResultDiscarded(key: key, flight: id))
       stripe.lock.unlock()
       return nil
+    case .persistLateResult(let model):
+      stripe.counters.update { $0.lateResultsSaved += 1 }
+      broadcaster.emit(.lateResultSaved(key: key, flight: id))
+      let turn = stripe.storeOperations.reserve(key)
+      stripe.lock.unlock()
+      return .persistLateResult(model, turn)
     case .next(let step):
       let next = prepare(step, key: key, flight: id, in: stripe, wake: &wake)
-      if case .authorize(let reason) = step.kind {
+      if case .authorize(let reason, _) = step.kind {
         broadcaster.emit(.authorizationStarted(key: key, flight: id, reason: reason))
       }
       stripe.lock.unlock()
@@ -102,8 +212,8 @@ extension AuthCoordinator {
     _ step: AccountStateMachine.Step, key: AccountKey, flight id: UInt64, in stripe: Stripe,
     wake: inout Duration?
   ) -> FlightStep {
-    if let earlier = stripe.arm(
-      .init(at: step.deadline, key: key, flight: id, phase: step.kind.phase))
+    if let deadline = step.deadline,
+      let earlier = stripe.arm(.init(at: deadline, key: key, flight: id, phase: step.kind.phase))
     {
       wake = earlier
     }
@@ -112,11 +222,19 @@ extension AuthCoordinator {
       return .load(stripe.storeOperations.reserve(key))
     case .persist(let model):
       return .persist(model, stripe.storeOperations.reserve(key))
-    case .authorize(let reason):
+    case .awaitPredecessors:
+      let slot = stripe.accounts[key]
+      return .awaitPredecessors(
+        slot.map { slot in slot.machine.predecessors.compactMap { slot.workFinished[$0] } } ?? [])
+    case .acquireLease:
+      return .acquireLease
+    case .awaitLeaseHolder(let until):
+      return .awaitLeaseHolder(until: until)
+    case .authorize(let reason, let replacing):
       stripe.counters.update { $0.authorizationsStarted += 1 }
       return .authorize(
         AuthorizationRequest(
-          key: key, reason: reason, requestID: UUID().uuidString, replacing: nil,
+          key: key, reason: reason, requestID: UUID().uuidString, replacing: replacing,
           allowsInteraction: configuration.allowsInteraction,
           exchangeBegan: { [weak self] in self?.exchangeBegan(key, flight: id) }))
     }

@@ -65,6 +65,10 @@ public final class AuthCoordinator: Sendable {
   let policy: AccountStateMachine.Policy
   /// Wakes the stripes when their deadlines are due.
   let scheduler: DeadlineScheduler
+  /// The changes the lease announced, for flights waiting for another process's result.
+  let leaseWatch = LeaseWatch()
+  /// Listens to the lease's changes.
+  private let leaseListener: Task<Void, Never>?
 
   /// Creates a coordinator.
   ///
@@ -100,13 +104,26 @@ public final class AuthCoordinator: Sendable {
       whenAbandoned: configuration.whenAbandoned,
       authorizationTimeout: configuration.authorizationTimeout,
       exchangeTimeout: configuration.exchangeTimeout,
-      storeTimeout: min(configuration.storeTimeout, configuration.authorizationTimeout))
+      storeTimeout: min(configuration.storeTimeout, configuration.authorizationTimeout),
+      usesLease: lease != nil)
     let dueHandler = DueHandler()
     self.scheduler = DeadlineScheduler(clock: clock) { dueHandler.coordinator?.deadlinesDue() }
+    // Subscribed before any flight can try the lease, so that no change is missed.
+    if let changes = lease?.changes() {
+      leaseListener = Task {
+        for await change in changes {
+          guard let coordinator = dueHandler.coordinator else { return }
+          coordinator.leaseChanged(change)
+        }
+      }
+    } else {
+      leaseListener = nil
+    }
     dueHandler.coordinator = self
   }
 
   deinit {
+    leaseListener?.cancel()
     scheduler.cancel()
     broadcaster.finish()
   }

@@ -13,15 +13,24 @@ extension AccountStateMachine {
     var exchangeTimeout: Duration = .seconds(30)
     /// Already the smaller of the store and authorization timeouts.
     var storeTimeout: Duration = .seconds(10)
+    /// Flights take a cross-process lease before they authorize.
+    var usesLease = false
   }
 
   /// What a flight does next. Each kind is one phase; the flight runner carries out one step
   /// at a time and reports its ``StepOutcome``.
   enum StepKind: Equatable {
-    /// Read the store (cold start).
+    /// Read the store (a cold start, or the re-read before authorizing).
     case load
+    /// Wait until the key's stopped flights whose refresh is still running have finished (and
+    /// stored what they got).
+    case awaitPredecessors
+    /// Take the cross-process lease.
+    case acquireLease
+    /// Wait for the lease's holder to announce a change, or until its lease lapses at `until`.
+    case awaitLeaseHolder(until: Date)
     /// Call the authorizer.
-    case authorize(AuthorizationReason)
+    case authorize(AuthorizationReason, replacing: AuthModel?)
     /// Write the new model to the store before the waiters resume.
     case persist(AuthModel)
 
@@ -29,16 +38,24 @@ extension AccountStateMachine {
     var phase: AuthEvent.FlightPhase {
       switch self {
       case .load: return .load
-      case .authorize: return .authorization
+      case .awaitPredecessors, .acquireLease, .awaitLeaseHolder, .authorize: return .authorization
       case .persist: return .save
       }
     }
   }
 
-  /// A step and the instant (on the injected clock) by which it must finish.
+  /// A step and the instant (on the injected clock) by which it must finish: `nil` when a
+  /// deadline already armed for the flight bounds it.
   struct Step: Equatable {
     var kind: StepKind
-    var deadline: Duration
+    var deadline: Duration?
+  }
+
+  /// What taking the lease got.
+  enum LeaseOutcome: Equatable {
+    case acquired
+    case heldElsewhere(until: Date)
+    case failed(AuthCoordinatorError)
   }
 
   /// What a step produced.
@@ -50,6 +67,17 @@ extension AccountStateMachine {
     case authorized(Result<AuthModel, AuthCoordinatorError>)
     /// The save finished (a failure is reported; the model is cached all the same, rule 10).
     case saved
+    /// The save was not made: the user signed out in another process since the lease was taken.
+    case signedOutElsewhere
+    /// The stopped flights the key waited for have finished.
+    case predecessorsFinished
+    /// The lease was taken, or found held.
+    case leaseAttempted(LeaseOutcome)
+    /// The lease's holder announced a change, or its lease lapsed.
+    case leaseHolderChanged
+    /// A stopped flight's late result was stored (`nil`: it was not, because the user signed
+    /// out in another process meanwhile).
+    case lateResultSaved(AuthModel?)
   }
 
   /// How a request is resolved before it is decided.
@@ -84,6 +112,10 @@ extension AccountStateMachine {
     case ignore
     /// The authorizer's result arrived for a flight that was already stopped: discard it.
     case discardLateResult
+    /// The authorizer's result arrived for a flight stopped without a sign-out since: store it
+    /// (a rotated refresh token must not be lost), then report
+    /// ``StepOutcome/lateResultSaved(_:)``.
+    case persistLateResult(AuthModel)
     /// Carry out the next step of the same flight.
     case next(Step)
     /// The flight is over.
@@ -114,13 +146,19 @@ extension AccountStateMachine {
     var storeTimedOut: AuthEvent.StoreOperation?
     /// The flight ended because the refresh-loop guard refused the authorization it needed.
     var refusedByLoopGuard = false
+    /// The model came from the store, where another process (or a stopped flight) put it:
+    /// nothing was authorized.
+    var adoptedFromStore = false
+    /// The flight was stopped while its authorizer was spending a refresh token: the
+    /// authorizer finishes, and its result is stored.
+    var letsRefreshFinish = false
 
     /// Whether the flight's work must be cancelled (it was stopped before producing a result).
     var stopsWork: Bool {
       switch result {
       // A flight whose save ran out of time still saves: its model is served and cached.
       case .succeeded, .failed: return false
-      case .timedOut, .cancelled: return true
+      case .timedOut, .cancelled: return !letsRefreshFinish
       }
     }
   }

@@ -34,10 +34,41 @@ extension AccountStateMachine {
     }
   }
 
+  /// A flight that must authorize, before it calls the authorizer: it waits for an earlier
+  /// flight's refresh still running, takes the cross-process lease (or waits for its holder),
+  /// and re-reads the store, which may hold a model another process obtained meanwhile.
+  struct Preparing: Equatable {
+    enum Stage: Equatable {
+      /// Waiting for stopped flights of the key whose refresh is still running: a new one
+      /// would spend the same refresh token.
+      case awaitingPredecessors
+      /// Taking the cross-process lease.
+      case acquiringLease
+      /// Another process holds the lease: waiting for its result (or for its lease to lapse).
+      case awaitingHolder
+      /// Reading the store.
+      case rereading
+    }
+
+    var id: UInt64
+    var reason: AuthorizationReason
+    /// Access tokens this flight's callers rejected: a stored model with one is not adopted.
+    var rejectedTokens: Set<String>
+    var stage: Stage
+    /// The flight holds the cross-process lease.
+    var holdsLease = false
+    /// The authorization deadline is armed (it bounds waiting for the lease as well).
+    var authorizationDeadlineArmed = false
+  }
+
   struct Authorizing: Equatable {
     var id: UInt64
     var reason: AuthorizationReason
     /// The authorizer entered its exchange: the authorization deadline no longer applies.
     var exchangeBegan = false
+    /// The model being replaced has a refresh token: a stopped flight lets the authorizer
+    /// finish (cancelling a refresh the server may have carried out would lose the rotated
+    /// token) and persists its result.
+    var spendsRefreshToken = false
   }
 }

@@ -27,6 +27,7 @@ struct AccountStateMachine {
   private enum State: Equatable {
     case idle
     case loading(Loading)
+    case preparing(Preparing)
     case authorizing(Authorizing)
     case persisting(id: UInt64, model: AuthModel)
   }
@@ -38,6 +39,10 @@ struct AccountStateMachine {
   /// When (on the injected clock) authorizations counted by the refresh-loop guard began
   /// (forced refreshes, and renewals of models that arrived inside the leeway), oldest first.
   private var loopGuardStarts: [Duration] = []
+  /// Stopped flights whose authorizer is still running, and whether its result may be stored
+  /// (no sign-out since). Their results are not served, but a rotated refresh token is never
+  /// thrown away.
+  private var outstanding: [UInt64: Bool] = [:]
 
   init(key: AccountKey, policy: Policy) {
     self.key = key
@@ -64,6 +69,7 @@ struct AccountStateMachine {
     switch state {
     case .idle: return nil
     case .loading(let loading): return loading.id
+    case .preparing(let preparing): return preparing.id
     case .authorizing(let authorizing): return authorizing.id
     case .persisting(let id, _): return id
     }
@@ -72,7 +78,7 @@ struct AccountStateMachine {
   /// Whether the key can be forgotten without losing a decision: no flight, and no
   /// authorization in the refresh-loop window (evicting it would reset the guard).
   func isEvictable(now: Duration) -> Bool {
-    guard state == .idle else { return false }
+    guard state == .idle, outstanding.isEmpty else { return false }
     guard let last = loopGuardStarts.last else { return true }
     return last <= now - policy.loopWindow
   }
@@ -103,6 +109,10 @@ struct AccountStateMachine {
       loading.note(rejection)
       state = .loading(loading)
       return .join(flight: loading.id)
+    case .preparing(var preparing):
+      if case .token(let token) = rejection { preparing.rejectedTokens.insert(token) }
+      state = .preparing(preparing)
+      return .join(flight: preparing.id)
     case .authorizing(let authorizing):
       return .join(flight: authorizing.id)
     case .persisting(let id, let next):
@@ -136,21 +146,25 @@ struct AccountStateMachine {
     }
     // Drawn only for a flight that starts: the coordinator counts flights by their ids.
     let id = newFlightID()
-    state = .authorizing(Authorizing(id: id, reason: reason))
-    return .start(flight: id, step(.authorize(reason), now: now))
+    var rejected: Set<String> = []
+    if case .token(let token) = rejection { rejected.insert(token) }
+    return .start(
+      flight: id,
+      beginAuthorization(
+        id, reason: reason, rejecting: rejected, replacing: cachedModel, justRead: false,
+        now: now))
   }
 
   /// A step of flight `id` finished with `outcome`.
   mutating func advance(
     _ id: UInt64, _ outcome: StepOutcome, date: Date, now: Duration
   ) -> AdvanceAction {
-    guard flightID == id else {
-      if case .authorized = outcome { return .discardLateResult }
-      return .ignore
-    }
+    guard flightID == id else { return stale(id, outcome, date: date) }
     switch (state, outcome) {
     case (.loading(let loading), .loaded(let model)):
       return loaded(loading, model, date: date, now: now)
+    case (.preparing(let preparing), _):
+      return prepared(preparing, outcome, date: date, now: now)
     case (.authorizing, .authorized(.success(let model))):
       state = .persisting(id: id, model: model)
       return .next(step(.persist(model), now: now))
@@ -161,6 +175,8 @@ struct AccountStateMachine {
       adopt(model, obtainedAt: date)
       state = .idle
       return .end(Ending(flight: id, result: .succeeded(model)))
+    case (.persisting, .signedOutElsewhere):
+      return .end(signOut(elsewhere: true)!)
     default:
       preconditionFailure("Internal inconsistency: \(outcome) reported in phase \(state)")
     }
@@ -190,15 +206,39 @@ struct AccountStateMachine {
     switch (phase, state) {
     case (.authorization, .authorizing(let authorizing)) where authorizing.exchangeBegan:
       return nil
-    case (.authorization, .authorizing), (.exchange, .authorizing):
+    case (.authorization, .authorizing(let authorizing)),
+      (.exchange, .authorizing(let authorizing)):
       state = .idle
       let limit = phase == .authorization ? policy.authorizationTimeout : policy.exchangeTimeout
+      return stopped(
+        authorizing,
+        Ending(
+          flight: id,
+          result: .timedOut(
+            phase,
+            AuthCoordinatorError.timedOut("the \(phase.rawValue) did not finish within \(limit)"))
+        ))
+    case (.authorization, .preparing(let preparing)) where preparing.authorizationDeadlineArmed:
+      state = .idle
+      let waited =
+        preparing.stage == .awaitingHolder ? "another process's authorization" : "the authorization"
       return Ending(
         flight: id,
         result: .timedOut(
-          phase,
-          AuthCoordinatorError.timedOut("the \(phase.rawValue) did not finish within \(limit)")
+          .authorization,
+          AuthCoordinatorError.timedOut(
+            "\(waited) did not finish within \(policy.authorizationTimeout)")
         ))
+    case (.load, .preparing(let preparing)) where preparing.stage == .rereading:
+      state = .idle
+      return Ending(
+        flight: id,
+        result: .timedOut(
+          .load,
+          AuthCoordinatorError(
+            .storeFailed,
+            "the token store did not answer the re-read within \(policy.storeTimeout)")),
+        storeTimedOut: .load)
     case (.load, .loading):
       // The cache stays unknown: the next request reads the store again. Nothing is
       // authorized: a stuck store is no reason to send the user to authorize.
@@ -226,6 +266,7 @@ struct AccountStateMachine {
     // A flight that already has its model finishes and caches it: the save is under way, and
     // dropping the model would leave the store holding what memory forgot.
     if case .persisting = state { return .keepRunning }
+    // Before authorizing there is nothing to finish: an abandoned lease wait just stops.
     switch policy.whenAbandoned {
     case .finishAndCache: return .keepRunning
     case .cancel: return .closeQueue
@@ -238,22 +279,34 @@ struct AccountStateMachine {
     guard flightID == id else {
       preconditionFailure("Internal inconsistency: closed the queue of flight \(id), not current")
     }
-    state = .idle
-    return Ending(flight: id, result: .cancelled(.lastWaiterLeft))
+    let ending = Ending(flight: id, result: .cancelled(.lastWaiterLeft))
+    defer { state = .idle }
+    if case .authorizing(let authorizing) = state { return stopped(authorizing, ending) }
+    return ending
   }
 
   /// The account logged out or unbound: memory forgets the model and the loop-guard history.
   ///
   /// - Returns: How the flight in progress ends, if there is one.
-  mutating func signOut() -> Ending? {
+  ///
+  /// - Parameter elsewhere: The sign-out happened in another process: memory forgets the model
+  ///   but the store is read again (it may already hold the next login's model).
+  /// - Returns: How the flight in progress ends, if there is one.
+  mutating func signOut(elsewhere: Bool = false) -> Ending? {
     let id = flightID
     state = .idle
-    cache = .empty
+    cache = elsewhere ? .unknown : .empty
     loopGuardStarts.removeAll()
+    // Results still on their way belong to the signed-out user: never stored.
+    for flight in outstanding.keys { outstanding[flight] = false }
     guard let id else { return nil }
     let error = AuthCoordinatorError.signedOut(key)
     return Ending(flight: id, result: .cancelled(.signedOut), followers: .fail(error))
   }
+
+  /// The stopped flights whose authorizer is still running with a result that may be stored:
+  /// a flight about to spend the same refresh token waits for them.
+  var predecessors: [UInt64] { outstanding.filter { $0.value }.map(\.key).sorted() }
 
   // MARK: - Transitions
 
@@ -278,15 +331,164 @@ struct AccountStateMachine {
       return .end(
         Ending(flight: loading.id, result: .failed(loopGuardError()), refusedByLoopGuard: true))
     }
-    state = .authorizing(Authorizing(id: loading.id, reason: reason))
-    return .next(step(.authorize(reason), now: now))
+    var rejectedTokens = loading.rejectedTokens
+    if loading.rejectsStoredModel, let model { rejectedTokens.insert(model.accessToken) }
+    return .next(
+      beginAuthorization(
+        loading.id, reason: reason, rejecting: rejectedTokens, replacing: model, justRead: true,
+        now: now))
+  }
+
+  /// A flight must authorize: it waits for stopped refreshes of the key, takes the lease, and
+  /// re-reads the store first, as far as each applies.
+  private mutating func beginAuthorization(
+    _ id: UInt64, reason: AuthorizationReason, rejecting rejected: Set<String>,
+    replacing: AuthModel?, justRead: Bool, now: Duration
+  ) -> Step {
+    var preparing = Preparing(id: id, reason: reason, rejectedTokens: rejected, stage: .rereading)
+    let kind: StepKind
+    if replacing?.refreshToken != nil, outstanding.values.contains(true) {
+      preparing.stage = .awaitingPredecessors
+      kind = .awaitPredecessors
+    } else if policy.usesLease {
+      preparing.stage = .acquiringLease
+      kind = .acquireLease
+    } else if !justRead {
+      kind = .load
+    } else {
+      return authorize(id, reason: reason, replacing: replacing, now: now, deadlineArmed: false)
+    }
+    if kind == .load {
+      state = .preparing(preparing)
+      return step(.load, now: now)
+    }
+    preparing.authorizationDeadlineArmed = true
+    state = .preparing(preparing)
+    return step(kind, now: now)
+  }
+
+  /// The next step of a flight preparing to authorize, after `outcome`.
+  private mutating func prepared(
+    _ preparing: Preparing, _ outcome: StepOutcome, date: Date, now: Duration
+  ) -> AdvanceAction {
+    var preparing = preparing
+    switch (preparing.stage, outcome) {
+    case (.awaitingPredecessors, .predecessorsFinished):
+      preparing.stage = policy.usesLease ? .acquiringLease : .rereading
+      state = .preparing(preparing)
+      return .next(
+        preparing.stage == .acquiringLease
+          ? Step(kind: .acquireLease, deadline: nil) : step(.load, now: now))
+    case (.acquiringLease, .leaseAttempted(.acquired)):
+      preparing.holdsLease = true
+      preparing.stage = .rereading
+      state = .preparing(preparing)
+      return .next(step(.load, now: now))
+    case (.acquiringLease, .leaseAttempted(.heldElsewhere(let until))):
+      preparing.stage = .awaitingHolder
+      state = .preparing(preparing)
+      return .next(Step(kind: .awaitLeaseHolder(until: until), deadline: nil))
+    case (.acquiringLease, .leaseAttempted(.failed(let error))):
+      state = .idle
+      return .end(Ending(flight: preparing.id, result: .failed(error)))
+    case (.awaitingHolder, .leaseHolderChanged):
+      preparing.stage = .rereading
+      state = .preparing(preparing)
+      return .next(step(.load, now: now))
+    case (.rereading, .loaded(let model)):
+      return reread(preparing, model, date: date, now: now)
+    default:
+      preconditionFailure(
+        "Internal inconsistency: \(outcome) reported while preparing (\(preparing.stage))")
+    }
+  }
+
+  /// The store was read before authorizing: a valid model the callers did not reject is
+  /// adopted (another process, or a stopped flight, obtained it); otherwise the flight
+  /// authorizes, once it holds the lease when there is one.
+  private mutating func reread(
+    _ preparing: Preparing, _ model: AuthModel?, date: Date, now: Duration
+  ) -> AdvanceAction {
+    var preparing = preparing
+    // The store is the shared truth: memory follows it (a model this process cached keeps its
+    // leeway and history).
+    if model != cachedModel {
+      cache =
+        model.map {
+          .model(Cached(model: $0, leeway: policy.refreshLeeway, arrivedInsideLeeway: false))
+        } ?? .empty
+    }
+    if let model, model.isValid(at: date, leeway: policy.refreshLeeway),
+      !preparing.rejectedTokens.contains(model.accessToken)
+    {
+      state = .idle
+      return .end(Ending(flight: preparing.id, result: .succeeded(model), adoptedFromStore: true))
+    }
+    if policy.usesLease, !preparing.holdsLease {
+      preparing.stage = .acquiringLease
+      state = .preparing(preparing)
+      return .next(Step(kind: .acquireLease, deadline: nil))
+    }
+    return .next(
+      authorize(
+        preparing.id, reason: preparing.reason, replacing: model, now: now,
+        deadlineArmed: preparing.authorizationDeadlineArmed))
+  }
+
+  private mutating func authorize(
+    _ id: UInt64, reason: AuthorizationReason, replacing: AuthModel?, now: Duration,
+    deadlineArmed: Bool
+  ) -> Step {
+    state = .authorizing(
+      Authorizing(id: id, reason: reason, spendsRefreshToken: replacing?.refreshToken != nil))
+    let kind = StepKind.authorize(reason, replacing: replacing)
+    return deadlineArmed ? Step(kind: kind, deadline: nil) : step(kind, now: now)
+  }
+
+  /// How a flight stopped while authorizing ends: a refresh in progress is left to finish and
+  /// its result stored; any other authorizer's result is discarded.
+  private mutating func stopped(_ authorizing: Authorizing, _ ending: Ending) -> Ending {
+    var ending = ending
+    ending.letsRefreshFinish = authorizing.spendsRefreshToken
+    outstanding[authorizing.id] = authorizing.spendsRefreshToken
+    return ending
+  }
+
+  /// A report of a flight that is no longer the key's current one.
+  private mutating func stale(_ id: UInt64, _ outcome: StepOutcome, date: Date) -> AdvanceAction {
+    switch outcome {
+    case .authorized(let result):
+      guard outstanding.removeValue(forKey: id) == true, case .success(let model) = result else {
+        return .discardLateResult
+      }
+      outstanding[id] = true  // until stored: a new refresh still waits for it
+      return .persistLateResult(model)
+    case .lateResultSaved(let model):
+      // Stored, unless the user signed out meanwhile (here or elsewhere).
+      guard outstanding.removeValue(forKey: id) == true, let model else { return .ignore }
+      if isNewer(model, at: date) { adopt(model, obtainedAt: date) }
+      return .ignore
+    default:
+      return .ignore
+    }
+  }
+
+  /// Whether a late result should replace what memory holds.
+  private func isNewer(_ model: AuthModel, at date: Date) -> Bool {
+    switch cache {
+    case .unknown: return false  // the next request reads the store, which holds it
+    case .empty: return true
+    case .model(let cached):
+      if !cached.model.isValid(at: date, leeway: cached.leeway) { return true }
+      return (model.expiresAt ?? .distantFuture) > (cached.model.expiresAt ?? .distantFuture)
+    }
   }
 
   private func step(_ kind: StepKind, now: Duration) -> Step {
     let timeout: Duration
-    switch kind {
-    case .load, .persist: timeout = policy.storeTimeout
-    case .authorize: timeout = policy.authorizationTimeout
+    switch kind.phase {
+    case .load, .save: timeout = policy.storeTimeout
+    case .authorization, .exchange: timeout = policy.authorizationTimeout
     }
     return Step(kind: kind, deadline: CoordinatorClock.deadline(after: timeout, from: now))
   }

@@ -225,6 +225,12 @@ struct Simulation {
       return "flight #\(flight) for \(key.mcUid) cancelled (\(reason.rawValue))"
     case .lateResultDiscarded(let key, let flight):
       return "a late result for flight #\(flight) (\(key.mcUid)) was discarded"
+    case .lateResultSaved(let key, let flight):
+      return "a late result for flight #\(flight) (\(key.mcUid)) was stored, not served"
+    case .adoptedFromStore(let key, let flight):
+      return "flight #\(flight) adopted the model another process stored for \(key.mcUid)"
+    case .signedOutElsewhere(let mcUid):
+      return "signed out in another process: \(mcUid ?? "everyone")"
     case .refreshLoopStopped(let key):
       return "loop guard: not bouncing \(key.mcUid) to Alipay again"
     case .storeFailed(_, let operation, let message):
