@@ -101,8 +101,17 @@ public struct AlipayAuthorizer: Authorizer {
   ///
   /// - Parameter request: The authorization.
   /// - Returns: The model.
-  /// - Throws: The provider's or the exchanger's error.
+  /// - Throws: The provider's or the exchanger's error; an error with code
+  ///   ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/interactionRequired`` when the
+  ///   request does not allow interaction (the coordinator of an app extension).
   public func authorize(_ request: AuthorizationRequest) async throws -> AuthModel {
+    // Account connect always sends the user to Alipay: impossible from an app extension.
+    guard request.allowsInteraction else {
+      throw AuthCoordinatorError(
+        .interactionRequired,
+        "authorizing with Alipay needs the app in the foreground; this coordinator may not"
+          + " interact (an extension): open the app, or wait for it to store a model")
+    }
     let code = try await provider.authCode(for: request)
     try Task.checkCancellation()
     return try await request.exchange { try await exchanger.exchange(code, for: request) }

@@ -175,6 +175,10 @@ extension AuthCoordinator {
     } else {
       action = .ignore
     }
+    if case .lateResultSaved(.some) = outcome {
+      stripe.counters.update { $0.lateResultsSaved += 1 }
+      broadcaster.emit(.lateResultSaved(key: key, flight: id))
+    }
     switch action {
     case .ignore:
       stripe.lock.unlock()
@@ -185,8 +189,6 @@ extension AuthCoordinator {
       stripe.lock.unlock()
       return nil
     case .persistLateResult(let model):
-      stripe.counters.update { $0.lateResultsSaved += 1 }
-      broadcaster.emit(.lateResultSaved(key: key, flight: id))
       let turn = stripe.storeOperations.reserve(key)
       stripe.lock.unlock()
       return .persistLateResult(model, turn)
