@@ -18,6 +18,9 @@ import Foundation
 /// from the lease's `deinit`, when nothing else can reach it), hence `@unchecked Sendable`.
 final class LeaseFileWatcher: @unchecked Sendable {
   private(set) var sources: [any DispatchSourceProtocol] = []
+  /// Whether to use a kernel notification at all (tests turn it off, before the first
+  /// subscriber, to exercise the poll alone).
+  var usesKernelNotifications = true
   private let queue: DispatchQueue
   private let directoryPath: String
   private let fileName: String
@@ -33,7 +36,7 @@ final class LeaseFileWatcher: @unchecked Sendable {
   /// Starts the notification source (when the platform and directory allow one) and the poll.
   func start(lease: FileAuthorizationLease) {
     let refresh: @Sendable () -> Void = { [weak lease] in lease?.refresh() }
-    if let source = makeNotificationSource(
+    if usesKernelNotifications, let source = makeNotificationSource(
       onChange: refresh, report: { [weak lease] in lease?.report($0) }) {
       sources.append(source)
     }

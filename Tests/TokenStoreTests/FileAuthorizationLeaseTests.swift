@@ -97,6 +97,41 @@ import Testing
     #expect(await firstChanges(elsewhere, count: 1) == [.released(user)])
   }
 
+  @Test func withoutKernelNotificationsThePollNoticesAChange() async throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.remove() }
+    let a = FileAuthorizationLease(url: leaseURL(dir))
+    let b = FileAuthorizationLease(url: leaseURL(dir), pollInterval: .milliseconds(50))
+    b.watcher.usesKernelNotifications = false
+    let grant = try #require(try await a.acquire(user, owner: "A", timeToLive: .seconds(60)).grant)
+    #expect(try await b.acquire(user, owner: "B", timeToLive: .seconds(60)).grant == nil)
+    let elsewhere = b.changes()
+    await b.synchronize()
+    #expect(b.watcher.sources.count == 1)  // the timer only
+    try await a.release(grant)
+    #expect(await firstChanges(elsewhere, count: 1) == [.released(user)])
+  }
+
+  @Test func watchingStartsWithTheFirstSubscriberAndStopsAfterTheLast() async throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.remove() }
+    let lease = FileAuthorizationLease(url: leaseURL(dir))
+    var first: AsyncStream<LeaseChange>? = lease.changes()
+    var second: AsyncStream<LeaseChange>? = lease.changes()
+    await lease.synchronize()
+    #expect(lease.watcher.sources.count == 2)  // the kernel notification and the poll timer
+    first = nil
+    await lease.synchronize()
+    #expect(lease.watcher.sources.count == 2)
+    second = nil
+    await lease.synchronize()
+    #expect(lease.watcher.sources.isEmpty)
+    _ = lease.changes()  // dropped at once: starts and stops again
+    await lease.synchronize()
+    #expect(lease.watcher.sources.isEmpty)
+    #expect(first == nil && second == nil)
+  }
+
   @Test func aSignOutElsewhereEndsOlderGrantsAndNamesWhoSignedOut() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.remove() }
