@@ -36,8 +36,10 @@ final class LeaseFileWatcher: @unchecked Sendable {
   /// Starts the notification source (when the platform and directory allow one) and the poll.
   func start(lease: FileAuthorizationLease) {
     let refresh: @Sendable () -> Void = { [weak lease] in lease?.refresh() }
-    if usesKernelNotifications, let source = makeNotificationSource(
-      onChange: refresh, report: { [weak lease] in lease?.report($0) }) {
+    if usesKernelNotifications,
+      let source = makeNotificationSource(
+        onChange: refresh, report: { [weak lease] in lease?.report($0) })
+    {
       sources.append(source)
     }
     let timer = DispatchSource.makeTimerSource(queue: queue)

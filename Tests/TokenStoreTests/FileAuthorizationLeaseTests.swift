@@ -34,7 +34,8 @@ import Testing
     #expect(
       try await b.acquire(user, owner: "B", timeToLive: .seconds(60))
         == .heldElsewhere(owner: "A", expiresAt: grant.expiresAt))
-    let second = try #require(try await b.acquire(other, owner: "B", timeToLive: .seconds(60)).grant)
+    let second = try #require(
+      try await b.acquire(other, owner: "B", timeToLive: .seconds(60)).grant)
     #expect(second.fence > grant.fence)
     #expect(permissions(leaseURL(dir)) == 0o600)
     #expect(permissions(dir.file("tokens.store.lease.lock")) == 0o600)
@@ -55,7 +56,8 @@ import Testing
     let renewed = try #require(try await a.renew(first, timeToLive: .seconds(30)))
     #expect(renewed.fence == first.fence && renewed.expiresAt == clock.now().addingTimeInterval(30))
     clock.advance(by: 31)
-    let takeover = try #require(try await b.acquire(user, owner: "B", timeToLive: .seconds(30)).grant)
+    let takeover = try #require(
+      try await b.acquire(user, owner: "B", timeToLive: .seconds(30)).grant)
     #expect(takeover.fence > first.fence)
     #expect(try await a.renew(first, timeToLive: .seconds(30)) == nil)
     #expect(try await a.renew(renewed, timeToLive: .seconds(30)) == nil)
