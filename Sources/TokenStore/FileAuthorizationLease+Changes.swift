@@ -47,11 +47,16 @@ extension FileAuthorizationLease {
     }
   }
 
-  /// Re-reads the file when its identity (device, inode, size, modification time) is not the
-  /// one last seen, and announces what changed. Takes no lock.
-  func refresh() {
+  /// Re-reads the file and announces what changed. Takes no lock.
+  ///
+  /// - Parameter always: Whether to read even when the file's identity (device, inode, size,
+  ///   modification time) is the one last seen. A kernel notification reads always: a freed
+  ///   inode is soon reused and modification times are coarse (a few milliseconds on Linux),
+  ///   so two quick same-size writes can leave an identity unchanged. The poll compares the
+  ///   identity only, to stay one `lstat`.
+  func refresh(always: Bool = false) {
     let identity = currentIdentity()
-    if let seen = state.withLock({ $0.lastSeen }), seen.identity == identity { return }
+    if !always, let seen = state.withLock({ $0.lastSeen }), seen.identity == identity { return }
     let observation: Observation
     do throws(TokenStoreError) {
       switch try readDisk() {
@@ -97,6 +102,7 @@ extension FileAuthorizationLease {
   func updateWatching() {
     let wanted = state.withLock { !$0.subscribers.isEmpty }
     if wanted && watcher.sources.isEmpty {
+      try? createDirectory()  // so that a lease not used yet can be watched
       watcher.start(lease: self)
       // Compares the file with what this lease last saw (its own last operation): a change
       // that landed between that and the watch being added is announced now.

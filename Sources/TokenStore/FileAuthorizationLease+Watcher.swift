@@ -35,17 +35,18 @@ final class LeaseFileWatcher: @unchecked Sendable {
 
   /// Starts the notification source (when the platform and directory allow one) and the poll.
   func start(lease: FileAuthorizationLease) {
-    let refresh: @Sendable () -> Void = { [weak lease] in lease?.refresh() }
+    let notified: @Sendable () -> Void = { [weak lease] in lease?.refresh(always: true) }
+    let poll: @Sendable () -> Void = { [weak lease] in lease?.refresh() }
     if usesKernelNotifications,
       let source = makeNotificationSource(
-        onChange: refresh, report: { [weak lease] in lease?.report($0) })
+        onChange: notified, report: { [weak lease] in lease?.report($0) })
     {
       sources.append(source)
     }
     let timer = DispatchSource.makeTimerSource(queue: queue)
     let interval = Self.dispatchInterval(pollInterval)
     timer.schedule(deadline: .now() + interval, repeating: interval, leeway: .milliseconds(100))
-    timer.setEventHandler(handler: refresh)
+    timer.setEventHandler(handler: poll)
     timer.resume()
     sources.append(timer)
   }
@@ -120,8 +121,8 @@ final class LeaseFileWatcher: @unchecked Sendable {
   #elseif canImport(Darwin)
     /// A vnode source on the directory (opened with `O_EVTONLY`, so it does not keep the
     /// volume busy): `.write` fires when an entry is added, removed or renamed, which is how
-    /// the lease file is replaced. The refresh compares the file's identity, so changes to
-    /// other names cost one `lstat`.
+    /// the lease file is replaced. It fires for the directory's other entries too (the token
+    /// store, temporary and lock files); each event costs one read of the small lease file.
     private func makeNotificationSource(
       onChange: @escaping @Sendable () -> Void,
       report: @escaping @Sendable (TokenStoreError) -> Void

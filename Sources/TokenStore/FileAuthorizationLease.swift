@@ -36,8 +36,9 @@ import SyncPrimitives
 /// on the file's directory (Linux: one inotify descriptor and one dispatch read source; Apple
 /// platforms: one `O_EVTONLY` descriptor and one vnode dispatch source) and one timer that
 /// `lstat`s the file every ``pollInterval`` (missed events, filesystems without
-/// notifications). A notification costs an `lstat`, plus one read of the small file when it
-/// changed. With notifications a change is announced as soon as its `rename` lands, typically
+/// notifications). A notification costs one read of the small file (on Linux only events for
+/// the lease file's name count); a poll costs one `lstat`, plus the read when the file's
+/// identity changed. With notifications a change is announced as soon as its `rename` lands, typically
 /// within a millisecond; without them, at most ``pollInterval`` late. With no subscriber the
 /// lease watches nothing. This lease's own changes are announced to its subscribers right
 /// after its write. A first subscriber also gets what changed since this lease's last
