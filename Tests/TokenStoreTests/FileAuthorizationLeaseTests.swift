@@ -277,6 +277,49 @@ import Testing
     #expect(grant.fence > fence)
   }
 
+  @Test func theRecordRoundTripsAndRejectsInconsistentCounters() throws {
+    var record = LeaseRecord()
+    record.nextFence = 8
+    record.generation = 3
+    record.userSignedOut["u1"] = LeaseRecord.SignOut(generation: 2, by: "app-1")
+    record.allSignedOut = LeaseRecord.SignOut(generation: 3, by: "app-1")
+    record.holders[user] = LeaseRecord.Holder(
+      owner: "widget-2", fence: 7, expiresAt: Date(timeIntervalSinceReferenceDate: 786_000_000.25))
+    #expect(try LeaseRecord.decode(record.encoded()) == record)
+    // The example of docs/token-store.md.
+    let documented = Data(
+      (#"{"allSignedOut":{"by":"app-1","generation":3},"floor":0,"#
+        + #""format":"authcoordinator.lease","generation":3,"holders":[{"expiresAt":786000000.25,"#
+        + #""fence":7,"key":{"mcUid":"u1","mode":"platformOnly"},"owner":"widget-2"}],"#
+        + #""nextFence":8,"userSignedOut":[{"by":"app-1","generation":2,"mcUid":"u1"}],"#
+        + #""version":1}"#).utf8)
+    #expect(try LeaseRecord.decode(documented) == record)
+    #expect(try record.encoded() == documented + Data("\n".utf8))
+    var inconsistent = record
+    inconsistent.nextFence = 7  // the holder's fence must be below it
+    #expect(throws: TokenStoreError(.corruptFile, "")) {
+      try LeaseRecord.decode(inconsistent.encoded())
+    }
+    #expect(throws: TokenStoreError(.corruptFile, "")) { try LeaseRecord.decode(Data()) }
+  }
+
+  @Test func theTakeoverOfAnExpiredHolderIsNotAnnouncedAsARelease() {
+    let start = Date(timeIntervalSinceReferenceDate: 800_000_000)
+    var old = LeaseRecord()
+    old.nextFence = 2
+    old.holders[user] = LeaseRecord.Holder(owner: "A", fence: 1, expiresAt: start)
+    var new = old
+    new.nextFence = 3
+    new.holders[user] = LeaseRecord.Holder(owner: "B", fence: 2, expiresAt: start + 30)
+    #expect(new.changes(since: old, now: start + 1).isEmpty)
+    // Before A's expiry the key changed hands only through a release.
+    #expect(new.changes(since: old, now: start - 1) == [.released(user)])
+    var recreated = new
+    recreated.floor = 5
+    recreated.generation = 5
+    #expect(recreated.changes(since: new, now: start) == [.unknown])
+  }
+
   // MARK: - Helpers
 
   private func leaseURL(_ dir: TemporaryDirectory) -> URL { dir.file("tokens.store.lease") }
