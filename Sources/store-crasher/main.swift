@@ -11,6 +11,10 @@
 //   store-crasher read <path> [--as-uid <uid>]
 //     Drops to the given user id first (when run as root), then loads the store and prints
 //     "ok <number of models>" or "error <code>".
+//   store-crasher lease-hold <path> --key <mcUid> --ttl-ms <n>
+//     Acquires the key's lease in the FileAuthorizationLease file at <path> (real wall clock,
+//     owner "store-crasher-<pid>") for n milliseconds, prints "held <fence>" and sleeps until
+//     killed, holding no lock. Prints "busy <owner>" (exit 1) when another holder has it.
 //
 // Two writers: the tests start two `write` processes on one store at once, with different
 // --key values (no update may be lost) or the same key (no torn file).
@@ -52,6 +56,7 @@ func usage() -> Never {
       usage: store-crasher write <path> --key <mcUid> [--start <i>] [--count <n>] \
       [--self-kill-after-us <µs>]
              store-crasher read <path> [--as-uid <uid>]
+             store-crasher lease-hold <path> --key <mcUid> --ttl-ms <n>
 
       """.utf8))
   exit(2)
@@ -114,6 +119,29 @@ case "read":
   } catch {
     emit("error \(error.code)")
   }
+
+case "lease-hold":
+  guard let mcUid = options["key"], let ttl = options["ttl-ms"].flatMap({ Int($0) }) else {
+    usage()
+  }
+  let lease = FileAuthorizationLease(url: url)
+  do {
+    switch try await lease.acquire(
+      AccountKey(mcUid: mcUid), owner: "store-crasher-\(getpid())",
+      timeToLive: .milliseconds(ttl))
+    {
+    case .acquired(let grant):
+      emit("held \(grant.fence)")
+    case .heldElsewhere(let owner, _):
+      emit("busy \(owner)")
+      exit(1)
+    }
+  } catch {
+    emit("error \(error.code)")
+    exit(1)
+  }
+  // Holds the lease (a record in the file, no lock) until killed.
+  while true { pause() }
 
 default:
   usage()

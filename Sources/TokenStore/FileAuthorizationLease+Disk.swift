@@ -1,0 +1,173 @@
+import Foundation
+
+#if canImport(Darwin)
+  import Darwin
+#elseif canImport(Glibc)
+  import Glibc
+#elseif canImport(Musl)
+  import Musl
+#endif
+
+// The lease file on disk: one read-modify-write under a brief flock, the atomic replace, and an
+// unlocked read for the watcher. Everything here runs on the lease's queue.
+extension FileAuthorizationLease {
+  /// What is at the lease path.
+  enum DiskState {
+    case missing
+    case good(FileIdentity, LeaseRecord)
+    /// Not a lease record (garbage, torn by something else, oversized): replaced by the next
+    /// change, with every earlier grant made not current.
+    case bad(FileIdentity, TokenStoreError)
+    /// Written by a newer format version: never replaced.
+    case newer(FileIdentity, TokenStoreError)
+  }
+
+  /// Reads the record under the lock, lets `change` edit it, and replaces the file when the
+  /// record changed (or the file was missing or bad and had to be recreated). The lock is held
+  /// for the read, the write and nothing else; it is released before this returns.
+  func transact<T>(
+    _ change: (inout LeaseRecord, Date) -> T
+  ) throws(TokenStoreError) -> T {
+    try withFileLock { () throws(TokenStoreError) -> T in
+      removeStaleTemporaryFilesOnce()
+      let known = state.withLock { $0.lastRecord }
+      var base: LeaseRecord
+      var mustWrite = false
+      switch try readDisk() {
+      case .missing:
+        absorb(Observation(identity: nil, content: .missing))
+        base = LeaseRecord.fresh(after: known, wallClock: Date())
+      case .good(let identity, let record):
+        base = record
+        absorb(Observation(identity: identity, content: .record(record)))
+      case .bad(let identity, var problem):
+        problem.message +=
+          " It is replaced by an empty record; every earlier grant is no longer current."
+        report(problem)
+        absorb(Observation(identity: identity, content: .unreadable))
+        base = LeaseRecord.fresh(after: known, wallClock: Date())
+        mustWrite = true
+      case .newer(_, let error):
+        throw error
+      }
+      var record = base
+      let result = change(&record, now())
+      if mustWrite || record != base {
+        let identity = try replaceFile(with: try record.encoded())
+        absorb(Observation(identity: identity, content: .record(record)))
+      }
+      return result
+    }
+  }
+
+  /// Runs `body` holding an exclusive `flock` on `<url>.lock`, waiting at most ``lockTimeout``.
+  func withFileLock<T>(_ body: () throws(TokenStoreError) -> T) throws(TokenStoreError) -> T {
+    var fd = openLockFile()
+    if fd < 0 && errno == ENOENT {
+      try createDirectory()
+      fd = openLockFile()
+    }
+    guard fd >= 0 else {
+      let code = errno
+      if code == ELOOP {
+        throw TokenStoreError(
+          .notARegularFile, "The lease's lock file is a symbolic link; it is never followed.",
+          path: lockPath)
+      }
+      throw systemError("open", code, "The lease's lock file cannot be opened.", path: lockPath)
+    }
+    defer { close(fd) }  // Closing the descriptor releases the lock.
+    let clock = ContinuousClock()
+    let deadline = clock.now.advanced(by: lockTimeout)
+    var pause = Duration.milliseconds(1)
+    while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+      let code = errno
+      if code == EINTR { continue }
+      guard code == EWOULDBLOCK || code == EAGAIN else {
+        throw systemError("flock", code, "The lease's lock cannot be taken.", path: lockPath)
+      }
+      let now = clock.now
+      guard now < deadline else {
+        throw TokenStoreError(
+          .lockTimeout,
+          "The lease's lock file stayed locked for the \(lockTimeout) lock timeout; nothing"
+            + " was changed.", path: lockPath)
+      }
+      // On the lease's own queue, never on the cooperative pool.
+      FileTokenStore.sleep(min(pause, now.duration(to: deadline)))
+      pause = min(pause * 2, .milliseconds(50))
+    }
+    return try body()
+  }
+
+  func openLockFile() -> Int32 {
+    open(lockPath, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode_t(0o600))
+  }
+
+  /// Reads and decodes the lease file without any lock (every writer replaces it with one
+  /// `rename`). Throws only when it cannot be read at all.
+  func readDisk() throws(TokenStoreError) -> DiskState {
+    let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+    if fd < 0 {
+      let code = errno
+      if code == ENOENT { return .missing }
+      if code == ELOOP {
+        throw TokenStoreError(
+          .notARegularFile, "The lease path is a symbolic link; it is never followed.",
+          path: path)
+      }
+      throw systemError("open", code, "The lease file cannot be opened.", path: path)
+    }
+    defer { close(fd) }
+    var info = stat()
+    guard fstat(fd, &info) == 0 else {
+      throw systemError("fstat", errno, "The lease file cannot be examined.", path: path)
+    }
+    let identity = FileIdentity(info)
+    guard identity.isRegularFile else {
+      throw TokenStoreError(.notARegularFile, "The lease path is not a regular file.", path: path)
+    }
+    let tooLarge = TokenStoreError(
+      .fileTooLarge, "The lease file is larger than \(LeaseRecord.maximumSize) bytes.", path: path)
+    guard identity.size <= Int64(LeaseRecord.maximumSize) else { return .bad(identity, tooLarge) }
+    var data = Data()
+    var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+    while true {
+      let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+      if count < 0 {
+        if errno == EINTR { continue }
+        throw systemError("read", errno, "The lease file cannot be read.", path: path)
+      }
+      if count == 0 { break }
+      data.append(contentsOf: buffer[0..<count])
+      if data.count > LeaseRecord.maximumSize { return .bad(identity, tooLarge) }
+    }
+    do throws(TokenStoreError) {
+      return .good(identity, try LeaseRecord.decode(data))
+    } catch {
+      var error = error
+      error.path = path
+      return error.code == .unsupportedVersion ? .newer(identity, error) : .bad(identity, error)
+    }
+  }
+
+  /// The identity of what is at the path now (`nil`: nothing, or not examinable).
+  func currentIdentity() -> FileIdentity? {
+    var info = stat()
+    guard lstat(path, &info) == 0 else { return nil }
+    return FileIdentity(info)
+  }
+
+  func systemError(
+    _ call: String, _ code: Int32, _ message: String, path: String
+  ) -> TokenStoreError {
+    let kind: TokenStoreError.Code =
+      switch code {
+      case EACCES, EPERM, EROFS: .permissionDenied
+      case EISDIR, ELOOP, ENXIO: .notARegularFile
+      default: .ioFailure
+      }
+    return TokenStoreError(
+      kind, message, path: path, underlying: POSIXErrorDescription(call: call, errno: code))
+  }
+}

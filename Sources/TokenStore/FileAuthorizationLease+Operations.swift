@@ -1,0 +1,119 @@
+import Foundation
+
+// The operations of `AuthorizationLease`: each one `transact` (a read-modify-write of the record
+// under the brief lock) run on the lease's queue, with the semantics of
+// `InMemoryAuthorizationLease`.
+extension FileAuthorizationLease {
+  /// Takes the lease of `key` unless a grant that has not expired (on `now`) exists.
+  ///
+  /// - Parameters:
+  ///   - key: The account.
+  ///   - owner: Who asks: unique per coordinator (process and instance).
+  ///   - timeToLive: How long the grant lasts unless renewed.
+  /// - Returns: The grant (a takeover's fence is larger than every earlier one), or who holds
+  ///   the key and until when.
+  /// - Throws: ``TokenStoreError``: ``TokenStoreError/Code/lockTimeout``,
+  ///   ``TokenStoreError/Code/unsupportedVersion`` (a newer version's file, left as it is),
+  ///   ``TokenStoreError/Code/notARegularFile``, ``TokenStoreError/Code/permissionDenied``,
+  ///   ``TokenStoreError/Code/ioFailure``.
+  public func acquire(
+    _ key: AccountKey, owner: String, timeToLive: Duration
+  ) async throws(TokenStoreError) -> LeaseAttempt {
+    try await perform { lease throws(TokenStoreError) in
+      try lease.transact { record, date in
+        if let holder = record.holders[key], holder.expiresAt > date {
+          return .heldElsewhere(owner: holder.owner, expiresAt: holder.expiresAt)
+        }
+        let holder = LeaseRecord.Holder(
+          owner: owner, fence: record.nextFence,
+          expiresAt: date.addingTimeInterval(Self.seconds(timeToLive)))
+        record.nextFence += 1
+        record.holders[key] = holder
+        return .acquired(
+          LeaseGrant(
+            key: key, owner: owner, fence: holder.fence, generation: record.generation,
+            expiresAt: holder.expiresAt))
+      }
+    }
+  }
+
+  /// Extends `grant` while the file still records it as the key's holder (same fence).
+  ///
+  /// - Parameters:
+  ///   - grant: The grant.
+  ///   - timeToLive: Counted from now.
+  /// - Returns: The extended grant, or `nil` when it was taken over or released.
+  /// - Throws: ``TokenStoreError``, as ``acquire(_:owner:timeToLive:)`` does.
+  public func renew(
+    _ grant: LeaseGrant, timeToLive: Duration
+  ) async throws(TokenStoreError) -> LeaseGrant? {
+    try await perform { lease throws(TokenStoreError) in
+      try lease.transact { record, date in
+        guard var holder = record.holders[grant.key], holder.fence == grant.fence else {
+          return nil
+        }
+        holder.expiresAt = date.addingTimeInterval(Self.seconds(timeToLive))
+        record.holders[grant.key] = holder
+        return LeaseGrant(
+          key: grant.key, owner: grant.owner, fence: grant.fence, generation: grant.generation,
+          expiresAt: holder.expiresAt)
+      }
+    }
+  }
+
+  /// Gives the key up and announces ``LeaseChange/released(_:)``, here and in every process
+  /// watching the file; does nothing when the grant is no longer the key's.
+  ///
+  /// - Parameter grant: The grant.
+  /// - Throws: ``TokenStoreError``, as ``acquire(_:owner:timeToLive:)`` does.
+  public func release(_ grant: LeaseGrant) async throws(TokenStoreError) {
+    try await perform { lease throws(TokenStoreError) in
+      try lease.transact { record, _ in
+        if record.holders[grant.key]?.fence == grant.fence { record.holders[grant.key] = nil }
+      }
+    }
+  }
+
+  /// Ends the current generation of `mcUid`'s grants and announces
+  /// ``LeaseChange/signedOut(mcUid:by:)``.
+  ///
+  /// - Parameters:
+  ///   - mcUid: The user.
+  ///   - owner: Who signed out.
+  /// - Throws: ``TokenStoreError``, as ``acquire(_:owner:timeToLive:)`` does.
+  public func signOut(mcUid: String, by owner: String) async throws(TokenStoreError) {
+    try await perform { lease throws(TokenStoreError) in
+      try lease.transact { record, _ in
+        record.generation += 1
+        record.userSignedOut[mcUid] = LeaseRecord.SignOut(generation: record.generation, by: owner)
+      }
+    }
+  }
+
+  /// Ends the current generation of every grant and announces
+  /// ``LeaseChange/signedOutAll(by:)``.
+  ///
+  /// - Parameter owner: Who signed out.
+  /// - Throws: ``TokenStoreError``, as ``acquire(_:owner:timeToLive:)`` does.
+  public func signOutAll(by owner: String) async throws(TokenStoreError) {
+    try await perform { lease throws(TokenStoreError) in
+      try lease.transact { record, _ in
+        record.generation += 1
+        record.allSignedOut = LeaseRecord.SignOut(generation: record.generation, by: owner)
+      }
+    }
+  }
+
+  /// Whether no sign-out of the grant's user (or of everyone), and no loss of the file,
+  /// happened since the grant was taken.
+  ///
+  /// - Parameter grant: The grant.
+  /// - Returns: `false` after a sign-out of its user or of everyone, or once a bad or missing
+  ///   file was replaced.
+  /// - Throws: ``TokenStoreError``, as ``acquire(_:owner:timeToLive:)`` does.
+  public func isCurrent(_ grant: LeaseGrant) async throws(TokenStoreError) -> Bool {
+    try await perform { lease throws(TokenStoreError) in
+      try lease.transact { record, _ in record.isCurrent(grant) }
+    }
+  }
+}

@@ -1,0 +1,185 @@
+import Foundation
+
+/// What the lease file holds (format version 1), decoded; pure values, no I/O.
+///
+/// On disk it is one JSON object (keys sorted):
+/// `{"allSignedOut":{"by":"…","generation":3},"floor":0,"format":"authcoordinator.lease",`
+/// `"generation":3,"holders":[{"expiresAt":…,"fence":7,"key":{…},"owner":"…"}],"nextFence":8,`
+/// `"userSignedOut":[{"by":"…","generation":2,"mcUid":"u1"}],"version":1}`.
+struct LeaseRecord: Equatable, Sendable {
+  static let format = "authcoordinator.lease"
+  static let version = 1
+  /// A lease file is a few hundred bytes per key; anything over this is not read.
+  static let maximumSize = 1 << 20
+
+  struct Holder: Equatable, Sendable {
+    var owner: String
+    var fence: UInt64
+    var expiresAt: Date
+  }
+
+  struct SignOut: Equatable, Sendable {
+    var generation: UInt64
+    var by: String
+  }
+
+  /// The fence of the next grant.
+  var nextFence: UInt64 = 1
+  /// Bumped by every sign-out; a grant records the value at its time.
+  var generation: UInt64 = 0
+  /// Grants of a lower generation are not current: set when the file had to be recreated
+  /// (missing or unreadable), because its sign-out history was lost.
+  var floor: UInt64 = 0
+  var userSignedOut: [String: SignOut] = [:]
+  var allSignedOut: SignOut?
+  var holders: [AccountKey: Holder] = [:]
+
+  /// A record to start from when there is no usable file. Its counters start at the wall
+  /// clock in microseconds (and above `known`), so they exceed every fence and generation of a
+  /// file that was lost, and every earlier grant is not current.
+  static func fresh(after known: LeaseRecord?, wallClock: Date) -> LeaseRecord {
+    let seconds = wallClock.timeIntervalSince1970
+    let stamp = seconds > 0 && seconds < 1e12 ? UInt64(seconds * 1e6) : 0
+    var record = LeaseRecord()
+    record.nextFence = max(stamp, known?.nextFence ?? 1, 1)
+    record.generation = max(stamp, (known?.generation ?? 0) + 1)
+    record.floor = record.generation
+    return record
+  }
+
+  /// Whether no sign-out (and no loss of the file) happened since `grant` was taken.
+  func isCurrent(_ grant: LeaseGrant) -> Bool {
+    floor <= grant.generation
+      && (allSignedOut?.generation ?? 0) <= grant.generation
+      && (userSignedOut[grant.key.mcUid]?.generation ?? 0) <= grant.generation
+  }
+
+  /// What changed from `old` to `self`, as announcements. A holder gone (unless it expired
+  /// before `now` and was taken over) is a release; a changed sign-out mark is a sign-out; a
+  /// raised floor (the file was recreated) is ``LeaseChange/unknown`` only.
+  func changes(since old: LeaseRecord, now: Date) -> [LeaseChange] {
+    if floor != old.floor || generation < old.generation || nextFence < old.nextFence {
+      return [.unknown]
+    }
+    var result: [LeaseChange] = []
+    let released = old.holders.filter { key, holder in
+      guard let current = holders[key] else { return true }
+      return current.fence != holder.fence && holder.expiresAt > now
+    }
+    for key in released.keys.sorted(by: { $0.description < $1.description }) {
+      result.append(.released(key))
+    }
+    var signOuts: [(UInt64, LeaseChange)] = []
+    for (mcUid, mark) in userSignedOut where old.userSignedOut[mcUid] != mark {
+      signOuts.append((mark.generation, .signedOut(mcUid: mcUid, by: mark.by)))
+    }
+    if let mark = allSignedOut, mark != old.allSignedOut {
+      signOuts.append((mark.generation, .signedOutAll(by: mark.by)))
+    }
+    result += signOuts.sorted { $0.0 < $1.0 }.map(\.1)
+    return result
+  }
+
+  // MARK: - Encoding
+
+  func encoded() throws(TokenStoreError) -> Data {
+    let wire = Wire(
+      format: Self.format, version: Self.version, nextFence: nextFence, generation: generation,
+      floor: floor,
+      userSignedOut: userSignedOut.sorted { $0.key < $1.key }.map { mcUid, mark in
+        WireSignOut(mcUid: mcUid, generation: mark.generation, by: mark.by)
+      },
+      allSignedOut: allSignedOut.map {
+        WireSignOut(mcUid: nil, generation: $0.generation, by: $0.by)
+      },
+      holders: holders.sorted { $0.key.description < $1.key.description }.map { key, holder in
+        WireHolder(
+          key: key, owner: holder.owner, fence: holder.fence,
+          expiresAt: holder.expiresAt.timeIntervalSinceReferenceDate)
+      })
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys]
+    do {
+      return try encoder.encode(wire) + Data("\n".utf8)
+    } catch {
+      throw TokenStoreError(.encodingFailed, "The lease record cannot be encoded.")
+    }
+  }
+
+  /// Decodes a lease file: ``TokenStoreError/Code/unsupportedVersion`` for a newer version,
+  /// ``TokenStoreError/Code/corruptFile`` for anything that is not a consistent record.
+  static func decode(_ data: Data) throws(TokenStoreError) -> LeaseRecord {
+    let decoder = JSONDecoder()
+    guard let header = try? decoder.decode(Header.self, from: data), header.format == format
+    else {
+      throw TokenStoreError(.corruptFile, "The lease file is not a lease record.")
+    }
+    guard header.version <= version else {
+      throw TokenStoreError(
+        .unsupportedVersion,
+        "The lease file has format version \(header.version); this code reads up to \(version)."
+      )
+    }
+    guard header.version >= 1, let wire = try? decoder.decode(Wire.self, from: data) else {
+      throw TokenStoreError(.corruptFile, "The lease file's record cannot be decoded.")
+    }
+    var record = LeaseRecord(
+      nextFence: wire.nextFence, generation: wire.generation, floor: wire.floor)
+    var consistent = wire.floor <= wire.generation && wire.nextFence >= 1
+    for mark in wire.userSignedOut {
+      guard let mcUid = mark.mcUid, record.userSignedOut[mcUid] == nil else {
+        consistent = false
+        continue
+      }
+      consistent = consistent && mark.generation <= wire.generation
+      record.userSignedOut[mcUid] = SignOut(generation: mark.generation, by: mark.by)
+    }
+    if let mark = wire.allSignedOut {
+      consistent = consistent && mark.generation <= wire.generation
+      record.allSignedOut = SignOut(generation: mark.generation, by: mark.by)
+    }
+    for holder in wire.holders {
+      consistent =
+        consistent && record.holders[holder.key] == nil && holder.fence < wire.nextFence
+        && holder.expiresAt.isFinite
+      record.holders[holder.key] = Holder(
+        owner: holder.owner, fence: holder.fence,
+        expiresAt: Date(timeIntervalSinceReferenceDate: holder.expiresAt))
+    }
+    guard consistent else {
+      throw TokenStoreError(
+        .corruptFile, "The lease file's record is inconsistent (counters, duplicates).")
+    }
+    return record
+  }
+
+  private struct Header: Decodable {
+    var format: String
+    var version: Int
+  }
+
+  private struct Wire: Codable {
+    var format: String
+    var version: Int
+    var nextFence: UInt64
+    var generation: UInt64
+    var floor: UInt64
+    var userSignedOut: [WireSignOut]
+    var allSignedOut: WireSignOut?
+    var holders: [WireHolder]
+  }
+
+  private struct WireSignOut: Codable {
+    var mcUid: String?
+    var generation: UInt64
+    var by: String
+  }
+
+  private struct WireHolder: Codable {
+    var key: AccountKey
+    var owner: String
+    var fence: UInt64
+    /// Seconds since 2001-01-01T00:00:00Z, so a `Date` round-trips bit for bit.
+    var expiresAt: Double
+  }
+}
