@@ -3,7 +3,7 @@ import AuthCoordinatorTestKit
 import Foundation
 import Testing
 
-/// Rules 16-18 (docs/semantics.md): one authorization across processes. SIMULATED PROCESSES:
+/// Rules 17-20 (docs/semantics.md): one authorization across processes. SIMULATED PROCESSES:
 /// several coordinators in this test process share one store and one
 /// ``InMemoryAuthorizationLease``, as an app and its extensions share a `FileTokenStore` and a
 /// `FileAuthorizationLease` (the multi-process tests run the file-backed pair in real
@@ -44,7 +44,7 @@ import Testing
     #expect(rig.issuer.reuses == 0)
   }
 
-  /// Rule 16 without a lease: a flight reads the store before it authorizes, so a model
+  /// Rule 17 without a lease: a flight reads the store before it authorizes, so a model
   /// another process saved is adopted even when this process had one in memory.
   @Test func aFlightAdoptsWhatAnotherProcessStoredInsteadOfAuthorizing() async throws {
     let clock = ManualClock()
@@ -65,7 +65,7 @@ import Testing
     #expect(coordinator.statistics.adoptedFromStore == 1)
   }
 
-  /// Rule 17: a process that finds the lease held waits for the holder, and takes the lease
+  /// Rule 18: a process that finds the lease held waits for the holder, and takes the lease
   /// over once it lapses (the holder died), never before.
   @Test func aLeaseWhoseHolderDiedIsTakenOverAfterItsTimeToLive() async throws {
     let rig = await Rig(processes: 1, storing: nil)
@@ -94,7 +94,7 @@ import Testing
     #expect(rig.authorizer.callCount == 0)
   }
 
-  /// Rule 18: a logout in one process makes the others forget the model (they read the store
+  /// Rule 19: a logout in one process makes the others forget the model (they read the store
   /// again, which the logout emptied).
   @Test func aLogoutInOneProcessStopsTheOthersServingTheModel() async throws {
     let rig = await Rig(processes: 2, storing: .valid)
@@ -111,7 +111,7 @@ import Testing
     #expect(try await next.value.accessToken == "next-login")
   }
 
-  /// Rule 18: a result obtained under a lease taken before another process's logout is never
+  /// Rule 19: a result obtained under a lease taken before another process's logout is never
   /// stored, even when this process has not heard of the logout yet.
   @Test func aResultFromBeforeAnotherProcesssLogoutIsNeverStored() async throws {
     let rig = await Rig(processes: 1, storing: .expired, deafToChanges: true)
@@ -126,7 +126,7 @@ import Testing
     #expect(await rig.store.model(for: u1) == nil)
   }
 
-  /// Extension mode: the authorizer is told it may not interact.
+  /// Rule 20, extension mode: the authorizer is told it may not interact.
   @Test func anExtensionsAuthorizerIsToldNotToInteract() async throws {
     let rig = await Rig(processes: 1, storing: .expired) { $0.allowsInteraction = false }
     let caller = rig.request(rig.processes[0])
