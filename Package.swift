@@ -63,7 +63,7 @@ let package = Package(
     ),
     .testTarget(
       name: "AlipayBridgeTests",
-      dependencies: ["AuthCoordinator", "AlipayBridge", "AuthCoordinatorTestKit"]),
+      dependencies: ["AuthCoordinator", "AlipayBridge", "AuthCoordinatorTestKit", "SyncPrimitives"]),
     .testTarget(
       name: "ConcurrencyTests",
       dependencies: ["AuthCoordinator", "AuthCoordinatorTestKit", "SyncPrimitives"]
