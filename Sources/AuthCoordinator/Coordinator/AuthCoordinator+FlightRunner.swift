@@ -94,10 +94,13 @@ extension AuthCoordinator {
       switch try await lease.acquire(key, owner: leaseOwner, timeToLive: ttl) {
       case .acquired(let grant):
         held.grant = grant
+        let clock = self.clock
         held.renewal = Task {
           while !Task.isCancelled {
             do {
-              try await Task.sleep(for: ttl / 3)
+              // On the injected clock, like every other wait (tests tie the lease's wall
+              // clock to it).
+              try await clock.sleepUntil(clock.deadline(after: ttl / 3))
               if try await lease.renew(grant, timeToLive: ttl) == nil { return }
             } catch {
               return
