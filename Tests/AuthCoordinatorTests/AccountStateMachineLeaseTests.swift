@@ -499,6 +499,24 @@ import Testing
     #expect(later.cachedModel == adopted)
   }
 
+  @Test func aLateResultIsAdoptedWhileTheNextFlightAuthorizesAMissingModel() {
+    // Flight 3 waited, then found the store empty and authorizes; flight 2's result is stored.
+    var (machine, _) = self.machine(withRefreshStoppedBy: .authorizationDeadline)
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 3)
+    _ = machine.advance(3, .predecessorsFinished, date: date, now: .zero)
+    #expect(
+      machine.advance(3, .loaded(nil), date: date, now: .zero)
+        == .next(authorize(.expired, by: nil, replacing: nil)))
+    #expect(machine.cachedModel == nil)
+    _ = machine.advance(2, .authorized(.success(refreshable("t1"))), date: date, now: .zero)
+    _ = machine.advance(2, .lateResultSaved(refreshable("t1")), date: date, now: .zero)
+    #expect(machine.cachedModel == refreshable("t1"), "newer than nothing")
+    #expect(machine.flightID == 3)
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .zero, newFlightID: noNewFlight())
+        == .serve(refreshable("t1")))
+  }
+
   @Test func aLateResultSavedAsNothingChangesNothing() {
     var (machine, _) = self.machine(withRefreshStoppedBy: .lastWaiterLeft)
     _ = machine.advance(2, .authorized(.success(refreshable("t1"))), date: date, now: .zero)
