@@ -21,6 +21,10 @@ import Testing
     #expect(Machine.StepKind.load.phase == .load)
     #expect(Machine.StepKind.authorize(.missing, replacing: nil).phase == .authorization)
     #expect(Machine.StepKind.persist(model("t1")).phase == .save)
+    // Waiting before authorizing is bounded by the authorization deadline.
+    #expect(Machine.StepKind.awaitPredecessors.phase == .authorization)
+    #expect(Machine.StepKind.acquireLease.phase == .authorization)
+    #expect(Machine.StepKind.awaitLeaseHolder(until: date).phase == .authorization)
   }
 
   @Test func hugeTimeoutsAreClampedToTheLongestWait() {
@@ -72,6 +76,11 @@ import Testing
     _ = loading.advance(loadID, .loaded(nil), date: date, now: .zero)
     #expect(loading.exchangeBegan(loadID, now: .seconds(3)) == .seconds(23))
 
+    var (rereading, rereadID) = self.machine(in: .rereading)
+    #expect(rereading.exchangeBegan(rereadID, now: .zero) == nil)
+    _ = rereading.advance(rereadID, .loaded(nil), date: date, now: .zero)
+    #expect(rereading.exchangeBegan(rereadID, now: .seconds(4)) == .seconds(24))
+
     var (persisting, persistID) = self.machine(in: .persisting)
     #expect(persisting.exchangeBegan(persistID, now: .zero) == nil)
 
@@ -102,7 +111,10 @@ import Testing
     #expect(machine.deadlineReached(id, phase: .authorization, date: date) == nil, "once")
     #expect(
       machine.request(.ifNeeded, date: date, now: .seconds(1), newFlightID: 3)
-        == .start(flight: 3, authorize(.missing, by: .seconds(121))))
+        == .start(flight: 3, load(by: .seconds(8))))
+    #expect(
+      machine.advance(3, .loaded(nil), date: date, now: .seconds(1))
+        == .next(authorize(.missing, by: .seconds(121))))
   }
 
   @Test func afterTheExchangeBeganOnlyTheExchangeDeadlineStopsTheFlight() {
@@ -150,6 +162,7 @@ import Testing
   @Test func theSaveDeadlineServesAndCachesTheModelWhileTheSaveGoesOn() {
     var machine = self.machine(holding: nil)
     _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+    _ = machine.advance(2, .loaded(nil), date: date, now: .zero)
     let short = model("t2", expiresIn: 30)
     _ = machine.advance(2, .authorized(.success(short)), date: date, now: .zero)
     let deadlineDate = date.addingTimeInterval(10)
@@ -170,7 +183,7 @@ import Testing
     var (machine, id) = self.machine(in: phase)
     let others: [AuthEvent.FlightPhase]
     switch phase {
-    case .loading: others = [.authorization, .exchange, .save]
+    case .loading, .rereading: others = [.authorization, .exchange, .save]
     case .authorizing: others = [.load, .save]
     case .persisting: others = [.load, .authorization, .exchange]
     }
@@ -220,7 +233,7 @@ import Testing
 // MARK: - The last waiter leaving, and signing out
 
 extension AccountStateMachineEndingTests {
-  @Test(arguments: [FlightInProgress.loading, .authorizing])
+  @Test(arguments: [FlightInProgress.loading, .rereading, .authorizing])
   func theLastWaiterLeavingClosesTheQueueUnderCancel(_ phase: FlightInProgress) {
     var (machine, id) = self.machine(in: phase)
     #expect(machine.lastWaiterLeft(id) == .closeQueue)
@@ -261,7 +274,7 @@ extension AccountStateMachineEndingTests {
         == .next(persist(model("t2"), by: .seconds(7))))
   }
 
-  @Test(arguments: [FlightInProgress.loading, .authorizing])
+  @Test(arguments: [FlightInProgress.loading, .rereading, .authorizing])
   func theLastWaiterLeavingKeepsTheFlightUnderFinishAndCache(_ phase: FlightInProgress) {
     var (machine, id) = self.machine(in: phase, policy: policy(whenAbandoned: .finishAndCache))
     #expect(machine.lastWaiterLeft(id) == .keepRunning)
@@ -284,10 +297,14 @@ extension AccountStateMachineEndingTests {
     #expect(machine.cachedModel == nil)
     #expect(machine.servableModel(at: date) == nil)
     #expect(machine.isEvictable(now: .zero))
-    // Known to be empty: no store read, straight to the authorizer.
+    // Known to be empty: the store is read again before authorizing (another process may
+    // have signed in meanwhile), and a valid model there is adopted, not authorized.
     #expect(
       machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
-        == .start(flight: 2, authorize(.missing, by: .seconds(120))))
+        == .start(flight: 2, load(by: .seconds(7))))
+    #expect(
+      machine.advance(2, .loaded(nil), date: date, now: .zero)
+        == .next(authorize(.missing, by: .seconds(120))))
   }
 
   @Test(arguments: FlightInProgress.allCases)
@@ -313,7 +330,10 @@ extension AccountStateMachineEndingTests {
     #expect(machine.cachedModel == nil, "the late outcome is not cached")
     #expect(
       machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 5)
-        == .start(flight: 5, authorize(.missing, by: .seconds(120))))
+        == .start(flight: 5, load(by: .seconds(7))))
+    #expect(
+      machine.advance(5, .loaded(nil), date: date, now: .zero)
+        == .next(authorize(.missing, by: .seconds(120))))
   }
 
   @Test func theSignedOutErrorNamesTheAccount() {

@@ -17,7 +17,7 @@ import Testing
     var machine = self.machine(holding: model("t1"))
     #expect(
       machine.request(.force(rejecting: "t1"), date: date, now: .seconds(2), newFlightID: 2)
-        == .start(flight: 2, authorize(.forcedRefresh, by: .seconds(122))))
+        == .start(flight: 2, load(by: .seconds(9))))
     // Others rejecting the same token, or naming none, join.
     #expect(
       machine.request(.force(rejecting: "t1"), date: date, now: .zero, newFlightID: noNewFlight())
@@ -29,20 +29,30 @@ import Testing
     #expect(
       machine.request(.ifNeeded, date: date, now: .zero, newFlightID: noNewFlight())
         == .serve(model("t1")))
+    // The store still holds the rejected token: the flight authorizes, replacing it.
+    #expect(
+      machine.advance(2, .loaded(model("t1")), date: date, now: .seconds(3))
+        == .next(authorize(.forcedRefresh, by: .seconds(123), replacing: model("t1"))))
   }
 
   @Test func aForcedRefreshNamingNoTokenRejectsTheCachedOne() {
     var machine = self.machine(holding: model("t1"))
     #expect(
       machine.request(.force(rejecting: nil), date: date, now: .zero, newFlightID: 2)
-        == .start(flight: 2, authorize(.forcedRefresh, by: .seconds(120))))
+        == .start(flight: 2, load(by: .seconds(7))))
+    #expect(
+      machine.advance(2, .loaded(model("t1")), date: date, now: .zero)
+        == .next(authorize(.forcedRefresh, by: .seconds(120), replacing: model("t1"))))
   }
 
   @Test func aForcedRefreshOfAnEmptyWarmKeyAuthorizesAndCounts() {
     var machine = self.machine(holding: nil, policy: policy(maxForced: 1))
     #expect(
       machine.request(.force(rejecting: nil), date: date, now: .zero, newFlightID: 2)
-        == .start(flight: 2, authorize(.forcedRefresh, by: .seconds(120))))
+        == .start(flight: 2, load(by: .seconds(7))))
+    #expect(
+      machine.advance(2, .loaded(nil), date: date, now: .zero)
+        == .next(authorize(.forcedRefresh, by: .seconds(120))))
     _ = machine.advance(2, .authorized(.failure(.init(.userCancelled))), date: date, now: .zero)
     #expect(
       machine.request(.force(rejecting: nil), date: date, now: .seconds(1), newFlightID: 3)
@@ -57,7 +67,7 @@ import Testing
         == .join(flight: 1))
     #expect(
       machine.advance(1, .loaded(model("t1")), date: date, now: .seconds(4))
-        == .next(authorize(.forcedRefresh, by: .seconds(124))))
+        == .next(authorize(.forcedRefresh, by: .seconds(124), replacing: model("t1"))))
     #expect(machine.cachedModel == model("t1"))
     #expect(
       machine.request(.ifNeeded, date: date, now: .zero, newFlightID: noNewFlight())
@@ -81,7 +91,7 @@ import Testing
         == .start(flight: 1, load(by: .seconds(7))))
     #expect(
       machine.advance(1, .loaded(model("t1")), date: date, now: .zero)
-        == .next(authorize(.forcedRefresh, by: .seconds(120))))
+        == .next(authorize(.forcedRefresh, by: .seconds(120), replacing: model("t1"))))
   }
 
   @Test func aForcedRefreshOfAnEmptyColdKeyAuthorizesAMissingModelAndCounts() {
@@ -121,7 +131,10 @@ import Testing
         == .end(Ending(flight: id, result: .succeeded(model("t2")), followers: .askAgain)))
     #expect(
       machine.request(.force(rejecting: "t2"), date: date, now: .seconds(1), newFlightID: 3)
-        == .start(flight: 3, authorize(.forcedRefresh, by: .seconds(121))))
+        == .start(flight: 3, load(by: .seconds(8))))
+    #expect(
+      machine.advance(3, .loaded(model("t2")), date: date, now: .seconds(2))
+        == .next(authorize(.forcedRefresh, by: .seconds(122), replacing: model("t2"))))
   }
 
   @Test func aForcedRefreshJoinsAnAuthorizationInProgress() {
@@ -138,9 +151,13 @@ import Testing
     for round in 1...3 {
       let id = UInt64(round + 1)
       let now = Duration.seconds(round * 10)
+      let stored = model("t\(round - 1)")
       #expect(
         machine.request(.force(rejecting: nil), date: date, now: now, newFlightID: id)
-          == .start(flight: id, authorize(.forcedRefresh, by: now + .seconds(120))))
+          == .start(flight: id, load(by: now + .seconds(7))))
+      #expect(
+        machine.advance(id, .loaded(stored), date: date, now: now)
+          == .next(authorize(.forcedRefresh, by: now + .seconds(120), replacing: stored)))
       _ = machine.advance(id, .authorized(.success(model("t\(round)"))), date: date, now: now)
       _ = machine.advance(id, .saved, date: date, now: now)
     }
@@ -152,21 +169,36 @@ import Testing
     // The window slides: at 70 s the start at 10 s has left it.
     #expect(
       machine.request(.force(rejecting: nil), date: date, now: .seconds(70), newFlightID: 10)
-        == .start(flight: 10, authorize(.forcedRefresh, by: .seconds(190))))
+        == .start(flight: 10, load(by: .seconds(77))))
+    #expect(
+      machine.advance(10, .loaded(model("t3")), date: date, now: .seconds(70))
+        == .next(authorize(.forcedRefresh, by: .seconds(190), replacing: model("t3"))))
   }
 
   @Test func theLoopGuardCountsNeitherJoinsNorOrdinaryAuthorizations() {
-    var machine = self.machine(holding: model("t0", expiresIn: 1), policy: policy(maxForced: 2))
+    let expired = model("t0", expiresIn: 1)
+    var machine = self.machine(holding: expired, policy: policy(maxForced: 2))
     for id in UInt64(2)...6 {
       #expect(
         machine.request(.ifNeeded, date: date, now: .zero, newFlightID: id)
-          == .start(flight: id, authorize(.expired, by: .seconds(120))))
+          == .start(flight: id, load(by: .seconds(7))))
+      #expect(
+        machine.advance(id, .loaded(expired), date: date, now: .zero)
+          == .next(authorize(.expired, by: .seconds(120), replacing: expired)))
       _ = machine.advance(
         id, .authorized(.failure(.init(.authorizationFailed))), date: date, now: .zero)
     }
     #expect(
       machine.request(.force(rejecting: nil), date: date, now: .zero, newFlightID: 7)
-        == .start(flight: 7, authorize(.forcedRefresh, by: .seconds(120))))
+        == .start(flight: 7, load(by: .seconds(7))))
+    for _ in 1...3 {
+      #expect(
+        machine.request(.force(rejecting: nil), date: date, now: .zero, newFlightID: noNewFlight())
+          == .join(flight: 7))
+    }
+    #expect(
+      machine.advance(7, .loaded(expired), date: date, now: .zero)
+        == .next(authorize(.forcedRefresh, by: .seconds(120), replacing: expired)))
     for _ in 1...3 {
       #expect(
         machine.request(.force(rejecting: nil), date: date, now: .zero, newFlightID: noNewFlight())
@@ -175,8 +207,11 @@ import Testing
     _ = machine.advance(7, .authorized(.failure(.init(.userCancelled))), date: date, now: .zero)
     #expect(
       machine.request(.force(rejecting: nil), date: date, now: .zero, newFlightID: 8)
-        == .start(flight: 8, authorize(.forcedRefresh, by: .seconds(120))),
+        == .start(flight: 8, load(by: .seconds(7))),
       "the second forced authorization is admitted: the joins were not counted")
+    #expect(
+      machine.advance(8, .loaded(expired), date: date, now: .zero)
+        == .next(authorize(.forcedRefresh, by: .seconds(120), replacing: expired)))
     _ = machine.advance(8, .authorized(.failure(.init(.userCancelled))), date: date, now: .zero)
     #expect(
       machine.request(.force(rejecting: nil), date: date, now: .zero, newFlightID: 9)
@@ -204,19 +239,26 @@ import Testing
     _ = machine.advance(1, .loaded(model("t1")), date: date, now: .zero)
     #expect(
       machine.request(.force(rejecting: "t1"), date: date, now: .zero, newFlightID: 2)
-        == .start(flight: 2, authorize(.forcedRefresh, by: .seconds(120))))
+        == .start(flight: 2, load(by: .seconds(7))))
+    #expect(
+      machine.advance(2, .loaded(model("t1")), date: date, now: .zero)
+        == .next(authorize(.forcedRefresh, by: .seconds(120), replacing: model("t1"))))
   }
 
   @Test func signingOutForgetsTheLoopGuardHistory() {
     var machine = self.machine(holding: model("t0"), policy: policy(maxForced: 1))
     _ = machine.request(.force(rejecting: nil), date: date, now: .zero, newFlightID: 2)
+    _ = machine.advance(2, .loaded(model("t0")), date: date, now: .zero)
     _ = machine.advance(2, .authorized(.failure(.init(.userCancelled))), date: date, now: .zero)
     #expect(!machine.isEvictable(now: .zero))
     #expect(machine.signOut() == nil)
     #expect(machine.isEvictable(now: .zero))
     #expect(
       machine.request(.force(rejecting: nil), date: date, now: .zero, newFlightID: 3)
-        == .start(flight: 3, authorize(.forcedRefresh, by: .seconds(120))))
+        == .start(flight: 3, load(by: .seconds(7))))
+    #expect(
+      machine.advance(3, .loaded(nil), date: date, now: .zero)
+        == .next(authorize(.forcedRefresh, by: .seconds(120))))
   }
 
   // MARK: - Short-lived models and eviction
@@ -242,7 +284,11 @@ import Testing
         == .serve(model("t1", expiresIn: 30)))
     #expect(
       machine.request(.ifNeeded, date: date.addingTimeInterval(16), now: .zero, newFlightID: 2)
-        == .start(flight: 2, authorize(.expired, by: .seconds(120))))
+        == .start(flight: 2, load(by: .seconds(7))))
+    #expect(
+      machine.advance(
+        2, .loaded(model("t1", expiresIn: 30)), date: date.addingTimeInterval(16), now: .zero)
+        == .next(authorize(.expired, by: .seconds(120), replacing: model("t1", expiresIn: 30))))
     // The renewal is short-lived too: renewing it again is refused within the window.
     let renewed = date.addingTimeInterval(20)
     _ = machine.advance(
@@ -260,7 +306,13 @@ import Testing
       cachedFromAuthorization: model("t1", expiresIn: 3600), policy: policy(maxForced: 0))
     #expect(
       machine.request(.ifNeeded, date: date.addingTimeInterval(3550), now: .zero, newFlightID: 2)
-        == .start(flight: 2, authorize(.expired, by: .seconds(120))))
+        == .start(flight: 2, load(by: .seconds(7))))
+    #expect(machine.isEvictable(now: .zero) == false, "a flight is in progress")
+    #expect(
+      machine.advance(
+        2, .loaded(model("t1", expiresIn: 3600)), date: date.addingTimeInterval(3550), now: .zero)
+        == .next(
+          authorize(.expired, by: .seconds(120), replacing: model("t1", expiresIn: 3600))))
     #expect(machine.isEvictable(now: .zero) == false, "a flight is in progress")
     _ = machine.advance(2, .authorized(.failure(.init(.userCancelled))), date: date, now: .zero)
     #expect(machine.isEvictable(now: .zero), "nothing was counted")
@@ -271,7 +323,11 @@ import Testing
     #expect(machine.isEvictable(now: .zero))
     #expect(
       machine.request(.force(rejecting: nil), date: date, now: .seconds(10), newFlightID: 2)
-        == .start(flight: 2, authorize(.forcedRefresh, by: .seconds(130))))
+        == .start(flight: 2, load(by: .seconds(17))))
+    #expect(
+      machine.advance(2, .loaded(model("t1", expiresIn: 3600)), date: date, now: .seconds(10))
+        == .next(
+          authorize(.forcedRefresh, by: .seconds(130), replacing: model("t1", expiresIn: 3600))))
     _ = machine.advance(2, .authorized(.success(model("t2"))), date: date, now: .seconds(10))
     _ = machine.advance(2, .saved, date: date, now: .seconds(10))
     #expect(!machine.isEvictable(now: .seconds(69)))

@@ -51,7 +51,8 @@ import Testing
       _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 1)
       #expect(
         machine.advance(1, .loaded(model("t0", expiresIn: expiresIn)), date: date, now: .zero)
-          == .next(authorize(.expired, by: .seconds(120))),
+          == .next(
+            authorize(.expired, by: .seconds(120), replacing: model("t0", expiresIn: expiresIn))),
         "a model expiring in \(expiresIn) s is inside the 60 s leeway")
       #expect(machine.cachedModel == model("t0", expiresIn: expiresIn), "kept, but not served")
       #expect(machine.servableModel(at: date) == nil)
@@ -66,14 +67,23 @@ import Testing
     #expect(
       machine.request(
         .ifNeeded, date: date.addingTimeInterval(2), now: .seconds(10), newFlightID: 2)
-        == .start(flight: 2, authorize(.expired, by: .seconds(130))))
+        == .start(flight: 2, load(by: .seconds(17))), "the store is read again first")
+    #expect(
+      machine.advance(
+        2, .loaded(model("t1", expiresIn: 61)), date: date.addingTimeInterval(2),
+        now: .seconds(11))
+        == .next(authorize(.expired, by: .seconds(131), replacing: model("t1", expiresIn: 61))),
+      "the store holds the same model: it is inside the leeway too")
   }
 
   @Test func anAuthorizationPersistsThenCompletes() {
     var machine = self.machine(holding: nil)
     #expect(
       machine.request(.ifNeeded, date: date, now: .seconds(10), newFlightID: 2)
-        == .start(flight: 2, authorize(.missing, by: .seconds(130))))
+        == .start(flight: 2, load(by: .seconds(17))))
+    #expect(
+      machine.advance(2, .loaded(nil), date: date, now: .seconds(11))
+        == .next(authorize(.missing, by: .seconds(131))))
     #expect(
       machine.advance(2, .authorized(.success(model("t2"))), date: date, now: .seconds(50))
         == .next(persist(model("t2"), by: .seconds(57))))
@@ -95,6 +105,7 @@ import Testing
   @Test func aFailedAuthorizationEndsTheFlightAndIsNotCached() {
     var machine = self.machine(holding: nil)
     _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+    _ = machine.advance(2, .loaded(nil), date: date, now: .zero)
     let action = machine.advance(
       2, .authorized(.failure(.init(.userCancelled))), date: date, now: .zero)
     #expect(action == .end(Ending(flight: 2, result: .failed(.init(.userCancelled)))))
@@ -106,15 +117,22 @@ import Testing
     #expect(machine.cachedModel == nil)
     #expect(
       machine.request(.ifNeeded, date: date, now: .seconds(1), newFlightID: 3)
-        == .start(flight: 3, authorize(.missing, by: .seconds(121))))
+        == .start(flight: 3, load(by: .seconds(8))))
+    #expect(
+      machine.advance(3, .loaded(nil), date: date, now: .seconds(2))
+        == .next(authorize(.missing, by: .seconds(122))))
   }
 
   @Test func aFailedRenewalKeepsTheExpiredModelUnserved() {
     var machine = self.machine(holding: model("t0", expiresIn: 10))
     #expect(machine.cachedModel == model("t0", expiresIn: 10))
+    #expect(machine.servableModel(at: date) == nil)
     #expect(
       machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
-        == .start(flight: 2, authorize(.expired, by: .seconds(120))))
+        == .start(flight: 2, load(by: .seconds(7))))
+    #expect(
+      machine.advance(2, .loaded(model("t0", expiresIn: 10)), date: date, now: .zero)
+        == .next(authorize(.expired, by: .seconds(120), replacing: model("t0", expiresIn: 10))))
   }
 
   @Test(arguments: FlightInProgress.allCases)
@@ -130,6 +148,14 @@ import Testing
     #expect(
       machine.advance(99, .authorized(.failure(.init(.userCancelled))), date: date, now: .zero)
         == .discardLateResult)
+    for outcome: Machine.StepOutcome in [
+      .signedOutElsewhere, .predecessorsFinished, .leaseAttempted(.acquired),
+      .leaseAttempted(.heldElsewhere(until: date)), .leaseAttempted(.failed(.init(.storeFailed))),
+      .leaseHolderChanged, .lateResultSaved(model("x")), .lateResultSaved(nil),
+    ] {
+      #expect(machine.advance(99, outcome, date: date, now: .zero) == .ignore, "\(outcome)")
+    }
+    #expect(machine.predecessors.isEmpty)
     #expect(machine.lastWaiterLeft(99) == .ignore)
     #expect(machine.exchangeBegan(99, now: .zero) == nil)
     for deadline in [AuthEvent.FlightPhase.load, .authorization, .exchange, .save] {
@@ -139,7 +165,7 @@ import Testing
     #expect(machine.cachedModel == cached)
     // The flight goes on undisturbed.
     switch phase {
-    case .loading:
+    case .loading, .rereading:
       #expect(
         machine.advance(id, .loaded(nil), date: date, now: .zero)
           == .next(authorize(.missing, by: .seconds(120))))
@@ -200,7 +226,10 @@ import Testing
 enum FlightInProgress: CaseIterable, Sendable {
   /// Flight 1 reading the store of a cold key.
   case loading
-  /// Flight 2 authorizing a key known to be empty (reason `.missing`).
+  /// Flight 2 re-reading the store of a key known to be empty, before it authorizes (no lease).
+  case rereading
+  /// Flight 2 authorizing a key known to be empty (reason `.missing`), after its re-read found
+  /// nothing.
   case authorizing
   /// Flight 2 saving the model `t2` it authorized.
   case persisting
@@ -208,7 +237,7 @@ enum FlightInProgress: CaseIterable, Sendable {
   /// The outcome the phase's step would report.
   var lateOutcome: AccountStateMachine.StepOutcome {
     switch self {
-    case .loading: return .loaded(nil)
+    case .loading, .rereading: return .loaded(nil)
     case .authorizing:
       return .authorized(
         .success(AuthModel(uid: "2088", accessToken: "late", mcUid: "u1", expiresAt: nil)))
@@ -230,18 +259,21 @@ extension StateMachineFixture {
   var policy: Machine.Policy { policy() }
 
   func policy(
-    maxForced: Int = 3, whenAbandoned: AuthCoordinator.AbandonPolicy = .cancel
+    maxForced: Int = 3, whenAbandoned: AuthCoordinator.AbandonPolicy = .cancel,
+    usesLease: Bool = false
   ) -> Machine.Policy {
     Machine.Policy(
       refreshLeeway: 60, maxForcedAuthorizations: maxForced, loopWindow: .seconds(60),
       whenAbandoned: whenAbandoned, authorizationTimeout: .seconds(120),
-      exchangeTimeout: .seconds(20), storeTimeout: .seconds(7))
+      exchangeTimeout: .seconds(20), storeTimeout: .seconds(7), usesLease: usesLease)
   }
 
-  func model(_ token: String, expiresIn: TimeInterval? = 3600) -> AuthModel {
+  func model(
+    _ token: String, expiresIn: TimeInterval? = 3600, refreshToken: String? = nil
+  ) -> AuthModel {
     AuthModel(
       uid: "2088", accessToken: token, mcUid: "u1",
-      expiresAt: expiresIn.map { date.addingTimeInterval($0) })
+      expiresAt: expiresIn.map { date.addingTimeInterval($0) }, refreshToken: refreshToken)
   }
 
   /// For requests that must not start a flight: drawing an id is a failure.
@@ -301,9 +333,12 @@ extension StateMachineFixture {
       var machine = coldMachine(policy)
       _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 1)
       return (machine, 1)
-    case .authorizing, .persisting:
+    case .rereading, .authorizing, .persisting:
       var machine = self.machine(holding: nil, policy: policy)
       _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+      if phase != .rereading {
+        _ = machine.advance(2, .loaded(nil), date: date, now: .zero)
+      }
       if phase == .persisting {
         _ = machine.advance(2, .authorized(.success(model("t2"))), date: date, now: .zero)
       }

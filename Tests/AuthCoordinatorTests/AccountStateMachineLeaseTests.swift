@@ -1,0 +1,828 @@
+import Foundation
+import Testing
+
+@testable import AuthCoordinator
+
+/// The cross-process flight, tested synchronously: the re-read before authorizing (and the
+/// model it adopts), the lease and its holder, the deadlines while a flight prepares, the late
+/// results of stopped refreshes, and sign-outs announced by another process.
+@Suite struct AccountStateMachineLeaseTests: StateMachineFixture {
+  // MARK: - The re-read before authorizing
+
+  @Test func aWarmReReadAdoptsAValidModelAnotherProcessStored() {
+    var machine = self.machine(holding: model("t0", expiresIn: 10))
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .seconds(5), newFlightID: 2)
+        == .start(flight: 2, load(by: .seconds(12))))
+    #expect(machine.flightID == 2)
+    let action = machine.advance(2, .loaded(model("t1")), date: date, now: .seconds(6))
+    #expect(
+      action == .end(Ending(flight: 2, result: .succeeded(model("t1")), adoptedFromStore: true)))
+    if case .end(let ending) = action {
+      #expect(!ending.stopsWork)
+      #expect(ending.followers == .askAgain)
+    }
+    #expect(machine.flightID == nil)
+    #expect(machine.cachedModel == model("t1"))
+    #expect(machine.servableModel(at: date) == model("t1"))
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .seconds(7), newFlightID: noNewFlight())
+        == .serve(model("t1")))
+    #expect(machine.isEvictable(now: .seconds(7)), "nothing was authorized, nothing counted")
+  }
+
+  @Test func aColdLoadOfAValidModelIsNotCountedAsAdopted() {
+    var machine = coldMachine()
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 1)
+    #expect(
+      machine.advance(1, .loaded(model("t1")), date: date, now: .zero)
+        == .end(Ending(flight: 1, result: .succeeded(model("t1")), adoptedFromStore: false)))
+  }
+
+  @Test func aReReadOfATokenTheFlightsCallersRejectedIsNotAdopted() {
+    // An ordinary renewal of the expired t0 is joined by a forced refresh rejecting t2, which
+    // the store now holds.
+    var machine = self.machine(holding: model("t0", expiresIn: 10))
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+        == .start(flight: 2, load(by: .seconds(7))))
+    #expect(
+      machine.request(.force(rejecting: "t2"), date: date, now: .zero, newFlightID: noNewFlight())
+        == .join(flight: 2))
+    #expect(
+      machine.advance(2, .loaded(model("t2")), date: date, now: .seconds(1))
+        == .next(authorize(.expired, by: .seconds(121), replacing: model("t2"))))
+    #expect(machine.flightID == 2)
+    // Memory follows the store: ordinary requests are served what it holds meanwhile.
+    #expect(machine.cachedModel == model("t2"))
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .seconds(2), newFlightID: noNewFlight())
+        == .serve(model("t2")))
+
+    // The token of the forced refresh that started the flight is not adopted either.
+    var first = self.machine(holding: model("t1"))
+    _ = first.request(.force(rejecting: "t1"), date: date, now: .zero, newFlightID: 2)
+    #expect(
+      first.advance(2, .loaded(model("t1")), date: date, now: .zero)
+        == .next(authorize(.forcedRefresh, by: .seconds(120), replacing: model("t1"))))
+  }
+
+  @Test func aReReadOfAnotherTokenEndsAForcedRefreshWithIt() {
+    var machine = self.machine(holding: model("t1"))
+    _ = machine.request(.force(rejecting: "t1"), date: date, now: .zero, newFlightID: 2)
+    #expect(
+      machine.advance(2, .loaded(model("t2")), date: date, now: .zero)
+        == .end(Ending(flight: 2, result: .succeeded(model("t2")), adoptedFromStore: true)))
+    #expect(machine.cachedModel == model("t2"))
+  }
+
+  @Test func aForcedRefreshWithNothingToRejectAdoptsWhatTheStoreHolds() {
+    var machine = self.machine(holding: nil)
+    #expect(
+      machine.request(.force(rejecting: nil), date: date, now: .zero, newFlightID: 2)
+        == .start(flight: 2, load(by: .seconds(7))))
+    #expect(
+      machine.advance(2, .loaded(model("t1")), date: date, now: .zero)
+        == .end(Ending(flight: 2, result: .succeeded(model("t1")), adoptedFromStore: true)))
+  }
+
+  @Test func theSameExpiredModelReReadIsNotAdopted() {
+    let expired = model("t0", expiresIn: 10)
+    var machine = self.machine(holding: expired)
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+    #expect(
+      machine.advance(2, .loaded(expired), date: date, now: .zero)
+        == .next(authorize(.expired, by: .seconds(120), replacing: expired)))
+    #expect(machine.cachedModel == expired)
+    #expect(machine.servableModel(at: date) == nil)
+  }
+
+  @Test func aReReadOfNothingAuthorizesReplacingNothing() {
+    var machine = self.machine(holding: model("t0", expiresIn: 10))
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+    #expect(
+      machine.advance(2, .loaded(nil), date: date, now: .zero)
+        == .next(authorize(.expired, by: .seconds(120), replacing: nil)))
+    #expect(machine.cachedModel == nil, "memory follows the store")
+  }
+
+  @Test func theAuthorizeStepReplacesTheModelAsReReadNotAsCached() {
+    let cached = refreshable("t0", expiresIn: 10)
+    let stored = model("t0b", expiresIn: 20, refreshToken: "r-rotated")
+    var machine = self.machine(holding: cached)
+    #expect(machine.cachedModel == cached)
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+    #expect(
+      machine.advance(2, .loaded(stored), date: date, now: .zero)
+        == .next(authorize(.expired, by: .seconds(120), replacing: stored)))
+    #expect(machine.cachedModel == stored)
+  }
+
+  @Test func aColdLoadWithoutALeaseAuthorizesWithoutASecondRead() {
+    let expired = refreshable("t0", expiresIn: 10)
+    var machine = coldMachine()
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 1)
+        == .start(flight: 1, load(by: .seconds(7))))
+    #expect(
+      machine.advance(1, .loaded(expired), date: date, now: .seconds(1))
+        == .next(authorize(.expired, by: .seconds(121), replacing: expired)))
+  }
+
+  // MARK: - The lease
+
+  @Test func aColdLoadWithALeaseTakesTheLeaseThenReadsAgain() {
+    var machine = coldMachine(leasePolicy)
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 1)
+        == .start(flight: 1, load(by: .seconds(7))))
+    #expect(
+      machine.advance(1, .loaded(nil), date: date, now: .seconds(1))
+        == .next(acquireLease(by: .seconds(121))))
+    #expect(
+      machine.advance(1, .leaseAttempted(.acquired), date: date, now: .seconds(2))
+        == .next(load(by: .seconds(9))))
+    #expect(
+      machine.advance(1, .loaded(nil), date: date, now: .seconds(3))
+        == .next(authorize(.missing, by: nil)), "the authorization deadline is already armed")
+  }
+
+  @Test func aWarmRequestWithALeaseTakesTheLeaseBeforeReReading() {
+    let expired = model("t0", expiresIn: 10)
+    var machine = leaseMachine(holding: expired)
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .seconds(10), newFlightID: 2)
+        == .start(flight: 2, acquireLease(by: .seconds(130))))
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .seconds(11), newFlightID: noNewFlight())
+        == .join(flight: 2))
+    #expect(
+      machine.advance(2, .leaseAttempted(.acquired), date: date, now: .seconds(12))
+        == .next(load(by: .seconds(19))))
+    #expect(
+      machine.advance(2, .loaded(expired), date: date, now: .seconds(13))
+        == .next(authorize(.expired, by: nil, replacing: expired)))
+    #expect(
+      machine.advance(2, .authorized(.success(model("t1"))), date: date, now: .seconds(14))
+        == .next(persist(model("t1"), by: .seconds(21))))
+    #expect(
+      machine.advance(2, .saved, date: date, now: .seconds(15))
+        == .end(Ending(flight: 2, result: .succeeded(model("t1")))))
+  }
+
+  @Test func aFlightHoldingTheLeaseAdoptsAValidReRead() {
+    var machine = leaseMachine(holding: model("t0", expiresIn: 10))
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+    _ = machine.advance(2, .leaseAttempted(.acquired), date: date, now: .zero)
+    #expect(
+      machine.advance(2, .loaded(model("t1")), date: date, now: .zero)
+        == .end(Ending(flight: 2, result: .succeeded(model("t1")), adoptedFromStore: true)))
+    #expect(machine.cachedModel == model("t1"))
+  }
+
+  @Test func aLeaseHeldElsewhereWaitsForItsHolderThenAdoptsItsModel() {
+    var machine = leaseMachine(holding: model("t0", expiresIn: 10))
+    let until = date.addingTimeInterval(30)
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+        == .start(flight: 2, acquireLease(by: .seconds(120))))
+    #expect(
+      machine.advance(
+        2, .leaseAttempted(.heldElsewhere(until: until)), date: date, now: .seconds(1))
+        == .next(awaitHolder(until: until)))
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .seconds(2), newFlightID: noNewFlight())
+        == .join(flight: 2))
+    #expect(
+      machine.advance(2, .leaseHolderChanged, date: date, now: .seconds(10))
+        == .next(load(by: .seconds(17))))
+    #expect(
+      machine.advance(2, .loaded(model("t1")), date: date, now: .seconds(11))
+        == .end(Ending(flight: 2, result: .succeeded(model("t1")), adoptedFromStore: true)))
+    #expect(machine.cachedModel == model("t1"))
+  }
+
+  @Test func aFlightWaitsForTheLeaseAgainUntilItHoldsIt() {
+    let expired = model("t0", expiresIn: 10)
+    var machine = leaseMachine(holding: expired)
+    let first = date.addingTimeInterval(30)
+    let second = date.addingTimeInterval(60)
+    // Only the first step arms a deadline for the authorization phase.
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+        == .start(flight: 2, acquireLease(by: .seconds(120))))
+    #expect(
+      machine.advance(2, .leaseAttempted(.heldElsewhere(until: first)), date: date, now: .zero)
+        == .next(awaitHolder(until: first)))
+    #expect(
+      machine.advance(2, .leaseHolderChanged, date: date, now: .seconds(30))
+        == .next(load(by: .seconds(37))))
+    #expect(
+      machine.advance(2, .loaded(expired), date: date, now: .seconds(31))
+        == .next(acquireLease(by: nil)), "the holder stored nothing new")
+    #expect(
+      machine.advance(
+        2, .leaseAttempted(.heldElsewhere(until: second)), date: date, now: .seconds(32))
+        == .next(awaitHolder(until: second)))
+    #expect(
+      machine.advance(2, .leaseHolderChanged, date: date, now: .seconds(60))
+        == .next(load(by: .seconds(67))))
+    #expect(
+      machine.advance(2, .loaded(nil), date: date, now: .seconds(61))
+        == .next(acquireLease(by: nil)))
+    #expect(
+      machine.advance(2, .leaseAttempted(.acquired), date: date, now: .seconds(62))
+        == .next(load(by: .seconds(69))))
+    #expect(
+      machine.advance(2, .loaded(expired), date: date, now: .seconds(63))
+        == .next(authorize(.expired, by: nil, replacing: expired)))
+    #expect(machine.flightID == 2)
+  }
+
+  @Test func aLeaseThatCannotBeTakenFailsTheFlight() {
+    let expired = model("t0", expiresIn: 10)
+    var machine = leaseMachine(holding: expired)
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+    let error = AuthCoordinatorError(.storeFailed, "the lease could not be taken")
+    let action = machine.advance(2, .leaseAttempted(.failed(error)), date: date, now: .zero)
+    #expect(action == .end(Ending(flight: 2, result: .failed(.init(.storeFailed)))))
+    if case .end(let ending) = action {
+      #expect(!ending.stopsWork)
+      #expect(ending.followers == .askAgain)
+      if case .failed(let failure) = ending.result { #expect(failure.message == error.message) }
+    }
+    #expect(machine.flightID == nil)
+    #expect(machine.cachedModel == expired)
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .seconds(1), newFlightID: 3)
+        == .start(flight: 3, acquireLease(by: .seconds(121))))
+  }
+
+  @Test(arguments: PreparingStage.allCases)
+  func aPreparingFlightIsJoinedAndStopsWhenAbandoned(_ stage: PreparingStage) {
+    var machine = self.machine(preparing: stage)
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .zero, newFlightID: noNewFlight())
+        == .join(flight: 2))
+    #expect(machine.exchangeBegan(2, now: .zero) == nil, "nothing is authorizing yet")
+    #expect(machine.lastWaiterLeft(2) == .closeQueue)
+    let ending = machine.queueClosed(2)
+    #expect(ending == Ending(flight: 2, result: .cancelled(.lastWaiterLeft)))
+    #expect(ending.stopsWork, "nothing to finish before the authorizer is called")
+    #expect(machine.flightID == nil)
+    #expect(machine.predecessors == (stage == .awaitingPredecessors ? [1] : []))
+  }
+
+  // MARK: - Deadlines while preparing
+
+  @Test(arguments: PreparingStage.allCases)
+  func theArmedAuthorizationDeadlineBoundsTheWaitBeforeAuthorizing(_ stage: PreparingStage) {
+    var machine = self.machine(preparing: stage)
+    #expect(machine.deadlineReached(2, phase: .exchange, date: date) == nil)
+    #expect(machine.deadlineReached(2, phase: .save, date: date) == nil)
+    if stage != .rereading {
+      #expect(machine.deadlineReached(2, phase: .load, date: date) == nil)
+    }
+    let ending = machine.deadlineReached(2, phase: .authorization, date: date)
+    #expect(ending == Ending(flight: 2, result: .timedOut(.authorization, .init(.timedOut))))
+    #expect(ending?.stopsWork == true)
+    #expect(ending?.letsRefreshFinish == false)
+    if case .timedOut(_, let error) = ending?.result {
+      #expect(error.message.contains("did not finish within 120"))
+      #expect(error.message.contains("another process") == (stage == .awaitingHolder))
+    }
+    #expect(machine.flightID == nil)
+    #expect(machine.deadlineReached(2, phase: .authorization, date: date) == nil, "once")
+    // The stopped flight's late reports change nothing.
+    for outcome: Machine.StepOutcome in [
+      .leaseAttempted(.acquired), .leaseHolderChanged, .predecessorsFinished, .loaded(model("x")),
+    ] {
+      #expect(machine.advance(2, outcome, date: date, now: .zero) == .ignore)
+    }
+    #expect(machine.cachedModel != model("x"))
+  }
+
+  @Test func aWarmReReadWithoutALeaseArmsNoAuthorizationDeadline() {
+    var (machine, id) = self.machine(in: .rereading)
+    for phase in [AuthEvent.FlightPhase.authorization, .exchange, .save] {
+      #expect(machine.deadlineReached(id, phase: phase, date: date) == nil, "\(phase)")
+    }
+    #expect(machine.flightID == id)
+    #expect(
+      machine.advance(id, .loaded(nil), date: date, now: .seconds(3))
+        == .next(authorize(.missing, by: .seconds(123))), "armed when the authorizer is called")
+  }
+
+  @Test func theLoadDeadlineOfAReReadEndsTheFlight() {
+    let expired = model("t0", expiresIn: 10)
+    var machine = self.machine(holding: expired)
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+    let ending = machine.deadlineReached(2, phase: .load, date: date)
+    #expect(
+      ending
+        == Ending(flight: 2, result: .timedOut(.load, .init(.storeFailed)), storeTimedOut: .load))
+    #expect(ending?.stopsWork == true)
+    #expect(ending?.followers == .askAgain)
+    if case .timedOut(_, let error) = ending?.result {
+      #expect(error.message.contains("re-read"))
+      #expect(error.message.contains("7"))
+    }
+    #expect(machine.flightID == nil)
+    #expect(machine.advance(2, .loaded(model("t1")), date: date, now: .zero) == .ignore)
+    #expect(machine.cachedModel == expired, "the late re-read is not cached")
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .seconds(8), newFlightID: 3)
+        == .start(flight: 3, load(by: .seconds(15))), "the next request reads the store again")
+  }
+
+  @Test func theLoadDeadlineOfAReReadUnderTheLeaseEndsTheFlight() {
+    var machine = self.machine(preparing: .rereading)
+    #expect(
+      machine.deadlineReached(2, phase: .load, date: date)
+        == Ending(flight: 2, result: .timedOut(.load, .init(.storeFailed)), storeTimedOut: .load))
+    #expect(machine.flightID == nil)
+  }
+
+  @Test func theArmedAuthorizationDeadlineStillStopsTheAuthorizer() {
+    var machine = leaseMachine(holding: nil)
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+    _ = machine.advance(2, .leaseAttempted(.acquired), date: date, now: .zero)
+    #expect(
+      machine.advance(2, .loaded(nil), date: date, now: .zero)
+        == .next(authorize(.missing, by: nil)))
+    #expect(machine.deadlineReached(2, phase: .load, date: date) == nil, "the re-read is over")
+    #expect(
+      machine.deadlineReached(2, phase: .authorization, date: date)
+        == Ending(flight: 2, result: .timedOut(.authorization, .init(.timedOut))))
+    #expect(machine.flightID == nil)
+  }
+
+  // MARK: - Refresh tokens are never lost
+
+  @Test(arguments: RefreshStop.allCases)
+  func aStoppedRefreshLetsItsAuthorizerFinish(_ stop: RefreshStop) {
+    let (machine, ending) = self.machine(withRefreshStoppedBy: stop)
+    #expect(ending.letsRefreshFinish)
+    #expect(!ending.stopsWork, "cancelling a refresh could lose the rotated token")
+    #expect(ending.followers == .askAgain)
+    #expect(machine.flightID == nil)
+    #expect(machine.predecessors == [2])
+    #expect(!machine.isEvictable(now: .seconds(1000)), "a refresh is outstanding")
+  }
+
+  @Test func stopsWorkIsFalseOnlyForAStoppedRefresh() {
+    let error = AuthCoordinatorError(.timedOut)
+    for result: Ending.Result in [
+      .timedOut(.authorization, error), .timedOut(.exchange, error), .cancelled(.lastWaiterLeft),
+    ] {
+      #expect(Ending(flight: 1, result: result).stopsWork)
+      #expect(!Ending(flight: 1, result: result, letsRefreshFinish: true).stopsWork)
+    }
+    #expect(!Ending(flight: 1, result: .succeeded(model("t1")), letsRefreshFinish: true).stopsWork)
+  }
+
+  @Test func aStoppedRefreshsLateResultIsStoredThenAdopted() {
+    var (machine, _) = self.machine(withRefreshStoppedBy: .authorizationDeadline)
+    let rotated = refreshable("t1")
+    #expect(
+      machine.advance(2, .authorized(.success(rotated)), date: date, now: .seconds(1))
+        == .persistLateResult(rotated))
+    #expect(machine.predecessors == [2], "until it is stored")
+    #expect(!machine.isEvictable(now: .seconds(1000)))
+    #expect(machine.cachedModel == refreshable("t0", expiresIn: 10), "not before it is stored")
+    #expect(
+      machine.advance(2, .lateResultSaved(rotated), date: date, now: .seconds(2)) == .ignore)
+    #expect(machine.cachedModel == rotated)
+    #expect(machine.predecessors.isEmpty)
+    #expect(machine.isEvictable(now: .seconds(2)))
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .seconds(3), newFlightID: noNewFlight())
+        == .serve(rotated))
+    #expect(
+      machine.advance(2, .lateResultSaved(rotated), date: date, now: .seconds(4)) == .ignore,
+      "reported once")
+  }
+
+  @Test func aNewRefreshWaitsForAStoppedOneThenAdoptsItsResult() {
+    var (machine, _) = self.machine(withRefreshStoppedBy: .authorizationDeadline)
+    let rotated = refreshable("t1")
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .seconds(10), newFlightID: 3)
+        == .start(flight: 3, awaitPredecessors(by: .seconds(130))))
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .seconds(11), newFlightID: noNewFlight())
+        == .join(flight: 3))
+    #expect(machine.predecessors == [2])
+    #expect(
+      machine.advance(2, .authorized(.success(rotated)), date: date, now: .seconds(12))
+        == .persistLateResult(rotated))
+    #expect(machine.advance(2, .lateResultSaved(rotated), date: date, now: .seconds(13)) == .ignore)
+    #expect(machine.predecessors.isEmpty)
+    #expect(machine.cachedModel == rotated)
+    #expect(machine.flightID == 3, "the waiting flight goes on")
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .seconds(14), newFlightID: noNewFlight())
+        == .serve(rotated), "the stored result is served at once")
+    #expect(
+      machine.advance(3, .predecessorsFinished, date: date, now: .seconds(15))
+        == .next(load(by: .seconds(22))))
+    #expect(
+      machine.advance(3, .loaded(rotated), date: date, now: .seconds(16))
+        == .end(Ending(flight: 3, result: .succeeded(rotated), adoptedFromStore: true)))
+    #expect(machine.cachedModel == rotated)
+  }
+
+  @Test func aNewRefreshUnderALeaseTakesTheLeaseOnceItsPredecessorsFinished() {
+    var (machine, _) = self.machine(
+      withRefreshStoppedBy: .authorizationDeadline, policy: leasePolicy)
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .seconds(10), newFlightID: 3)
+        == .start(flight: 3, awaitPredecessors(by: .seconds(130))))
+    #expect(
+      machine.advance(2, .authorized(.success(refreshable("t1"))), date: date, now: .zero)
+        == .persistLateResult(refreshable("t1")))
+    #expect(machine.advance(2, .lateResultSaved(nil), date: date, now: .zero) == .ignore)
+    #expect(
+      machine.advance(3, .predecessorsFinished, date: date, now: .seconds(20))
+        == .next(acquireLease(by: nil)), "the authorization deadline is armed already")
+    #expect(
+      machine.advance(3, .leaseAttempted(.acquired), date: date, now: .seconds(21))
+        == .next(load(by: .seconds(28))))
+    #expect(
+      machine.advance(3, .loaded(refreshable("t1")), date: date, now: .seconds(22))
+        == .end(
+          Ending(flight: 3, result: .succeeded(refreshable("t1")), adoptedFromStore: true)))
+  }
+
+  @Test func aPredecessorThatFailedLeavesTheNewFlightToAuthorize() {
+    var (machine, _) = self.machine(withRefreshStoppedBy: .exchangeDeadline)
+    let stale = refreshable("t0", expiresIn: 10)
+    _ = machine.request(.ifNeeded, date: date, now: .seconds(10), newFlightID: 3)
+    #expect(
+      machine.advance(2, .authorized(.failure(.init(.authorizationFailed))), date: date, now: .zero)
+        == .discardLateResult)
+    #expect(machine.predecessors.isEmpty)
+    #expect(machine.cachedModel == stale)
+    #expect(
+      machine.advance(3, .predecessorsFinished, date: date, now: .seconds(20))
+        == .next(load(by: .seconds(27))))
+    #expect(
+      machine.advance(3, .loaded(stale), date: date, now: .seconds(21))
+        == .next(authorize(.expired, by: nil, replacing: stale)))
+    #expect(
+      machine.deadlineReached(3, phase: .authorization, date: date)?.letsRefreshFinish == true,
+      "this refresh, stopped in turn, finishes too")
+    #expect(machine.predecessors == [3])
+  }
+
+  @Test func aLateResultReplacesOnlyAnOlderModel() {
+    // Flight 3 adopted a model from the store before flight 2's late result was stored.
+    let adopted = refreshable("t5", expiresIn: 7200)
+    var (machine, _) = self.machine(withRefreshStoppedBy: .authorizationDeadline)
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 3)
+    _ = machine.advance(3, .predecessorsFinished, date: date, now: .zero)
+    _ = machine.advance(3, .loaded(adopted), date: date, now: .zero)
+    #expect(machine.cachedModel == adopted)
+    _ = machine.advance(2, .authorized(.success(refreshable("t1"))), date: date, now: .zero)
+    #expect(
+      machine.advance(2, .lateResultSaved(refreshable("t1")), date: date, now: .zero) == .ignore)
+    #expect(machine.cachedModel == adopted, "the late result expires sooner")
+    #expect(machine.predecessors.isEmpty)
+
+    // A late result that expires later replaces a valid cached model.
+    var (later, _) = self.machine(withRefreshStoppedBy: .authorizationDeadline)
+    _ = later.request(.ifNeeded, date: date, now: .zero, newFlightID: 3)
+    _ = later.advance(3, .predecessorsFinished, date: date, now: .zero)
+    _ = later.advance(3, .loaded(refreshable("t1")), date: date, now: .zero)
+    _ = later.advance(2, .authorized(.success(adopted)), date: date, now: .zero)
+    _ = later.advance(2, .lateResultSaved(adopted), date: date, now: .zero)
+    #expect(later.cachedModel == adopted)
+  }
+
+  @Test func aLateResultIsAdoptedWhileTheNextFlightAuthorizesAMissingModel() {
+    // Flight 3 waited, then found the store empty and authorizes; flight 2's result is stored.
+    var (machine, _) = self.machine(withRefreshStoppedBy: .authorizationDeadline)
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 3)
+    _ = machine.advance(3, .predecessorsFinished, date: date, now: .zero)
+    #expect(
+      machine.advance(3, .loaded(nil), date: date, now: .zero)
+        == .next(authorize(.expired, by: nil, replacing: nil)))
+    #expect(machine.cachedModel == nil)
+    _ = machine.advance(2, .authorized(.success(refreshable("t1"))), date: date, now: .zero)
+    _ = machine.advance(2, .lateResultSaved(refreshable("t1")), date: date, now: .zero)
+    #expect(machine.cachedModel == refreshable("t1"), "newer than nothing")
+    #expect(machine.flightID == 3)
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .zero, newFlightID: noNewFlight())
+        == .serve(refreshable("t1")))
+  }
+
+  @Test func aLateResultSavedAsNothingChangesNothing() {
+    var (machine, _) = self.machine(withRefreshStoppedBy: .lastWaiterLeft)
+    _ = machine.advance(2, .authorized(.success(refreshable("t1"))), date: date, now: .zero)
+    #expect(machine.advance(2, .lateResultSaved(nil), date: date, now: .zero) == .ignore)
+    #expect(machine.cachedModel == refreshable("t0", expiresIn: 10))
+    #expect(machine.predecessors.isEmpty)
+    #expect(machine.isEvictable(now: .zero))
+  }
+
+  @Test(arguments: [false, true])
+  func aLateResultArrivingAfterASignOutIsDiscarded(_ elsewhere: Bool) {
+    var (machine, _) = self.machine(withRefreshStoppedBy: .authorizationDeadline)
+    #expect(machine.signOut(elsewhere: elsewhere) == nil)
+    #expect(machine.predecessors.isEmpty, "a new flight does not wait for it")
+    #expect(
+      machine.advance(2, .authorized(.success(refreshable("t1"))), date: date, now: .zero)
+        == .discardLateResult)
+    #expect(machine.cachedModel == nil)
+    #expect(machine.isEvictable(now: .zero))
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 3)
+        == .start(flight: 3, load(by: .seconds(7))))
+  }
+
+  @Test(arguments: [false, true])
+  func aLateResultStoredAcrossASignOutIsNotAdopted(_ elsewhere: Bool) {
+    var (machine, _) = self.machine(withRefreshStoppedBy: .authorizationDeadline)
+    #expect(
+      machine.advance(2, .authorized(.success(refreshable("t1"))), date: date, now: .zero)
+        == .persistLateResult(refreshable("t1")))
+    #expect(machine.signOut(elsewhere: elsewhere) == nil)
+    #expect(machine.predecessors.isEmpty)
+    #expect(
+      machine.advance(2, .lateResultSaved(refreshable("t1")), date: date, now: .zero) == .ignore)
+    #expect(machine.cachedModel == nil)
+    #expect(machine.servableModel(at: date) == nil)
+    #expect(machine.isEvictable(now: .zero))
+  }
+
+  @Test(arguments: [false, true])
+  func aStoppedAuthorizationThatSpendsNoRefreshTokenIsDiscarded(_ expiredModel: Bool) {
+    let replacing = expiredModel ? model("t0", expiresIn: 10) : nil
+    var machine = self.machine(holding: replacing)
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+    #expect(
+      machine.advance(2, .loaded(replacing), date: date, now: .zero)
+        == .next(
+          authorize(replacing == nil ? .missing : .expired, by: .seconds(120), replacing: replacing)
+        ))
+    let ending = machine.deadlineReached(2, phase: .authorization, date: date)
+    #expect(ending == Ending(flight: 2, result: .timedOut(.authorization, .init(.timedOut))))
+    #expect(ending?.letsRefreshFinish == false)
+    #expect(ending?.stopsWork == true)
+    #expect(machine.predecessors.isEmpty)
+    #expect(
+      machine.advance(2, .authorized(.success(model("late"))), date: date, now: .zero)
+        == .discardLateResult)
+    #expect(machine.cachedModel == replacing)
+    #expect(machine.isEvictable(now: .zero))
+    // A new flight does not wait for it.
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 3)
+        == .start(flight: 3, load(by: .seconds(7))))
+  }
+
+  @Test func aKeyIsNotEvictableWhileARefreshIsOutstanding() {
+    var (machine, _) = self.machine(withRefreshStoppedBy: .lastWaiterLeft)
+    #expect(!machine.isEvictable(now: .seconds(1000)))
+    _ = machine.advance(2, .authorized(.success(refreshable("t1"))), date: date, now: .zero)
+    #expect(!machine.isEvictable(now: .seconds(1000)), "its result is being stored")
+    _ = machine.advance(2, .lateResultSaved(refreshable("t1")), date: date, now: .zero)
+    #expect(machine.isEvictable(now: .seconds(1000)))
+  }
+
+  // MARK: - Sign-outs in another process
+
+  @Test func aSignOutElsewhereDuringTheSaveCancelsTheFlight() {
+    var (machine, id) = self.machine(in: .persisting)
+    let action = machine.advance(id, .signedOutElsewhere, date: date, now: .zero)
+    #expect(
+      action
+        == .end(
+          Ending(flight: id, result: .cancelled(.signedOut), followers: .fail(.init(.signedOut)))))
+    if case .end(let ending) = action {
+      #expect(ending.stopsWork)
+      if case .fail(let error) = ending.followers { #expect(error.message.contains("u1")) }
+    }
+    #expect(machine.flightID == nil)
+    #expect(machine.cachedModel == nil, "the unsaved model is not cached")
+    #expect(machine.advance(id, .saved, date: date, now: .zero) == .ignore)
+    // The cache is unknown: the next request loads, and a valid model there is not "adopted".
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .seconds(1), newFlightID: 5)
+        == .start(flight: 5, load(by: .seconds(8))))
+    #expect(
+      machine.advance(5, .loaded(model("t9")), date: date, now: .seconds(2))
+        == .end(Ending(flight: 5, result: .succeeded(model("t9")))))
+  }
+
+  @Test func aSignOutElsewhereLeavesTheCacheUnknown() {
+    var machine = self.machine(holding: model("t1"))
+    #expect(machine.signOut(elsewhere: true) == nil)
+    #expect(machine.cachedModel == nil)
+    #expect(machine.servableModel(at: date) == nil)
+    #expect(machine.isEvictable(now: .zero))
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+        == .start(flight: 2, load(by: .seconds(7))))
+    #expect(
+      machine.advance(2, .loaded(model("t2")), date: date, now: .zero)
+        == .end(Ending(flight: 2, result: .succeeded(model("t2")))),
+      "a cold load, not a re-read")
+
+    // A forced refresh naming no token on the unknown key rejects whatever the store holds.
+    var forced = self.machine(holding: model("t1"))
+    _ = forced.signOut(elsewhere: true)
+    _ = forced.request(.force(rejecting: nil), date: date, now: .zero, newFlightID: 2)
+    #expect(
+      forced.advance(2, .loaded(model("t2")), date: date, now: .zero)
+        == .next(authorize(.forcedRefresh, by: .seconds(120), replacing: model("t2"))))
+  }
+
+  @Test func aSignOutDuringTheLeaseWaitFailsTheFlightsFollowers() {
+    var machine = self.machine(preparing: .awaitingHolder)
+    #expect(
+      machine.signOut()
+        == Ending(flight: 2, result: .cancelled(.signedOut), followers: .fail(.init(.signedOut))))
+    #expect(machine.advance(2, .leaseHolderChanged, date: date, now: .zero) == .ignore)
+    #expect(machine.cachedModel == nil)
+  }
+
+  // MARK: - Known issues (bugs in the machine, reported, not fixed here)
+
+  /// BUG: a flight can read the store twice (a cold load, then the re-read under the lease or
+  /// after its predecessors; or one re-read per round of waiting for the lease's holder), and
+  /// each read arms a `.load` deadline. Deadlines are not cancelled when their step finishes
+  /// (the coordinator's queue keeps them until due), and `deadlineReached(_:phase:date:)` knows
+  /// only the flight and the phase: the first read's deadline, due while the re-read is still
+  /// running, ends the flight with a store timeout although the re-read's own deadline is later.
+  /// Remove `withKnownIssue` once the machine can tell the deadlines apart.
+  @Test func aLoadDeadlineOfAnEarlierReadDoesNotEndTheReRead() {
+    var machine = coldMachine(leasePolicy)
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 1)
+        == .start(flight: 1, load(by: .seconds(7))))
+    #expect(
+      machine.advance(1, .loaded(nil), date: date, now: .seconds(1))
+        == .next(acquireLease(by: .seconds(121))))
+    #expect(
+      machine.advance(1, .leaseAttempted(.acquired), date: date, now: .seconds(2))
+        == .next(load(by: .seconds(9))))
+    // At 7 s the cold load's deadline (flight 1, `.load`) is due; the re-read has until 9 s.
+    withKnownIssue("the cold load's .load deadline ends the re-read") {
+      #expect(machine.deadlineReached(1, phase: .load, date: date) == nil)
+    }
+  }
+
+  /// SUSPECTED BUG (a regression): a stopped flight that spends no refresh token is recorded as
+  /// outstanding too (with a result that may not be stored), so the key is not evictable until
+  /// its cancelled authorizer reports back; an authorizer that ignores cancellation holds the
+  /// key in memory for ever. Before the lease work such a key was evictable at once; only an
+  /// outstanding refresh needs to hold it (its result must find the key to be stored).
+  @Test func aStoppedAuthorizationThatSpendsNoRefreshTokenDoesNotHoldTheKey() {
+    var machine = self.machine(holding: nil)
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+    _ = machine.advance(2, .loaded(nil), date: date, now: .zero)
+    #expect(machine.deadlineReached(2, phase: .authorization, date: date)?.stopsWork == true)
+    #expect(machine.predecessors.isEmpty)
+    withKnownIssue("the discarded authorizer still blocks eviction until it reports") {
+      #expect(machine.isEvictable(now: .zero))
+    }
+  }
+}
+
+// MARK: - Fixture
+
+/// The stage of flight 2 of ``AccountStateMachineLeaseTests/machine(preparing:)``.
+enum PreparingStage: CaseIterable, Sendable {
+  /// Waiting for flight 1, a stopped refresh (no lease).
+  case awaitingPredecessors
+  /// Taking the lease.
+  case acquiringLease
+  /// Waiting for the lease's holder.
+  case awaitingHolder
+  /// Re-reading the store, holding the lease.
+  case rereading
+}
+
+/// How flight 2, refreshing `t0` (with refresh token `r-t0`), is stopped while authorizing.
+enum RefreshStop: CaseIterable, Sendable {
+  case authorizationDeadline
+  case exchangeDeadline
+  case lastWaiterLeft
+}
+
+extension AccountStateMachineLeaseTests {
+  var leasePolicy: Machine.Policy { policy(usesLease: true) }
+
+  func refreshable(_ token: String, expiresIn: TimeInterval? = 3600) -> AuthModel {
+    model(token, expiresIn: expiresIn, refreshToken: "r-\(token)")
+  }
+
+  func acquireLease(by deadline: Duration?) -> Machine.Step {
+    .init(kind: .acquireLease, deadline: deadline)
+  }
+
+  func awaitPredecessors(by deadline: Duration?) -> Machine.Step {
+    .init(kind: .awaitPredecessors, deadline: deadline)
+  }
+
+  func awaitHolder(until: Date) -> Machine.Step {
+    .init(kind: .awaitLeaseHolder(until: until), deadline: nil)
+  }
+
+  /// An idle machine with a lease whose store was read in flight 1 and held `model`; when that
+  /// is nothing or an expired model, the flight could not take the lease.
+  func leaseMachine(holding model: AuthModel?) -> Machine {
+    var machine = coldMachine(leasePolicy)
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 1)
+    let action = machine.advance(1, .loaded(model), date: date, now: .zero)
+    if case .next = action {
+      #expect(action == .next(acquireLease(by: .seconds(120))))
+      _ = machine.advance(1, .leaseAttempted(.failed(.init(.storeFailed))), date: date, now: .zero)
+    }
+    #expect(machine.flightID == nil)
+    #expect(machine.cachedModel == model)
+    return machine
+  }
+
+  /// An idle machine whose flight 2, refreshing the expired `t0` (refresh token `r-t0`), was
+  /// stopped while authorizing, started at `.zero`; and how it ended.
+  func machine(
+    withRefreshStoppedBy stop: RefreshStop, policy: Machine.Policy? = nil
+  ) -> (Machine, Ending) {
+    let stale = refreshable("t0", expiresIn: 10)
+    var machine: Machine
+    if (policy ?? self.policy).usesLease {
+      machine = coldMachine(policy)
+      _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+      _ = machine.advance(2, .loaded(stale), date: date, now: .zero)
+      _ = machine.advance(2, .leaseAttempted(.acquired), date: date, now: .zero)
+    } else {
+      machine = self.machine(holding: stale, policy: policy)
+      _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+    }
+    let action = machine.advance(2, .loaded(stale), date: date, now: .zero)
+    guard case .next(let step) = action, step.kind == .authorize(.expired, replacing: stale) else {
+      Issue.record("flight 2 must authorize, replacing t0: \(action)")
+      return (machine, Ending(flight: 0, result: .cancelled(.signedOut)))
+    }
+    let ending: Ending?
+    let error = AuthCoordinatorError(.timedOut)
+    switch stop {
+    case .authorizationDeadline:
+      ending = machine.deadlineReached(2, phase: .authorization, date: date)
+      #expect(
+        ending
+          == Ending(
+            flight: 2, result: .timedOut(.authorization, error), letsRefreshFinish: true))
+    case .exchangeDeadline:
+      #expect(machine.exchangeBegan(2, now: .seconds(1)) == .seconds(21))
+      ending = machine.deadlineReached(2, phase: .exchange, date: date)
+      #expect(
+        ending
+          == Ending(flight: 2, result: .timedOut(.exchange, error), letsRefreshFinish: true))
+    case .lastWaiterLeft:
+      #expect(machine.lastWaiterLeft(2) == .closeQueue)
+      ending = machine.queueClosed(2)
+      #expect(
+        ending
+          == Ending(flight: 2, result: .cancelled(.lastWaiterLeft), letsRefreshFinish: true))
+    }
+    return (machine, ending ?? Ending(flight: 0, result: .cancelled(.signedOut)))
+  }
+
+  /// A machine whose flight 2, renewing the expired `t0`, started at `.zero`, is in `stage`.
+  func machine(preparing stage: PreparingStage) -> Machine {
+    let expired = model("t0", expiresIn: 10)
+    var machine: Machine
+    switch stage {
+    case .awaitingPredecessors:
+      // Flight 1 refreshes, and is stopped: flight 2 waits for it.
+      let stale = refreshable("t0", expiresIn: 10)
+      machine = coldMachine()
+      _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 1)
+      _ = machine.advance(1, .loaded(stale), date: date, now: .zero)
+      _ = machine.deadlineReached(1, phase: .authorization, date: date)
+      #expect(
+        machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+          == .start(flight: 2, awaitPredecessors(by: .seconds(120))))
+    case .acquiringLease, .awaitingHolder, .rereading:
+      machine = leaseMachine(holding: expired)
+      #expect(
+        machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+          == .start(flight: 2, acquireLease(by: .seconds(120))))
+      if stage == .awaitingHolder {
+        _ = machine.advance(
+          2, .leaseAttempted(.heldElsewhere(until: date.addingTimeInterval(30))), date: date,
+          now: .zero)
+      } else if stage == .rereading {
+        #expect(
+          machine.advance(2, .leaseAttempted(.acquired), date: date, now: .zero)
+            == .next(load(by: .seconds(7))))
+      }
+    }
+    #expect(machine.flightID == 2)
+    return machine
+  }
+}
