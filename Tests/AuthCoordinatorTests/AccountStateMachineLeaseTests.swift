@@ -648,15 +648,16 @@ import Testing
     #expect(machine.cachedModel == nil)
   }
 
-  // MARK: - Known issues (bugs in the machine, reported, not fixed here)
+  // MARK: - Bugs the first version had (each test failed before its fix)
 
-  /// BUG: a flight can read the store twice (a cold load, then the re-read under the lease or
+  /// A flight can read the store twice (a cold load, then the re-read under the lease or
   /// after its predecessors; or one re-read per round of waiting for the lease's holder), and
   /// each read arms a `.load` deadline. Deadlines are not cancelled when their step finishes
   /// (the coordinator's queue keeps them until due), and `deadlineReached(_:phase:date:)` knows
   /// only the flight and the phase: the first read's deadline, due while the re-read is still
   /// running, ends the flight with a store timeout although the re-read's own deadline is later.
-  /// Remove `withKnownIssue` once the machine can tell the deadlines apart.
+  /// Each re-read records its own deadline, and the coordinator reports the instant a
+  /// deadline was armed for.
   @Test func aLoadDeadlineOfAnEarlierReadDoesNotEndTheReRead() {
     var machine = coldMachine(leasePolicy)
     #expect(
@@ -669,25 +670,23 @@ import Testing
       machine.advance(1, .leaseAttempted(.acquired), date: date, now: .seconds(2))
         == .next(load(by: .seconds(9))))
     // At 7 s the cold load's deadline (flight 1, `.load`) is due; the re-read has until 9 s.
-    withKnownIssue("the cold load's .load deadline ends the re-read") {
-      #expect(machine.deadlineReached(1, phase: .load, date: date) == nil)
-    }
+    #expect(machine.deadlineReached(1, phase: .load, date: date, at: .seconds(7)) == nil)
+    #expect(
+      machine.deadlineReached(1, phase: .load, date: date, at: .seconds(9))?.storeTimedOut
+        == .load, "the re-read's own deadline ends it")
   }
 
-  /// SUSPECTED BUG (a regression): a stopped flight that spends no refresh token is recorded as
-  /// outstanding too (with a result that may not be stored), so the key is not evictable until
-  /// its cancelled authorizer reports back; an authorizer that ignores cancellation holds the
-  /// key in memory for ever. Before the lease work such a key was evictable at once; only an
-  /// outstanding refresh needs to hold it (its result must find the key to be stored).
+  /// A stopped flight that spends no refresh token does not hold its key in memory: the first
+  /// version recorded it as outstanding too, so the key was not evictable until its cancelled
+  /// authorizer reported back (for ever, for one that ignores cancellation). Only an
+  /// outstanding refresh needs the key (its result must find it to be stored).
   @Test func aStoppedAuthorizationThatSpendsNoRefreshTokenDoesNotHoldTheKey() {
     var machine = self.machine(holding: nil)
     _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
     _ = machine.advance(2, .loaded(nil), date: date, now: .zero)
     #expect(machine.deadlineReached(2, phase: .authorization, date: date)?.stopsWork == true)
     #expect(machine.predecessors.isEmpty)
-    withKnownIssue("the discarded authorizer still blocks eviction until it reports") {
-      #expect(machine.isEvictable(now: .zero))
-    }
+    #expect(machine.isEvictable(now: .zero))
   }
 }
 

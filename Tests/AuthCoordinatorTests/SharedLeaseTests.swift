@@ -230,7 +230,9 @@ private struct CountingLease: AuthorizationLease {
     return renewed
   }
   func release(_ grant: LeaseGrant) async { await inner.release(grant) }
-  func signOut(mcUid: String, by owner: String) async { await inner.signOut(mcUid: mcUid, by: owner) }
+  func signOut(mcUid: String, by owner: String) async {
+    await inner.signOut(mcUid: mcUid, by: owner)
+  }
   func signOutAll(by owner: String) async { await inner.signOutAll(by: owner) }
   func isCurrent(_ grant: LeaseGrant) async -> Bool { await inner.isCurrent(grant) }
   func changes() -> AsyncStream<LeaseChange> { inner.changes() }

@@ -143,7 +143,7 @@ extension AuthCoordinator {
       for entry in stripe.deadlines.popDue(now: now) {
         guard let slot = stripe.accounts[entry.key],
           let ending = slot.machine.deadlineReached(
-            entry.flight, phase: entry.phase, date: date)
+            entry.flight, phase: entry.phase, date: date, at: entry.at)
         else { continue }
         closings.append(close(ending, key: entry.key, in: stripe))
       }

@@ -59,6 +59,8 @@ extension AccountStateMachine {
     var holdsLease = false
     /// The authorization deadline is armed (it bounds waiting for the lease as well).
     var authorizationDeadlineArmed = false
+    /// The deadline of the re-read in progress: an earlier read's deadline does not end it.
+    var readDeadline: Duration?
   }
 
   struct Authorizing: Equatable {

@@ -199,8 +199,11 @@ struct AccountStateMachine {
   /// Each phase that waits on something outside has one: the store load, the authorization,
   /// the exchange, the save. A deadline of a phase the flight has left does nothing, and the
   /// authorization deadline no longer applies once the exchange began (the exchange has its own).
+  ///
+  /// - Parameter deadline: The instant the deadline was armed for: a re-read is bounded by its
+  ///   own, not by the deadline of an earlier read of the same flight. `nil` matches any.
   mutating func deadlineReached(
-    _ id: UInt64, phase: AuthEvent.FlightPhase, date: Date
+    _ id: UInt64, phase: AuthEvent.FlightPhase, date: Date, at deadline: Duration? = nil
   ) -> Ending? {
     guard flightID == id else { return nil }
     switch (phase, state) {
@@ -229,7 +232,8 @@ struct AccountStateMachine {
           AuthCoordinatorError.timedOut(
             "\(waited) did not finish within \(policy.authorizationTimeout)")
         ))
-    case (.load, .preparing(let preparing)) where preparing.stage == .rereading:
+    case (.load, .preparing(let preparing))
+    where preparing.stage == .rereading && (deadline == nil || deadline == preparing.readDeadline):
       state = .idle
       return Ending(
         flight: id,
@@ -358,10 +362,7 @@ struct AccountStateMachine {
     } else {
       return authorize(id, reason: reason, replacing: replacing, now: now, deadlineArmed: false)
     }
-    if kind == .load {
-      state = .preparing(preparing)
-      return step(.load, now: now)
-    }
+    if kind == .load { return reread(&preparing, now: now) }
     preparing.authorizationDeadlineArmed = true
     state = .preparing(preparing)
     return step(kind, now: now)
@@ -374,16 +375,13 @@ struct AccountStateMachine {
     var preparing = preparing
     switch (preparing.stage, outcome) {
     case (.awaitingPredecessors, .predecessorsFinished):
-      preparing.stage = policy.usesLease ? .acquiringLease : .rereading
+      guard policy.usesLease else { return .next(reread(&preparing, now: now)) }
+      preparing.stage = .acquiringLease
       state = .preparing(preparing)
-      return .next(
-        preparing.stage == .acquiringLease
-          ? Step(kind: .acquireLease, deadline: nil) : step(.load, now: now))
+      return .next(Step(kind: .acquireLease, deadline: nil))
     case (.acquiringLease, .leaseAttempted(.acquired)):
       preparing.holdsLease = true
-      preparing.stage = .rereading
-      state = .preparing(preparing)
-      return .next(step(.load, now: now))
+      return .next(reread(&preparing, now: now))
     case (.acquiringLease, .leaseAttempted(.heldElsewhere(let until))):
       preparing.stage = .awaitingHolder
       state = .preparing(preparing)
@@ -392,15 +390,22 @@ struct AccountStateMachine {
       state = .idle
       return .end(Ending(flight: preparing.id, result: .failed(error)))
     case (.awaitingHolder, .leaseHolderChanged):
-      preparing.stage = .rereading
-      state = .preparing(preparing)
-      return .next(step(.load, now: now))
+      return .next(reread(&preparing, now: now))
     case (.rereading, .loaded(let model)):
       return reread(preparing, model, date: date, now: now)
     default:
       preconditionFailure(
         "Internal inconsistency: \(outcome) reported while preparing (\(preparing.stage))")
     }
+  }
+
+  /// The step that re-reads the store, bounded by a store deadline of its own.
+  private mutating func reread(_ preparing: inout Preparing, now: Duration) -> Step {
+    let step = step(.load, now: now)
+    preparing.stage = .rereading
+    preparing.readDeadline = step.deadline
+    state = .preparing(preparing)
+    return step
   }
 
   /// The store was read before authorizing: a valid model the callers did not reject is
@@ -448,9 +453,10 @@ struct AccountStateMachine {
   /// How a flight stopped while authorizing ends: a refresh in progress is left to finish and
   /// its result stored; any other authorizer's result is discarded.
   private mutating func stopped(_ authorizing: Authorizing, _ ending: Ending) -> Ending {
+    guard authorizing.spendsRefreshToken else { return ending }
     var ending = ending
-    ending.letsRefreshFinish = authorizing.spendsRefreshToken
-    outstanding[authorizing.id] = authorizing.spendsRefreshToken
+    ending.letsRefreshFinish = true
+    outstanding[authorizing.id] = true
     return ending
   }
 
