@@ -1,10 +1,20 @@
 /// Produces a fresh ``AuthModel`` for an account: the slow path behind every cache miss.
 ///
 /// The coordinator calls an authorizer at most once per key at a time, however many callers
-/// wait, bounded by ``AuthCoordinator/Configuration/authorizationTimeout``. When the deadline
-/// passes, the last waiter leaves, or the account logs out, the coordinator cancels the task that
-/// runs ``authorize(_:)`` and discards whatever it returns afterwards: an authorizer should honour
+/// wait (and, with a lease, once per key across processes), bounded by
+/// ``AuthCoordinator/Configuration/authorizationTimeout``. When the deadline passes, the last
+/// waiter leaves, or the account logs out, the coordinator cancels the task that runs
+/// ``authorize(_:)`` and discards whatever it returns afterwards: an authorizer should honour
 /// cancellation, but nothing breaks if it does not.
+///
+/// The request carries the model being replaced (``AuthorizationRequest/replacing``, as the
+/// store holds it): with its ``AuthModel/refreshToken`` an authorizer does a refresh-token grant.
+/// A flight stopped while its authorizer spends a refresh token does not cancel it: the result
+/// is stored when it arrives (never returned to the callers that already failed), so a server
+/// that rotates refresh tokens never sees one spent twice. An app extension's coordinator
+/// (``AuthCoordinator/Configuration/allowsInteraction`` off) asks with
+/// ``AuthorizationRequest/allowsInteraction`` `false`: refresh silently or throw an error with
+/// code ``AuthCoordinatorError/Code-swift.struct/interactionRequired``.
 ///
 /// An authorizer that obtains a one-time code elsewhere (for example, the Alipay bridge's
 /// authorizer, in the `AlipayBridge` module) exchanges it at the integrator's server inside
