@@ -39,6 +39,15 @@ struct CrossProcessRun: Sendable {
     return (Double(lastFirstServed) - Double(firstSave)) / 1e6
   }
 
+  /// From the holder's save to its `release` returning, in ms (lease only). The release is
+  /// visible to the others when its rename lands, before the directory fsync that ends it.
+  var releaseMs: Double? {
+    guard let firstSave, let released = reports.compactMap(\.releasedNanos).min() else {
+      return nil
+    }
+    return (Double(released) - Double(firstSave)) / 1e6
+  }
+
   /// From `go` to the last process serving a new model, in ms.
   var totalMs: Double { (Double(lastFirstServed) - Double(goNanos)) / 1e6 }
 }
@@ -220,6 +229,9 @@ extension Scenarios {
         results.add("B8", label, parameter, .distinctTokens, Double(run.tokens.count))
         results.add("B8", label, parameter, .spreadMs, run.spreadMs ?? .nan)
         results.add("B8", label, parameter, .goToServedMs, run.totalMs)
+        if let releaseMs = run.releaseMs {
+          results.add("B8", label, parameter, .releaseMs, releaseMs)
+        }
         check(name, mode, run, processes: processes, callers: callers, &results)
       }
     }

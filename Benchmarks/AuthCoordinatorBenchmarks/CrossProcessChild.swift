@@ -40,6 +40,9 @@ enum CrossProcessChild {
     /// Wall clock (ns) when this process's save of a new model returned; nil when it saved
     /// nothing (it adopted the holder's model).
     var savedNanos: UInt64?
+    /// Wall clock (ns) when this process's release of the lease returned; nil when it released
+    /// none (or ran without the lease).
+    var releasedNanos: UInt64?
     /// The first error a caller got, if any.
     var error: String?
   }
@@ -54,7 +57,8 @@ enum CrossProcessChild {
     }
     let file = FileTokenStore(url: URL(fileURLWithPath: arguments[0]))
     let store = SaveTimedStore(file)
-    let lease = arguments[2] == "lease" ? FileAuthorizationLease(nextTo: file) : nil
+    let lease =
+      arguments[2] == "lease" ? ReleaseTimedLease(FileAuthorizationLease(nextTo: file)) : nil
     let pid = getpid()
     let minted = LockedState(0)
     // SIMULATED token endpoint: sleeps `simulatedEndpoint`, then returns a new model whose
@@ -103,6 +107,13 @@ enum CrossProcessChild {
         })
     }
     for task in tasks { await task.value }
+    // The holder releases its lease after its callers are served: wait for that (only the
+    // report waits; every time in it is taken where it happened).
+    if let lease, store.savedNanos != nil {
+      for _ in 0..<10_000 where lease.releasedNanos == nil {
+        try? await Task.sleep(for: .milliseconds(1))
+      }
+    }
     let counts = tally.withLock { $0 }
     let statistics = coordinator.statistics
     let report = Report(
@@ -110,14 +121,13 @@ enum CrossProcessChild {
       adoptedFromStore: statistics.adoptedFromStore, tokens: counts.tokens.sorted(),
       served: counts.served, failed: counts.failed,
       firstServedNanos: counts.first == .max ? 0 : counts.first, savedNanos: store.savedNanos,
-      error: counts.error)
+      releasedNanos: lease?.releasedNanos, error: counts.error)
     do {
       say(String(decoding: try JSONEncoder().encode(report), as: UTF8.self))
     } catch {
       return 1
     }
-    // Stay until the parent has every report (it closes stdin): the holder releases its lease
-    // after its callers are served.
+    // Stay until the parent has every report (it closes stdin).
     while readLine() != nil {}
     withExtendedLifetime(coordinator) {}
     return 0
@@ -154,6 +164,43 @@ final class SaveTimedStore: TokenStore {
   }
 
   func removeAll() async throws { try await base.removeAll() }
+}
+
+/// The shared `FileAuthorizationLease`, timing when a release returns.
+final class ReleaseTimedLease: AuthorizationLease {
+  let base: FileAuthorizationLease
+  private let released = LockedState<UInt64?>(nil)
+
+  init(_ base: FileAuthorizationLease) { self.base = base }
+
+  /// Wall clock (ns) when the first release returned, if any.
+  var releasedNanos: UInt64? { released.withLock { $0 } }
+
+  func acquire(
+    _ key: AccountKey, owner: String, timeToLive: Duration
+  ) async throws -> LeaseAttempt {
+    try await base.acquire(key, owner: owner, timeToLive: timeToLive)
+  }
+
+  func renew(_ grant: LeaseGrant, timeToLive: Duration) async throws -> LeaseGrant? {
+    try await base.renew(grant, timeToLive: timeToLive)
+  }
+
+  func release(_ grant: LeaseGrant) async throws {
+    try await base.release(grant)
+    let time = realtimeNanos()
+    released.withLock { $0 = $0 ?? time }
+  }
+
+  func signOut(mcUid: String, by owner: String) async throws {
+    try await base.signOut(mcUid: mcUid, by: owner)
+  }
+
+  func signOutAll(by owner: String) async throws { try await base.signOutAll(by: owner) }
+
+  func isCurrent(_ grant: LeaseGrant) async throws -> Bool { try await base.isCurrent(grant) }
+
+  func changes() -> AsyncStream<LeaseChange> { base.changes() }
 }
 
 /// Wall-clock nanoseconds (`CLOCK_REALTIME`): shared by every process on the host.

@@ -14,6 +14,7 @@ enum Metric: String, Codable, Sendable {
   case distinctTokens = "distinct tokens"
   case spreadMs = "save → last process serves, ms"
   case goToServedMs = "go → last process serves, ms"
+  case releaseMs = "save → holder's release returned, ms"
 }
 
 /// One series: every repetition's value of one metric for one implementation and parameter.
