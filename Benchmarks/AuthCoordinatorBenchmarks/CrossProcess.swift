@@ -59,8 +59,8 @@ enum CrossProcess {
   static let expiredToken = "b8-expired-seed"
 
   /// Seeds a fresh store with an expired model, starts `processes` children on it, lets them go
-  /// together and collects their reports. Blocking: runs on a thread of its own, never on the
-  /// concurrency pool.
+  /// together and collects their reports. The waiting for the children blocks: it runs on a
+  /// Dispatch queue, never on the concurrency pool.
   static func run(
     _ mode: CrossProcessMode, processes: Int, callers: Int
   ) async throws -> CrossProcessRun {
@@ -78,10 +78,8 @@ enum CrossProcess {
       continuation in
       DispatchQueue.global().async {
         do {
-          continuation.resume(
-            returning: .success(
-              try runChildren(arguments, processes: processes)
-            ))
+          let run = try runChildren(arguments, processes: processes)
+          continuation.resume(returning: .success(run))
         } catch let error as HarnessFailure {
           continuation.resume(returning: .failure(error))
         } catch {
@@ -124,7 +122,7 @@ enum CrossProcess {
         }
       }
       let go = realtimeNanos()
-      for child in children { child.input.write(Data("go\n".utf8)) }
+      for child in children { try child.input.write(contentsOf: Data("go\n".utf8)) }
       let reportBy = nowNanos() + nanos(timeout)
       var reports: [CrossProcessChild.Report] = []
       for (index, child) in children.enumerated() {
