@@ -18,6 +18,9 @@ struct Plan: Sendable {
   var accountDelay: Duration = .microseconds(100)
   /// B6: saves and loads per measurement.
   var fileOps: Int
+  /// B8: processes sharing one store, and concurrent callers in each.
+  var processes: Int
+  var callersPerProcess: Int
 
   init(quick: Bool, reps: Int?) {
     self.quick = quick
@@ -28,6 +31,8 @@ struct Plan: Sendable {
       stormSize = 1_000
       accounts = 1_000
       fileOps = 40
+      processes = 4
+      callersPerProcess = 100
     } else {
       self.reps = reps ?? 5
       hitCalls = 262_144
@@ -35,6 +40,8 @@ struct Plan: Sendable {
       stormSize = 10_000
       accounts = 10_000
       fileOps = 200
+      processes = 8
+      callersPerProcess = 500
     }
   }
 
@@ -51,6 +58,7 @@ enum ScenarioID: String, CaseIterable, Sendable {
   case b5 = "B5"
   case b6 = "B6"
   case b7 = "B7"
+  case b8 = "B8"
 
   var title: String {
     switch self {
@@ -61,6 +69,8 @@ enum ScenarioID: String, CaseIterable, Sendable {
     case .b5: return "B5 many accounts: keys x 10 callers, cold cache"
     case .b6: return "B6 token store on disk: save and load"
     case .b7: return "B7 scaling: cost per waiter at the largest N over the smallest"
+    case .b8:
+      return "B8 K processes x N callers on one store file, expired model (simulated endpoint)"
     }
   }
 }

@@ -12,8 +12,37 @@ struct RunSummary: Codable, Sendable {
   var coordinatorNote: String
   var heapCountersVerified: Bool
   var measurements: [Measurement]
+  /// p50 and p99 over repetitions of the series that report them (B8's spread).
+  var percentiles: [Percentile]
   var targets: [TargetResult]
   var violations: [String]
+}
+
+/// p50 and p99 over the repetitions of one series.
+struct Percentile: Codable, Sendable {
+  var scenario: String
+  var implementation: String
+  var parameter: String
+  var metric: Metric
+  var repetitions: Int
+  var p50: Double
+  var p99: Double
+
+  /// The metrics reported with percentiles.
+  static let metrics: [Metric] = [.spreadMs]
+
+  static func rows(_ measurements: [Measurement]) -> [Percentile] {
+    measurements.filter { metrics.contains($0.metric) }.map { series in
+      Percentile(
+        scenario: series.scenario, implementation: series.implementation,
+        parameter: series.parameter, metric: series.metric, repetitions: series.samples.count,
+        p50: finite(Stats.percentile(series.samples, 50)),
+        p99: finite(Stats.percentile(series.samples, 99)))
+    }
+  }
+
+  /// JSON has no NaN: a missing figure is written as -1.
+  private static func finite(_ value: Double) -> Double { value.isFinite ? value : -1 }
 }
 
 /// The text report: one table per scenario and metric (medians; in brackets the median of the
@@ -36,6 +65,11 @@ enum Report {
       for row in rows where !metrics.contains(row.metric) { metrics.append(row.metric) }
       for metric in metrics {
         out += table(rows.filter { $0.metric == metric }, metric: metric, scenario: scenario)
+      }
+      for row in run.percentiles where row.scenario == scenario.rawValue {
+        out += "  \(row.metric.rawValue), \(row.implementation) \(row.parameter): "
+        out += "p50 \(format(row.p50)), p99 \(format(row.p99)) "
+        out += "(\(row.repetitions) repetitions)\n"
       }
     }
     out += "\nTargets (docs/benchmarks.md; ratios per repetition, median)\n"

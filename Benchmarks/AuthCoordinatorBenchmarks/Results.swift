@@ -10,6 +10,11 @@ enum Metric: String, Codable, Sendable {
   case saveMicros = "save µs/op"
   case loadMicros = "load µs/op"
   case scaleRatio = "cost at largest N ÷ smallest N"
+  case adoptions = "adopted from store"
+  case distinctTokens = "distinct tokens"
+  case spreadMs = "save → last process serves, ms"
+  case goToServedMs = "go → last process serves, ms"
+  case releaseMs = "save → holder's release returned, ms"
 }
 
 /// One series: every repetition's value of one metric for one implementation and parameter.

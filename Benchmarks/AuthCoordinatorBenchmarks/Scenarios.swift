@@ -1,7 +1,7 @@
 import AuthCoordinator
 import Foundation
 
-/// Runs B1-B7 (see docs/benchmarks.md) and records every repetition in `Results`.
+/// Runs B1-B8 (see docs/benchmarks.md) and records every repetition in `Results`.
 ///
 /// Callers are unstructured tasks kept in a preallocated array, never children of one
 /// TaskGroup: in Swift 6.3 a group whose many children finish in reverse or random order cleans
@@ -26,6 +26,7 @@ struct Scenarios {
     if selected.contains(.b5) { try await manyAccounts(&results) }
     if selected.contains(.b6) { try await fileStores(&results) }
     if selected.contains(.b7) { scaling(&results) }
+    if selected.contains(.b8), impls.contains(.coordinator) { try await crossProcess(&results) }
   }
 
   // MARK: B1

@@ -30,4 +30,13 @@ enum Stats {
     let shift = by % items.count
     return Array(items[shift...] + items[..<shift])
   }
+
+  /// The nearest-rank percentile `p` (0-100) of `values`; NaN when empty. With 5 values p99 is
+  /// the largest.
+  static func percentile(_ values: [Double], _ p: Double) -> Double {
+    let sorted = values.filter { !$0.isNaN }.sorted()
+    guard !sorted.isEmpty else { return .nan }
+    let rank = Int((p / 100 * Double(sorted.count)).rounded(.up))
+    return sorted[min(max(rank, 1), sorted.count) - 1]
+  }
 }

@@ -137,6 +137,13 @@ struct Targets {
       target(
         "B7", "B3 wake-up per waiter, N \(scale)", .atMost, 1.5, "x",
         results.samples("B7", .coordinator, "B3 wake-up \(scale)", .scaleRatio)))
+
+    // Correctness only: B8's timings depend on process scheduling and have no target.
+    let processes = "K=\(plan.processes) N=\(plan.callersPerProcess)"
+    rows.append(
+      target(
+        "B8", "\(processes): authorizations across processes with the lease", .exactly, 1, "",
+        results.samples("B8", CrossProcessMode.lease.rawValue, processes, .authorizations)))
     return rows
   }
 

@@ -1,11 +1,17 @@
 import AuthCoordinator
 import Foundation
 
+// B8 runs copies of this program as its processes (CrossProcessChild.swift).
+if CommandLine.arguments.count > 1, CommandLine.arguments[1] == CrossProcessChild.flag {
+  exit(await CrossProcessChild.main(Array(CommandLine.arguments.dropFirst(2))))
+}
+
 let usage = """
   usage: authcoord-bench [options]
 
     --quick                smaller N and 3 repetitions (CI smoke, under 30 s)
-    --scenario IDS         run only these scenarios, e.g. B2 or B1,B5 (B7 runs B2 and B3)
+    --scenario IDS         run only these scenarios, e.g. B2 or B1,B5 (B7 runs B2 and B3;
+                           B8 starts K copies of this program on one store file)
     --reps N               repetitions per measurement (default 5, quick 3)
     --json PATH            write the results as JSON
     --svg PATH             write the cost-per-waiter chart as SVG
@@ -49,7 +55,7 @@ func parse(_ arguments: [String]) -> Options {
       var chosen = Set<ScenarioID>()
       for name in value(for: argument).split(separator: ",") {
         guard let id = ScenarioID(rawValue: name.uppercased()) else {
-          fail("unknown scenario \(name) (B1 to B7)", status: 2)
+          fail("unknown scenario \(name) (B1 to B8)", status: 2)
         }
         chosen.insert(id)
       }
@@ -109,6 +115,7 @@ let run = RunSummary(
   coordinatorNote: coordinatorNote,
   heapCountersVerified: heapVerified,
   measurements: results.measurements,
+  percentiles: Percentile.rows(results.measurements),
   targets: Targets(results: results, plan: plan, coordinatorMeasured: coordinatorMeasured)
     .evaluate(),
   violations: results.violations)
