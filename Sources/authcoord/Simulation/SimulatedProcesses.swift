@@ -94,20 +94,61 @@ final class ProcessTokenStore: TokenStore {
   }
 }
 
+/// Hands the shared lease's announcements to the simulated processes in process order (the
+/// app's first), so that the timeline is the same on every run: the in-memory lease announces
+/// to its subscribers in the order of a `Dictionary`, which differs from run to run.
+///
+/// With one user that makes the timeline the same on every run. With several users, the flights
+/// of one coordinator that wait for the lease are woken in an order the coordinator keeps in a
+/// `Dictionary` too: lines stamped with the same instant may then come in another order from run
+/// to run; the outcome and the summary do not change.
+final class OrderedLeaseAnnouncements: @unchecked Sendable {
+  private let lock = NSLock()
+  private var subscribers: [AsyncStream<LeaseChange>.Continuation] = []
+  private var forwarder: Task<Void, Never>?
+
+  init(_ lease: InMemoryAuthorizationLease) {
+    // Subscribed now, so that no change is missed.
+    let changes = lease.changes()
+    forwarder = Task { [weak self] in
+      for await change in changes { self?.announce(change) }
+    }
+  }
+
+  /// A new subscriber, announced to after the earlier ones.
+  func subscribe() -> AsyncStream<LeaseChange> {
+    let (stream, continuation) = AsyncStream<LeaseChange>.makeStream()
+    lock.withLock { subscribers.append(continuation) }
+    return stream
+  }
+
+  private func announce(_ change: LeaseChange) {
+    for subscriber in lock.withLock({ subscribers }) { subscriber.yield(change) }
+  }
+
+  /// Ends the forwarding and every subscription (the end of the run).
+  func stop() {
+    forwarder?.cancel()
+    for subscriber in lock.withLock({ subscribers }) { subscriber.finish() }
+  }
+}
+
 /// One simulated process's view of the shared ``InMemoryAuthorizationLease``: logs who takes,
 /// waits for and releases a key's lease.
 final class ProcessLease: AuthorizationLease {
   let process: SimulatedProcess
   let shared: InMemoryAuthorizationLease
+  let announcements: OrderedLeaseAnnouncements
   let ledger: SharedLedger
   let timeline: Timeline
 
   init(
-    process: SimulatedProcess, shared: InMemoryAuthorizationLease, ledger: SharedLedger,
-    timeline: Timeline
+    process: SimulatedProcess, shared: InMemoryAuthorizationLease,
+    announcements: OrderedLeaseAnnouncements, ledger: SharedLedger, timeline: Timeline
   ) {
     self.process = process
     self.shared = shared
+    self.announcements = announcements
     self.ledger = ledger
     self.timeline = timeline
   }
@@ -153,5 +194,5 @@ final class ProcessLease: AuthorizationLease {
     await shared.isCurrent(grant)
   }
 
-  func changes() -> AsyncStream<LeaseChange> { shared.changes() }
+  func changes() -> AsyncStream<LeaseChange> { announcements.subscribe() }
 }

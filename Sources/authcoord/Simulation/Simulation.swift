@@ -107,6 +107,7 @@ struct Simulation {
     let coordinator: AuthCoordinator
     var coordinators: [AuthCoordinator]
     var printers: [Task<Void, Never>]
+    var announcements: OrderedLeaseAnnouncements?
     if !multiprocess {
       coordinator = AuthCoordinator(
         store: InMemoryTokenStore(),
@@ -132,6 +133,8 @@ struct Simulation {
       let store = InMemoryTokenStore()
       let lease = InMemoryAuthorizationLease(now: { timeline.date })
       let ledger = SharedLedger()
+      let leaseAnnouncements = OrderedLeaseAnnouncements(lease)
+      announcements = leaseAnnouncements
       // The lease lasts the whole authorization: a holder renews it on the real clock (not the
       // demo's virtual one), so in virtual time it must not lapse while the user is in Alipay.
       configuration.leaseTimeToLive = options.authorizationTimeout + configuration.exchangeTimeout
@@ -154,7 +157,9 @@ struct Simulation {
         let processCoordinator = AuthCoordinator(
           store: ProcessTokenStore(
             process: process, shared: store, ledger: ledger, timeline: timeline),
-          lease: ProcessLease(process: process, shared: lease, ledger: ledger, timeline: timeline),
+          lease: ProcessLease(
+            process: process, shared: lease, announcements: leaseAnnouncements, ledger: ledger,
+            timeline: timeline),
           authorizer: AlipayAuthorizer(provider: processProvider, exchanger: server),
           configuration: processConfiguration,
           onAccountStatusChange: { change in
@@ -280,6 +285,7 @@ struct Simulation {
     // Let the last events reach the timeline before the summary.
     await clock.world.settled()
     for printer in printers { printer.cancel() }
+    announcements?.stop()
 
     var stats = AuthCoordinator.Statistics()
     for each in coordinators {
