@@ -104,12 +104,11 @@ struct Simulation {
       refreshLeeway: .seconds(60))
     configuration.clock = clock
     configuration.now = { timeline.date }
-    let coordinator: AuthCoordinator
-    var coordinators: [AuthCoordinator]
-    var printers: [Task<Void, Never>]
+    let coordinators: [AuthCoordinator]
+    let printers: [Task<Void, Never>]
     var announcements: OrderedLeaseAnnouncements?
     if !multiprocess {
-      coordinator = AuthCoordinator(
+      let coordinator = AuthCoordinator(
         store: InMemoryTokenStore(),
         authorizer: AlipayAuthorizer(provider: provider, exchanger: server),
         configuration: configuration,
@@ -122,67 +121,11 @@ struct Simulation {
         Task { for await event in provider.events { Self.describe(event).map(timeline.log) } },
       ]
     } else {
-      timeline.log(
-        "\(processes.count) SIMULATED processes: coordinators in this one OS process, each with "
-          + "its own memory, sharing one token store and one authorization lease (as an app and "
-          + "its extensions share a file store and a file lease)")
-      timeline.log(
-        "the app may send the user to Alipay; "
-          + "\(processes.dropFirst().map(\.name).joined(separator: ", ")) may not "
-          + "(allowsInteraction = false)")
-      let store = InMemoryTokenStore()
-      let lease = InMemoryAuthorizationLease(now: { timeline.date })
-      let ledger = SharedLedger()
-      let leaseAnnouncements = OrderedLeaseAnnouncements(lease)
-      announcements = leaseAnnouncements
-      // The lease lasts the whole authorization: a holder renews it on the real clock (not the
-      // demo's virtual one), so in virtual time it must not lapse while the user is in Alipay.
-      configuration.leaseTimeToLive = options.authorizationTimeout + configuration.exchangeTimeout
-      coordinators = []
-      printers = []
-      for process in processes {
-        var processConfiguration = configuration
-        processConfiguration.allowsInteraction = process.allowsInteraction
-        // An extension cannot open Alipay: its provider's opener refuses (and the authorizer
-        // throws interaction_required before it gets there).
-        let processProvider =
-          process.allowsInteraction
-          ? provider
-          : AlipayAuthCodeProvider(
-            clock: clock,
-            authURL: { request in
-              URL(string: "https://integrator.example/authorize?state=\(request.requestID)")!
-            },
-            open: { _ in false })
-        let processCoordinator = AuthCoordinator(
-          store: ProcessTokenStore(
-            process: process, shared: store, ledger: ledger, timeline: timeline),
-          lease: ProcessLease(
-            process: process, shared: lease, announcements: leaseAnnouncements, ledger: ledger,
-            timeline: timeline),
-          authorizer: AlipayAuthorizer(provider: processProvider, exchanger: server),
-          configuration: processConfiguration,
-          onAccountStatusChange: { change in
-            timeline.log("\(process.name): SDK told: account status changed (\(change))")
-          })
-        coordinators.append(processCoordinator)
-        printers.append(
-          Task {
-            for await event in processCoordinator.events {
-              Self.describe(event, in: process, ledger: ledger).map(timeline.log)
-            }
-          })
-        if process.allowsInteraction {
-          printers.append(
-            Task {
-              for await event in provider.events {
-                Self.describe(event).map { timeline.log("\(process.name): \($0)") }
-              }
-            })
-        }
-      }
-      coordinator = coordinators[0]
+      (coordinators, printers, announcements) = Self.start(
+        processes, configuration: configuration, appProvider: provider, server: server,
+        clock: clock, timeline: timeline)
     }
+    let coordinator = coordinators[0]  // the app's
 
     coordinatorBox.coordinators = coordinators
     let users = (0..<options.users).map { AccountKey(mcUid: "user-\($0 + 1)") }
@@ -196,6 +139,18 @@ struct Simulation {
     func authorizations() -> Int {
       coordinators.map(\.statistics.authorizationsStarted).reduce(0, +)
     }
+    /// Opens every mini-program of a wave at once in every process and records the outcome.
+    func playWave(_ name: String) async -> Tally {
+      let before = authorizations()
+      let byProcess = await wave(coordinators, users: users)
+      let tally = Tally.merged(byProcess)
+      perProcess = zip(perProcess, byProcess).map { Tally.merged([$0, $1]) }
+      opens += perWave
+      waves.append((name, tally))
+      await clock.world.settled()  // the flight's events first
+      authorizationsPerWave.append(authorizations() - before)
+      return tally
+    }
 
     // Wave 1: every mini-program opens at once on a cold start.
     timeline.log(
@@ -203,14 +158,7 @@ struct Simulation {
         ? "\(perWave) mini-program opens at once, \(options.opens * users.count) in each process "
           + "(cold start)"
         : "\(perWave) mini-program opens at once (cold start)")
-    var before = authorizations()
-    let firstByProcess = await wave(coordinators, users: users)
-    let first = Tally.merged(firstByProcess)
-    perProcess = zip(perProcess, firstByProcess).map { Tally.merged([$0, $1]) }
-    opens += perWave
-    waves.append(("cold start", first))
-    await clock.world.settled()  // the flight's events first
-    authorizationsPerWave.append(authorizations() - before)
+    let first = await playWave("cold start")
     timeline.log("wave 1 done: \(first.text)")
 
     let userCompletes = !options.neverReturn && !options.returnWithoutAuthorizing
@@ -231,28 +179,14 @@ struct Simulation {
     if userCompletes && !options.logoutMidFlight {
       // Wave 2: the same opens again, answered from the cache.
       timeline.log("\(perWave) more opens while the token is valid")
-      before = authorizations()
-      let secondByProcess = await wave(coordinators, users: users)
-      let second = Tally.merged(secondByProcess)
-      perProcess = zip(perProcess, secondByProcess).map { Tally.merged([$0, $1]) }
-      opens += perWave
-      waves.append(("cache hits", second))
-      await clock.world.settled()
-      authorizationsPerWave.append(authorizations() - before)
+      let second = await playWave("cache hits")
       timeline.log("wave 2 done: \(second.text)")
       expectations.append(second.served == perWave)
 
       // Wave 3: after the token expired, one refresh per user serves everyone.
       try? await clock.sleep(for: options.tokenLifetime)
       timeline.log("the tokens expired; \(perWave) opens")
-      before = authorizations()
-      let thirdByProcess = await wave(coordinators, users: users)
-      let third = Tally.merged(thirdByProcess)
-      perProcess = zip(perProcess, thirdByProcess).map { Tally.merged([$0, $1]) }
-      opens += perWave
-      waves.append(("after expiry", third))
-      await clock.world.settled()
-      authorizationsPerWave.append(authorizations() - before)
+      let third = await playWave("after expiry")
       timeline.log("wave 3 done: \(third.text)")
       expectations.append(third.served == perWave)
 
@@ -321,6 +255,81 @@ struct Simulation {
     let asExpected = !expectations.contains(false)
     lines.append(asExpected ? "Result: as expected" : "Result: NOT as expected")
     return Report(summary: lines.joined(separator: "\n"), asExpected: asExpected)
+  }
+
+  /// Starts the coordinators of `--processes N` (N > 1), the app's first, and the tasks that
+  /// print their events: SIMULATED processes sharing one store and one lease (see
+  /// ``SimulatedProcess``).
+  private static func start(
+    _ processes: [SimulatedProcess], configuration: AuthCoordinator.Configuration,
+    appProvider: AlipayAuthCodeProvider, server: SimulatedIntegratorServer, clock: VirtualClock,
+    timeline: Timeline
+  ) -> (
+    coordinators: [AuthCoordinator], printers: [Task<Void, Never>],
+    announcements: OrderedLeaseAnnouncements
+  ) {
+    timeline.log(
+      "\(processes.count) SIMULATED processes: coordinators in this one OS process, each with "
+        + "its own memory, sharing one token store and one authorization lease (as an app and "
+        + "its extensions share a file store and a file lease)")
+    timeline.log(
+      "the app may send the user to Alipay; "
+        + "\(processes.dropFirst().map(\.name).joined(separator: ", ")) may not "
+        + "(allowsInteraction = false)")
+    let store = InMemoryTokenStore()
+    let lease = InMemoryAuthorizationLease(now: { timeline.date })
+    let ledger = SharedLedger()
+    let announcements = OrderedLeaseAnnouncements(lease)
+    var configuration = configuration
+    // The lease lasts the whole authorization: a holder renews it on the real clock (not the
+    // demo's virtual one), so in virtual time it must not lapse while the user is in Alipay.
+    configuration.leaseTimeToLive =
+      configuration.authorizationTimeout
+      + configuration.exchangeTimeout
+    var coordinators: [AuthCoordinator] = []
+    var printers: [Task<Void, Never>] = []
+    for process in processes {
+      var processConfiguration = configuration
+      processConfiguration.allowsInteraction = process.allowsInteraction
+      // An extension cannot open Alipay: its provider's opener refuses (and the authorizer
+      // throws interaction_required before it gets there).
+      let provider =
+        process.allowsInteraction
+        ? appProvider
+        : AlipayAuthCodeProvider(
+          clock: clock,
+          authURL: { request in
+            URL(string: "https://integrator.example/authorize?state=\(request.requestID)")!
+          },
+          open: { _ in false })
+      let coordinator = AuthCoordinator(
+        store: ProcessTokenStore(
+          process: process, shared: store, ledger: ledger, timeline: timeline),
+        lease: ProcessLease(
+          process: process, shared: lease, announcements: announcements, ledger: ledger,
+          timeline: timeline),
+        authorizer: AlipayAuthorizer(provider: provider, exchanger: server),
+        configuration: processConfiguration,
+        onAccountStatusChange: { change in
+          timeline.log("\(process.name): SDK told: account status changed (\(change))")
+        })
+      coordinators.append(coordinator)
+      printers.append(
+        Task {
+          for await event in coordinator.events {
+            describe(event, in: process, ledger: ledger).map(timeline.log)
+          }
+        })
+      if process.allowsInteraction {
+        printers.append(
+          Task {
+            for await event in provider.events {
+              describe(event).map { timeline.log("\(process.name): \($0)") }
+            }
+          })
+      }
+    }
+    return (coordinators, printers, announcements)
   }
 
   /// The summary of `--processes N`: what each simulated process served, and whether they
