@@ -46,9 +46,8 @@ enum SimulateCommand {
                                   the user comes back without authorizing (no callback)
       --refresh-loop              the container keeps saying NeedRefreshToken = YES
       --logout-mid-flight         the user logs out of the app while in Alipay
-      --processes N               N simulated processes (default 1): the app and N-1 widgets
-                                  (extensions that may not open Alipay) sharing one store and
-                                  one lease, all opening at once; they share one authorization
+      --processes N               simulated processes sharing one store, lease and authorization:
+                                  the app and N-1 widgets that may not open Alipay (default 1)
       --speedup N                 pacing only: simulated seconds shown per real second
                                   (default 1000); changes no outcome and no timestamp
       --quiet                     print only the summary
