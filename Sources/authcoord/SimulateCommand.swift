@@ -22,6 +22,8 @@ enum SimulateCommand {
     var logoutMidFlight = false
     var speedup = 1_000
     var quiet = false
+    /// Simulated processes sharing one store and one lease: the app, then extensions.
+    var processes = 1
   }
 
   static let usage = """
@@ -44,6 +46,8 @@ enum SimulateCommand {
                                   the user comes back without authorizing (no callback)
       --refresh-loop              the container keeps saying NeedRefreshToken = YES
       --logout-mid-flight         the user logs out of the app while in Alipay
+      --processes N               simulated processes sharing one store, lease and authorization:
+                                  the app and N-1 widgets that may not open Alipay (default 1)
       --speedup N                 pacing only: simulated seconds shown per real second
                                   (default 1000); changes no outcome and no timestamp
       --quiet                     print only the summary
@@ -90,6 +94,7 @@ enum SimulateCommand {
       case "--return-without-authorizing": options.returnWithoutAuthorizing = true
       case "--refresh-loop": options.refreshLoop = true
       case "--logout-mid-flight": options.logoutMidFlight = true
+      case "--processes": options.processes = try positiveInt(flag, max: 64)
       case "--speedup": options.speedup = try positiveInt(flag, max: 1_000_000)
       case "--quiet": options.quiet = true
       default: throw .invalid("unknown option '\(flag)'")

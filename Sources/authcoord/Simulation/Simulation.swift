@@ -38,6 +38,17 @@ struct Simulation {
     }
 
     func count(_ code: AuthCoordinatorError.Code) -> Int { failures[code.rawValue] ?? 0 }
+
+    /// The tallies added up.
+    static func merged(_ tallies: [Tally]) -> Tally {
+      var sum = Tally()
+      for tally in tallies {
+        sum.served += tally.served
+        sum.failures.merge(tally.failures, uniquingKeysWith: +)
+        sum.tokens.formUnion(tally.tokens)
+      }
+      return sum
+    }
   }
 
   /// Plays the scenario on `clock`, a ``VirtualClock`` (see ``VirtualWorld``).
@@ -49,18 +60,25 @@ struct Simulation {
       : options.returnWithoutAuthorizing
         ? .returnsWithoutAuthorizing(after: options.thinkTime)
         : .authorizes(after: options.thinkTime)
+    // With --processes N > 1, SIMULATED processes: N coordinators in this one OS process (see
+    // ``SimulatedProcess``). With 1 (the default), the app alone, as before.
+    let processes = SimulatedProcess.all(count: options.processes)
+    let multiprocess = processes.count > 1
     let coordinatorBox = CoordinatorBox()
     let logoutDone = Counter()
     let logoutOnBounce: (@Sendable () async -> Void)? =
       options.logoutMidFlight
       ? { @Sendable in
-        guard let coordinator = coordinatorBox.coordinator, logoutDone.increment() == 1 else {
+        let coordinators = coordinatorBox.coordinators
+        guard let coordinator = coordinators.first, logoutDone.increment() == 1 else {
           return
         }
         // Log out once every open of the wave waits, so that none arrives after the logout
         // (such a caller would rightly start a new flight for the new session).
         let total = options.opens * options.users
-        while coordinator.statistics.waitingCallers < total { await Task.yield() }
+        while coordinators.contains(where: { $0.statistics.waitingCallers < total }) {
+          await Task.yield()
+        }
         timeline.log("the app's user logs out while the authorization is in flight")
         await coordinator.accountStatusChanged(.logoutAll)
       } : nil
@@ -86,38 +104,72 @@ struct Simulation {
       refreshLeeway: .seconds(60))
     configuration.clock = clock
     configuration.now = { timeline.date }
-    let coordinator = AuthCoordinator(
-      store: InMemoryTokenStore(),
-      authorizer: AlipayAuthorizer(provider: provider, exchanger: server),
-      configuration: configuration,
-      onAccountStatusChange: { change in
-        timeline.log("SDK told: account status changed (\(change))")
-      })
+    let coordinators: [AuthCoordinator]
+    let printers: [Task<Void, Never>]
+    var announcements: OrderedLeaseAnnouncements?
+    if !multiprocess {
+      let coordinator = AuthCoordinator(
+        store: InMemoryTokenStore(),
+        authorizer: AlipayAuthorizer(provider: provider, exchanger: server),
+        configuration: configuration,
+        onAccountStatusChange: { change in
+          timeline.log("SDK told: account status changed (\(change))")
+        })
+      coordinators = [coordinator]
+      printers = [
+        Task { for await event in coordinator.events { Self.describe(event).map(timeline.log) } },
+        Task { for await event in provider.events { Self.describe(event).map(timeline.log) } },
+      ]
+    } else {
+      (coordinators, printers, announcements) = Self.start(
+        processes, configuration: configuration, appProvider: provider, server: server,
+        clock: clock, timeline: timeline)
+    }
+    let coordinator = coordinators[0]  // the app's
 
-    coordinatorBox.coordinator = coordinator
-    let printers = [
-      Task { for await event in coordinator.events { Self.describe(event).map(timeline.log) } },
-      Task { for await event in provider.events { Self.describe(event).map(timeline.log) } },
-    ]
-
+    coordinatorBox.coordinators = coordinators
     let users = (0..<options.users).map { AccountKey(mcUid: "user-\($0 + 1)") }
+    let perWave = options.opens * users.count * coordinators.count
     var waves: [(String, Tally)] = []
+    var perProcess = [Tally](repeating: Tally(), count: coordinators.count)
     var opens = 0
     var expectations: [Bool] = []
+    // Authorizations started by each wave, in every process together.
+    var authorizationsPerWave: [Int] = []
+    func authorizations() -> Int {
+      coordinators.map(\.statistics.authorizationsStarted).reduce(0, +)
+    }
+    /// Opens every mini-program of a wave at once in every process and records the outcome.
+    func playWave(_ name: String) async -> Tally {
+      let before = authorizations()
+      let byProcess = await wave(coordinators, users: users)
+      let tally = Tally.merged(byProcess)
+      perProcess = zip(perProcess, byProcess).map { Tally.merged([$0, $1]) }
+      opens += perWave
+      waves.append((name, tally))
+      await clock.world.settled()  // the flight's events first
+      authorizationsPerWave.append(authorizations() - before)
+      return tally
+    }
 
     // Wave 1: every mini-program opens at once on a cold start.
-    timeline.log("\(options.opens * users.count) mini-program opens at once (cold start)")
-    let first = await wave(coordinator, users: users)
-    opens += options.opens * users.count
-    waves.append(("cold start", first))
-    await clock.world.settled()  // the flight's events first
+    timeline.log(
+      multiprocess
+        ? "\(perWave) mini-program opens at once, \(options.opens * users.count) in each process "
+          + "(cold start)"
+        : "\(perWave) mini-program opens at once (cold start)")
+    let first = await playWave("cold start")
     timeline.log("wave 1 done: \(first.text)")
 
     let userCompletes = !options.neverReturn && !options.returnWithoutAuthorizing
     if options.neverReturn {
       expectations.append(first.count(.timedOut) == opens)
     } else if options.returnWithoutAuthorizing {
-      expectations.append(first.count(.abandoned) == opens)
+      // The app's callers are abandoned; an extension cannot send the user to Alipay itself.
+      let appOpens = options.opens * users.count
+      expectations.append(
+        first.count(.abandoned) == appOpens
+          && first.count(.interactionRequired) == opens - appOpens)
     } else if options.logoutMidFlight {
       expectations.append(first.count(.signedOut) == opens)
     } else {
@@ -126,23 +178,17 @@ struct Simulation {
 
     if userCompletes && !options.logoutMidFlight {
       // Wave 2: the same opens again, answered from the cache.
-      timeline.log("\(options.opens * users.count) more opens while the token is valid")
-      let second = await wave(coordinator, users: users)
-      opens += options.opens * users.count
-      waves.append(("cache hits", second))
-      await clock.world.settled()
+      timeline.log("\(perWave) more opens while the token is valid")
+      let second = await playWave("cache hits")
       timeline.log("wave 2 done: \(second.text)")
-      expectations.append(second.served == options.opens * users.count)
+      expectations.append(second.served == perWave)
 
       // Wave 3: after the token expired, one refresh per user serves everyone.
       try? await clock.sleep(for: options.tokenLifetime)
-      timeline.log("the tokens expired; \(options.opens * users.count) opens")
-      let third = await wave(coordinator, users: users)
-      opens += options.opens * users.count
-      waves.append(("after expiry", third))
-      await clock.world.settled()
+      timeline.log("the tokens expired; \(perWave) opens")
+      let third = await playWave("after expiry")
       timeline.log("wave 3 done: \(third.text)")
-      expectations.append(third.served == options.opens * users.count)
+      expectations.append(third.served == perWave)
 
       if options.refreshLoop {
         timeline.log("the container rejects every token it gets (NeedRefreshToken = YES)")
@@ -155,6 +201,7 @@ struct Simulation {
           opens += 1
           loop.add(result)
         }
+        perProcess[0] = Tally.merged([perProcess[0], loop])
         waves.append(("refresh loop", loop))
         await clock.world.settled()
         timeline.log("refresh loop done: \(loop.text)")
@@ -172,8 +219,17 @@ struct Simulation {
     // Let the last events reach the timeline before the summary.
     await clock.world.settled()
     for printer in printers { printer.cancel() }
+    announcements?.stop()
 
-    let stats = coordinator.statistics
+    var stats = AuthCoordinator.Statistics()
+    for each in coordinators {
+      let part = each.statistics
+      stats.authorizationsStarted += part.authorizationsStarted
+      stats.coalescedCallers += part.coalescedCallers
+      stats.cacheHits += part.cacheHits
+      stats.flightsTimedOut += part.flightsTimedOut
+      stats.refreshLoopsStopped += part.refreshLoopsStopped
+    }
     var lines = ["", "Summary"]
     lines.append("  mini-program opens ........... \(opens)")
     lines.append("  authorizations ............... \(stats.authorizationsStarted)")
@@ -190,23 +246,159 @@ struct Simulation {
     )
     lines.append("  loop-guard stops ............. \(stats.refreshLoopsStopped)")
     for (name, tally) in waves { lines.append("  \(name): \(tally.text)") }
+    if multiprocess {
+      lines += processSummary(
+        processes: processes, coordinators: coordinators, served: perProcess,
+        authorizationsPerWave: authorizationsPerWave, users: users.count,
+        expectations: &expectations)
+    }
     let asExpected = !expectations.contains(false)
     lines.append(asExpected ? "Result: as expected" : "Result: NOT as expected")
     return Report(summary: lines.joined(separator: "\n"), asExpected: asExpected)
   }
 
-  /// Opens `options.opens` mini-programs per user at once and tallies the outcomes.
-  private func wave(_ coordinator: AuthCoordinator, users: [AccountKey]) async -> Tally {
-    await withTaskGroup(of: Result<AuthModel, any Error>.self) { group in
-      for user in users {
-        for _ in 0..<options.opens {
-          group.addTask { await Result { try await coordinator.authModel(for: user) } }
+  /// Starts the coordinators of `--processes N` (N > 1), the app's first, and the tasks that
+  /// print their events: SIMULATED processes sharing one store and one lease (see
+  /// ``SimulatedProcess``).
+  private static func start(
+    _ processes: [SimulatedProcess], configuration: AuthCoordinator.Configuration,
+    appProvider: AlipayAuthCodeProvider, server: SimulatedIntegratorServer, clock: VirtualClock,
+    timeline: Timeline
+  ) -> (
+    coordinators: [AuthCoordinator], printers: [Task<Void, Never>],
+    announcements: OrderedLeaseAnnouncements
+  ) {
+    timeline.log(
+      "\(processes.count) SIMULATED processes: coordinators in this one OS process, each with "
+        + "its own memory, sharing one token store and one authorization lease (as an app and "
+        + "its extensions share a file store and a file lease)")
+    timeline.log(
+      "the app may send the user to Alipay; "
+        + "\(processes.dropFirst().map(\.name).joined(separator: ", ")) may not "
+        + "(allowsInteraction = false)")
+    let store = InMemoryTokenStore()
+    let lease = InMemoryAuthorizationLease(now: { timeline.date })
+    let ledger = SharedLedger()
+    let announcements = OrderedLeaseAnnouncements(lease)
+    var configuration = configuration
+    // The lease lasts the whole authorization: a holder renews it on the real clock (not the
+    // demo's virtual one), so in virtual time it must not lapse while the user is in Alipay.
+    configuration.leaseTimeToLive =
+      configuration.authorizationTimeout
+      + configuration.exchangeTimeout
+    var coordinators: [AuthCoordinator] = []
+    var printers: [Task<Void, Never>] = []
+    for process in processes {
+      var processConfiguration = configuration
+      processConfiguration.allowsInteraction = process.allowsInteraction
+      // An extension cannot open Alipay: its provider's opener refuses (and the authorizer
+      // throws interaction_required before it gets there).
+      let provider =
+        process.allowsInteraction
+        ? appProvider
+        : AlipayAuthCodeProvider(
+          clock: clock,
+          authURL: { request in
+            URL(string: "https://integrator.example/authorize?state=\(request.requestID)")!
+          },
+          open: { _ in false })
+      let coordinator = AuthCoordinator(
+        store: ProcessTokenStore(
+          process: process, shared: store, ledger: ledger, timeline: timeline),
+        lease: ProcessLease(
+          process: process, shared: lease, announcements: announcements, ledger: ledger,
+          timeline: timeline),
+        authorizer: AlipayAuthorizer(provider: provider, exchanger: server),
+        configuration: processConfiguration,
+        onAccountStatusChange: { change in
+          timeline.log("\(process.name): SDK told: account status changed (\(change))")
+        })
+      coordinators.append(coordinator)
+      printers.append(
+        Task {
+          for await event in coordinator.events {
+            describe(event, in: process, ledger: ledger).map(timeline.log)
+          }
+        })
+      if process.allowsInteraction {
+        printers.append(
+          Task {
+            for await event in provider.events {
+              describe(event).map { timeline.log("\(process.name): \($0)") }
+            }
+          })
+      }
+    }
+    return (coordinators, printers, announcements)
+  }
+
+  /// The summary of `--processes N`: what each simulated process served, and whether they
+  /// shared one authorization per user (adds that check to `expectations`).
+  private func processSummary(
+    processes: [SimulatedProcess], coordinators: [AuthCoordinator], served: [Tally],
+    authorizationsPerWave: [Int], users: Int, expectations: inout [Bool]
+  ) -> [String] {
+    var lines = [
+      "  simulated processes .......... \(processes.count) (coordinators in one OS process, "
+        + "sharing one store and one lease)"
+    ]
+    for (index, process) in processes.enumerated() {
+      let stats = coordinators[index].statistics
+      let label = "  \(process.name) ".padding(toLength: 32, withPad: ".", startingAt: 0)
+      lines.append(
+        "\(label) \(served[index].text); \(stats.authorizationsStarted) authorization(s), "
+          + "\(stats.adoptedFromStore) adopted from the store")
+    }
+    // Every wave of opens that needed a token (the cold start, the expiry) authorized each user
+    // once, in one process, however many processes opened at once.
+    let userCompletes =
+      !options.neverReturn && !options.returnWithoutAuthorizing && !options.logoutMidFlight
+    if userCompletes {
+      let expected = [users, 0, users]
+      let shared = authorizationsPerWave == expected
+      lines.append(
+        "  one authorization per user ... "
+          + (shared
+            ? "yes: one per user per wave that needed one, in \(processes.count) processes "
+              + "(\(authorizationsPerWave.reduce(0, +)) for \(users) user(s))"
+            : "NO: \(authorizationsPerWave) per wave, expected \(expected)"))
+      expectations.append(shared)
+      // Each widget served its callers by adopting what the app stored, once per such wave.
+      let adopted = coordinators.dropFirst().allSatisfy {
+        $0.statistics.adoptedFromStore == 2 * users
+      }
+      expectations.append(adopted)
+    }
+    return lines
+  }
+
+  /// Opens `options.opens` mini-programs per user in each process at once (the app's first)
+  /// and tallies the outcomes per process.
+  private func wave(_ coordinators: [AuthCoordinator], users: [AccountKey]) async -> [Tally] {
+    await withTaskGroup(of: (Int, Result<AuthModel, any Error>).self) { group in
+      for (index, coordinator) in coordinators.enumerated() {
+        for user in users {
+          for _ in 0..<options.opens {
+            group.addTask { (index, await Result { try await coordinator.authModel(for: user) }) }
+          }
         }
       }
-      var tally = Tally()
-      for await result in group { tally.add(result) }
-      return tally
+      var tallies = [Tally](repeating: Tally(), count: coordinators.count)
+      for await (index, result) in group { tallies[index].add(result) }
+      return tallies
     }
+  }
+
+  /// What a simulated process's coordinator did, named after the process (`--processes N`).
+  private static func describe(
+    _ event: AuthEvent, in process: SimulatedProcess, ledger: SharedLedger
+  ) -> String? {
+    if case .adoptedFromStore(let key, let flight) = event {
+      let writer = ledger.writer(of: key).map { $0 == "app" ? "the app" : $0 } ?? "another process"
+      return
+        "\(process.name) adopted the model \(writer) stored for \(key.mcUid) (flight #\(flight))"
+    }
+    return describe(event).map { "\(process.name): \($0)" }
   }
 
   private static func describe(_ event: AuthEvent) -> String? {
@@ -252,11 +444,12 @@ struct Simulation {
   }
 }
 
-/// Lets the simulated Alipay app reach the coordinator that is created after it.
+/// Lets the simulated Alipay app reach the coordinators that are created after it (the app's
+/// first).
 final class CoordinatorBox: @unchecked Sendable {
   private let lock = NSLock()
-  private var stored: AuthCoordinator?
-  var coordinator: AuthCoordinator? {
+  private var stored: [AuthCoordinator] = []
+  var coordinators: [AuthCoordinator] {
     get { lock.withLock { stored } }
     set { lock.withLock { stored = newValue } }
   }

@@ -1,0 +1,109 @@
+import Foundation
+import Testing
+
+/// `authcoord simulate`, run as a subprocess: the demo installs a process-wide executor hook
+/// (its virtual world), so it never runs inside the test process.
+@Suite("authcoord simulate")
+struct SimulateCommandTests {
+  /// Runs `authcoord simulate` with `arguments`; returns its exit status and output.
+  private static func simulate(_ arguments: [String]) throws -> (
+    status: Int32, out: String, err: String
+  ) {
+    let binary = try #require(
+      IntegrationGuideSnippetsTests.authcoordExecutable(), "authcoord was not built")
+    let process = Process()
+    process.executableURL = binary
+    process.arguments = ["simulate"] + arguments
+    let output = Pipe()
+    let errors = Pipe()
+    process.standardOutput = output
+    process.standardError = errors
+    try process.run()
+    // Read stderr on another thread while stdout is read here, so that neither pipe can fill
+    // up and block the child.
+    let errorData = DataBox()
+    let reading = DispatchGroup()
+    DispatchQueue.global().async(group: reading) {
+      errorData.data = errors.fileHandleForReading.readDataToEndOfFile()
+    }
+    let out = output.fileHandleForReading.readDataToEndOfFile()
+    reading.wait()
+    process.waitUntilExit()
+    return (
+      process.terminationStatus, String(decoding: out, as: UTF8.self),
+      String(decoding: errorData.data, as: UTF8.self)
+    )
+  }
+
+  /// Written by one thread before a `DispatchGroup.wait()` of the reader.
+  private final class DataBox: @unchecked Sendable {
+    var data = Data()
+  }
+
+  @Test("--processes 3: the app and two widgets share one authorization per user")
+  func threeProcessesShareOneAuthorization() throws {
+    let run = try Self.simulate(["--processes", "3", "--opens", "200", "--speedup", "1000000"])
+    #expect(run.status == 0, "\(run.err)")
+    let lines = run.out.split(separator: "\n").map(String.init)
+    // The app's flight bounces to Alipay once per wave that needs a token; the widgets wait
+    // for the lease and adopt the model the app stored.
+    #expect(lines.filter { $0.contains("the user is sent to Alipay") }.count == 2)
+    #expect(
+      lines.contains { $0.hasSuffix("app took user-1's lease: it authorizes for every process") })
+    for widget in ["widget-2", "widget-3"] {
+      #expect(
+        lines.filter {
+          $0.hasSuffix("\(widget) adopted the model the app stored for user-1 (flight #1)")
+        }
+        .count == 1)
+      #expect(
+        lines.contains {
+          $0.hasSuffix("\(widget) found user-1's lease held by the app: waits for its result")
+        })
+      #expect(
+        lines.contains {
+          $0
+            == "  \(widget) ..................... 600 served; 0 authorization(s), 2 adopted from the store"
+        })
+    }
+    #expect(lines.contains("  authorizations ............... 2"))
+    #expect(lines.contains("  bounces to Alipay ............ 2"))
+    #expect(
+      lines.contains(
+        "  app .......................... 600 served; 2 authorization(s), 0 adopted from the store")
+    )
+    #expect(
+      lines.contains(
+        "  one authorization per user ... yes: one per user per wave that needed one, in 3 processes (2 for 1 user(s))"
+      ))
+    #expect(lines.last == "Result: as expected")
+  }
+
+  @Test("--processes 3 --users 2 --quiet: one authorization per user per wave, summary only")
+  func twoUsersInThreeProcesses() throws {
+    let run = try Self.simulate([
+      "--processes", "3", "--users", "2", "--opens", "50", "--quiet", "--speedup", "1000000",
+    ])
+    #expect(run.status == 0, "\(run.err)")
+    #expect(!run.out.contains("["))  // no timeline
+    #expect(run.out.contains("  authorizations ............... 4\n"))
+    #expect(run.out.contains("(4 for 2 user(s))"))
+    #expect(run.out.hasSuffix("Result: as expected\n"))
+  }
+
+  @Test("bad --processes values exit 2", arguments: [["0"], ["x"], ["65"], ["-1"], []])
+  func badProcessCountsExitTwo(_ value: [String]) throws {
+    let run = try Self.simulate(["--processes"] + value)
+    #expect(run.status == 2)
+    #expect(run.out.isEmpty)
+    #expect(run.err.contains("authcoord simulate: --processes"))
+    #expect(run.err.contains("usage: authcoord simulate"))
+  }
+
+  @Test("--help describes --processes")
+  func helpMentionsProcesses() throws {
+    let run = try Self.simulate(["--help"])
+    #expect(run.status == 0)
+    #expect(run.out.contains("--processes N"))
+  }
+}
