@@ -95,7 +95,7 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
     let subscribers = state.withLock { state -> [AsyncStream<LeaseChange>.Continuation] in
       guard state.holders[grant.key]?.fence == grant.fence else { return [] }
       state.holders[grant.key] = nil
-      return Array(state.subscribers.values)
+      return state.subscribers.sorted { $0.key < $1.key }.map(\.value)
     }
     for subscriber in subscribers { subscriber.yield(.released(grant.key)) }
   }
@@ -109,7 +109,7 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
     let subscribers = state.withLock { state in
       state.generation += 1
       state.userSignedOutAt[mcUid] = state.generation
-      return Array(state.subscribers.values)
+      return state.subscribers.sorted { $0.key < $1.key }.map(\.value)
     }
     for subscriber in subscribers { subscriber.yield(.signedOut(mcUid: mcUid, by: owner)) }
   }
@@ -121,7 +121,7 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
     let subscribers = state.withLock { state in
       state.generation += 1
       state.allSignedOutAt = state.generation
-      return Array(state.subscribers.values)
+      return state.subscribers.sorted { $0.key < $1.key }.map(\.value)
     }
     for subscriber in subscribers { subscriber.yield(.signedOutAll(by: owner)) }
   }

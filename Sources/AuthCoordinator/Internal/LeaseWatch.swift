@@ -22,7 +22,8 @@ final class LeaseWatch: Sendable {
     let waiters = state.withLock { state in
       state.version += 1
       defer { state.waiters.removeAll() }
-      return state.waiters.values.compactMap { $0 }
+      // In the order they started waiting (a dictionary's order varies from run to run).
+      return state.waiters.sorted { $0.key < $1.key }.compactMap { $0.value }
     }
     for waiter in waiters { waiter.resume() }
   }

@@ -280,12 +280,6 @@ struct Simulation {
     let lease = InMemoryAuthorizationLease(now: { timeline.date })
     let ledger = SharedLedger()
     let announcements = OrderedLeaseAnnouncements(lease)
-    var configuration = configuration
-    // The lease lasts the whole authorization: a holder renews it on the real clock (not the
-    // demo's virtual one), so in virtual time it must not lapse while the user is in Alipay.
-    configuration.leaseTimeToLive =
-      configuration.authorizationTimeout
-      + configuration.exchangeTimeout
     var coordinators: [AuthCoordinator] = []
     var printers: [Task<Void, Never>] = []
     for process in processes {
