@@ -37,9 +37,16 @@ extension FileAuthorizationLease {
       changes = [.unknown]
     case (.unreadable, .unreadable):
       changes = previous.identity == observation.identity ? [] : [.unknown]
+    case (.missing, .record(let new)):
+      // Created (or recreated): what it already holds is new, the first sign-out included (a
+      // logout is often what creates the file, when no flight took a lease before).
+      var base = LeaseRecord()
+      base.floor = new.floor
+      base.generation = new.floor
+      base.nextFence = 0
+      changes = new.changes(since: base, now: now())
     case (.missing, _), (.unreadable, _):
-      // Created, or recreated after garbage: nothing was held before, or `.unknown` was
-      // already announced for the garbage.
+      // Recreated after garbage: `.unknown` was already announced for the garbage.
       changes = []
     }
     for change in changes {

@@ -162,6 +162,20 @@ import Testing
     #expect(try await !a.isCurrent(again))
   }
 
+  /// A logout is often what creates the lease file (no flight took a lease before): the
+  /// sign-out it records must reach the other processes too. Found by the multi-process logout
+  /// test, which failed before (the creation announced nothing).
+  @Test func aSignOutThatCreatesTheFileIsAnnouncedElsewhere() async throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.remove() }
+    let a = FileAuthorizationLease(url: leaseURL(dir), pollInterval: .seconds(3600))
+    let b = FileAuthorizationLease(url: leaseURL(dir), pollInterval: .seconds(3600))
+    let atB = b.changes()
+    await b.synchronize()
+    try await a.signOut(mcUid: "u1", by: "owner-A")
+    #expect(await firstChanges(atB, count: 1) == [.signedOut(mcUid: "u1", by: "owner-A")])
+  }
+
   @Test func aCorruptFileIsReportedReplacedAndEndsEveryEarlierGrant() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.remove() }
