@@ -174,10 +174,19 @@ import Testing
     var machine = leaseMachine(holding: model("t0", expiresIn: 10))
     _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
     _ = machine.advance(2, .leaseAttempted(.acquired), date: date, now: .zero)
+    // The lease goes back before the callers resume: a process may exit as soon as they have
+    // the model, and the others would wait for the lease to lapse.
     #expect(
       machine.advance(2, .loaded(model("t1")), date: date, now: .zero)
-        == .end(Ending(flight: 2, result: .succeeded(model("t1")), adoptedFromStore: true)))
+        == .next(Machine.Step(kind: .releaseLease, deadline: nil)))
     #expect(machine.cachedModel == model("t1"))
+    #expect(machine.flightID == 2)
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .zero, newFlightID: noNewFlight())
+        == .serve(model("t1")), "served from memory while the lease goes back")
+    #expect(
+      machine.advance(2, .leaseReleased, date: date, now: .zero)
+        == .end(Ending(flight: 2, result: .succeeded(model("t1")), adoptedFromStore: true)))
   }
 
   @Test func aLeaseHeldElsewhereWaitsForItsHolderThenAdoptsItsModel() {
@@ -450,6 +459,9 @@ import Testing
         == .next(load(by: .seconds(28))))
     #expect(
       machine.advance(3, .loaded(refreshable("t1")), date: date, now: .seconds(22))
+        == .next(Machine.Step(kind: .releaseLease, deadline: nil)))
+    #expect(
+      machine.advance(3, .leaseReleased, date: date, now: .seconds(22))
         == .end(
           Ending(flight: 3, result: .succeeded(refreshable("t1")), adoptedFromStore: true)))
   }

@@ -11,6 +11,7 @@ extension AuthCoordinator {
     case awaitPredecessors([Latch])
     case acquireLease
     case awaitLeaseHolder(until: Date)
+    case releaseLease
     case authorize(AuthorizationRequest)
     case persist(AuthModel, StoreTurn)
     case persistLateResult(AuthModel, StoreTurn)
@@ -45,6 +46,9 @@ extension AuthCoordinator {
           after: held.seenVersion, until: clock.deadline(after: lapse + .milliseconds(1)),
           on: clock)
         outcome = .leaseHolderChanged
+      case .releaseLease:
+        await release(&held, key)
+        outcome = .leaseReleased
       case .authorize(let request):
         do {
           let model = try await authorizer.authorize(request)
@@ -58,20 +62,31 @@ extension AuthCoordinator {
         } catch {
           outcome = .authorized(.failure(Self.wrap(error)))
         }
+        // A failure needs the lease no more: another process may try at once.
+        if case .authorized(.failure) = outcome { await release(&held, key) }
       case .persist(let model, let turn):
         let saved = await save(model, for: key, turn: turn, under: held.grant)
+        // Stored: the lease goes back before the callers resume, since a process may exit as
+        // soon as they have the model (the others would wait for the lease to lapse).
+        await release(&held, key)
         outcome = saved ? .saved : .signedOutElsewhere
       case .persistLateResult(let model, let turn):
         let saved = await save(model, for: key, turn: turn, under: held.grant)
+        await release(&held, key)
         outcome = .lateResultSaved(saved ? model : nil)
       }
       next = advance(key, flight: id, outcome)
     }
-    if let grant = held.grant {
-      held.renewal?.cancel()
-      do { try await lease?.release(grant) } catch { reportStoreFailure(key, .lease, error) }
-    }
+    await release(&held, key)
     workFinished(key, flight: id)
+  }
+
+  /// Gives the lease back, if the flight holds it.
+  private func release(_ held: inout HeldLease, _ key: AccountKey) async {
+    guard let grant = held.grant else { return }
+    held.grant = nil
+    held.renewal?.cancel()
+    do { try await lease?.release(grant) } catch { reportStoreFailure(key, .lease, error) }
   }
 
   /// The cross-process lease a flight holds, and the task that renews it.
@@ -233,6 +248,8 @@ extension AuthCoordinator {
         slot.map { slot in slot.machine.predecessors.compactMap { slot.workFinished[$0] } } ?? [])
     case .acquireLease:
       return .acquireLease
+    case .releaseLease:
+      return .releaseLease
     case .awaitLeaseHolder(let until):
       return .awaitLeaseHolder(until: until)
     case .authorize(let reason, let replacing):

@@ -29,6 +29,8 @@ extension AccountStateMachine {
     case acquireLease
     /// Wait for the lease's holder to announce a change, or until its lease lapses at `until`.
     case awaitLeaseHolder(until: Date)
+    /// Give the lease back: the flight adopts a stored model.
+    case releaseLease
     /// Call the authorizer.
     case authorize(AuthorizationReason, replacing: AuthModel?)
     /// Write the new model to the store before the waiters resume.
@@ -38,7 +40,8 @@ extension AccountStateMachine {
     var phase: AuthEvent.FlightPhase {
       switch self {
       case .load: return .load
-      case .awaitPredecessors, .acquireLease, .awaitLeaseHolder, .authorize: return .authorization
+      case .awaitPredecessors, .acquireLease, .awaitLeaseHolder, .releaseLease, .authorize:
+        return .authorization
       case .persist: return .save
       }
     }
@@ -75,6 +78,8 @@ extension AccountStateMachine {
     case leaseAttempted(LeaseOutcome)
     /// The lease's holder announced a change, or its lease lapsed.
     case leaseHolderChanged
+    /// The lease was given back.
+    case leaseReleased
     /// A stopped flight's late result was stored (`nil`: it was not, because the user signed
     /// out in another process meanwhile).
     case lateResultSaved(AuthModel?)

@@ -48,6 +48,9 @@ extension AccountStateMachine {
       case awaitingHolder
       /// Reading the store.
       case rereading
+      /// The re-read found this model to adopt; giving the lease back before the callers
+      /// resume (a process may exit as soon as they have it).
+      case releasing(AuthModel)
     }
 
     var id: UInt64

@@ -393,6 +393,9 @@ struct AccountStateMachine {
       return .next(reread(&preparing, now: now))
     case (.rereading, .loaded(let model)):
       return reread(preparing, model, date: date, now: now)
+    case (.releasing(let model), .leaseReleased):
+      state = .idle
+      return .end(Ending(flight: preparing.id, result: .succeeded(model), adoptedFromStore: true))
     default:
       preconditionFailure(
         "Internal inconsistency: \(outcome) reported while preparing (\(preparing.stage))")
@@ -426,8 +429,14 @@ struct AccountStateMachine {
     if let model, model.isValid(at: date, leeway: policy.refreshLeeway),
       !preparing.rejectedTokens.contains(model.accessToken)
     {
-      state = .idle
-      return .end(Ending(flight: preparing.id, result: .succeeded(model), adoptedFromStore: true))
+      guard preparing.holdsLease else {
+        state = .idle
+        return .end(
+          Ending(flight: preparing.id, result: .succeeded(model), adoptedFromStore: true))
+      }
+      preparing.stage = .releasing(model)
+      state = .preparing(preparing)
+      return .next(Step(kind: .releaseLease, deadline: nil))
     }
     if policy.usesLease, !preparing.holdsLease {
       preparing.stage = .acquiringLease
