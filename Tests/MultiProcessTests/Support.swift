@@ -223,6 +223,8 @@ struct WorkerResult: CustomStringConvertible {
 final class Rig: @unchecked Sendable {
   let directory: URL
   let storeURL: URL
+  /// The lease file `FileAuthorizationLease(nextTo:)` keeps next to the store.
+  var leaseURL: URL { URL(fileURLWithPath: storeURL.path(percentEncoded: false) + ".lease") }
   let server: RotatingTokenServer
   let worker: URL
   private let lock = NSLock()
