@@ -8,7 +8,9 @@
 //   auth-worker <scenario> --store <path> --server <http://127.0.0.1:port> [options]
 //
 // The worker prints "ready", waits for a line "go" on stdin (so that a test starts every worker
-// at once), runs the scenario, prints one JSON line that starts with {"result": and exits 0.
+// at once), runs the scenario and prints one JSON line that starts with {"result":. Then it
+// exits 0 when stdin says "quit" or closes (at once with --exit-at-once: a process that ends as
+// soon as it got its token, like a command-line tool or an extension the system suspends).
 //
 // Scenarios:
 //   wave   --callers N            N concurrent authModel(.ifNeeded) calls.
@@ -29,7 +31,8 @@
 // Options: --key <mcUid> (default u1), --timeout-ms (each call's own timeout, default 10000),
 // --lease-ttl-ms (Configuration.leaseTimeToLive, default 15000), --no-lease (no lease: the
 // negative control), --max-forced (Configuration.maxForcedAuthorizations), --deadline-ms (the
-// whole run; past it the worker prints {"error":"deadline"} and exits 3; default 60000).
+// whole run; past it the worker prints {"error":"deadline"} and exits 3; default 60000),
+// --exit-at-once (see above).
 //
 // Every wait is measured on the monotonic clock; the result reports the longest, so that a test
 // can check that no caller waited past its own deadline.
@@ -82,7 +85,8 @@ func usage(_ message: String) -> Never {
       auth-worker: \(message)
       usage: auth-worker wave|storm|soak|churn|serve --store <path> --server <url> \
       [--key <mcUid>] [--callers N] [--reject T] [--refreshes M] [--interval-ms I] \
-      [--timeout-ms T] [--lease-ttl-ms L] [--no-lease] [--max-forced N] [--deadline-ms D]
+      [--timeout-ms T] [--lease-ttl-ms L] [--no-lease] [--max-forced N] [--deadline-ms D] \
+      [--exit-at-once]
 
       """.utf8))
   exit(2)
@@ -129,6 +133,7 @@ struct Options: Sendable {
   var useLease = true
   var maxForced: Int?
   var deadlineMilliseconds = 60_000
+  var exitAtOnce = false
 
   static func parse(_ arguments: [String]) -> Options {
     var arguments = arguments
@@ -160,6 +165,7 @@ struct Options: Sendable {
       case "--no-lease": options.useLease = false
       case "--max-forced": options.maxForced = number(name)
       case "--deadline-ms": options.deadlineMilliseconds = number(name)
+      case "--exit-at-once": options.exitAtOnce = true
       default: usage("unknown option \(name)")
       }
     }
@@ -279,10 +285,12 @@ func stdinLines() -> AsyncStream<String> {
   return stream
 }
 
-/// Ends the process when stdin closes: the test went away.
-func exitWhenStdinCloses(_ lines: AsyncStream<String>) {
+/// Ends the process when stdin says "quit" or closes: with status 0 once the result is out
+/// (`finished`), 4 before (the test went away).
+func exitOnQuit(_ lines: AsyncStream<String>, finished: Locked<Bool>) {
   Task.detached {
-    for await _ in lines {}
+    for await line in lines where line == "quit" { break }
+    if finished.withLock({ $0 }) { exit(0) }
     emit("{\"error\":\"stdin closed\"}")
     exit(4)
   }
@@ -424,17 +432,18 @@ struct Worker {
       exit(3)
     }
     let lines = stdinLines()
+    let finished = Locked(false)
     let start = clock.now
     let tally: Tally
     switch options.scenario {
     case "wave":
-      exitWhenStdinCloses(lines)
+      exitOnQuit(lines, finished: finished)
       tally = await concurrent(.ifNeeded)
     case "storm":
-      exitWhenStdinCloses(lines)
+      exitOnQuit(lines, finished: finished)
       tally = await concurrent(.force(rejecting: options.reject))
     case "soak":
-      exitWhenStdinCloses(lines)
+      exitOnQuit(lines, finished: finished)
       tally = await soak()
     case "churn":
       tally = await churn(lines)
@@ -454,6 +463,11 @@ struct Worker {
       "new_families": authorizations.newFamilies,
     ]
     emitJSON(["result": result])
+    finished.withLock { $0 = true }
+    guard ["wave", "storm", "soak"].contains(options.scenario), !options.exitAtOnce else { return }
+    // Stays up, as an app does after it got its token, until stdin says "quit" or closes:
+    // whatever the coordinator still does after serving (releasing the lease) gets done.
+    while true { try? await Task.sleep(for: .seconds(3600)) }
   }
 }
 

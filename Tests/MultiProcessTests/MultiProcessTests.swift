@@ -35,7 +35,8 @@ struct MultiProcessTests {
       var served: Set<String> = []
       for result in results {
         #expect(result.served == 500 && result.errors.isEmpty, "\(result)")
-        #expect(result.maxWaitMilliseconds <= 20_000 + slack, "\(result)")
+        // Far below the lease's default time to live (15 s): nobody waited for it to lapse.
+        #expect(result.maxWaitMilliseconds < 5_000, "\(result)")
         served.formUnion(result.tokens.keys)
       }
       #expect(served.count == 1, "distinct tokens served: \(served.count)")
@@ -71,11 +72,38 @@ struct MultiProcessTests {
       var served: Set<String> = []
       for result in results {
         #expect(result.served == 50 && result.errors.isEmpty, "\(result)")
-        #expect(result.maxWaitMilliseconds <= 20_000 + slack, "\(result)")
+        #expect(result.maxWaitMilliseconds < 5_000, "\(result)")
         served.formUnion(result.tokens.keys)
       }
       #expect(served.count == 1, "distinct tokens served: \(served.count)")
       #expect(!served.contains(seeded.accessToken))
+    } catch {
+      await rig.tearDown()
+      throw error
+    }
+    await rig.tearDown()
+  }
+
+  /// The holder's process exits as soon as its callers are served (a command-line tool, an
+  /// extension the system suspends): the other processes still get its token promptly, not
+  /// after the lease's time to live (15 s by default) lapsed.
+  @Test func aHolderThatExitsOnceServedDoesNotStallTheOthers() async throws {
+    let rig = try Rig()
+    do {
+      try await rig.seed(expired: true)
+      // The holder's request takes 300 ms, so the others are surely waiting for it.
+      try await rig.server.configure(delay: 0.3)
+      let before = try await rig.server.stats()
+      let workers = try await rig.start(
+        4, "wave", ["--callers", "10", "--timeout-ms", "20000", "--exit-at-once"])
+      let results = try await rig.results(workers, within: .seconds(40))
+      let after = try await rig.server.stats()
+      for result in results { report("exit at once: \(result)") }
+      #expect(after.issued - before.issued == 1, "\(after)")
+      for result in results {
+        #expect(result.served == 10 && result.errors.isEmpty, "\(result)")
+        #expect(result.maxWaitMilliseconds < 3_000, "waited for the lease to lapse: \(result)")
+      }
     } catch {
       await rig.tearDown()
       throw error

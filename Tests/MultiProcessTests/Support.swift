@@ -291,7 +291,7 @@ final class Rig: @unchecked Sendable {
     return workers
   }
 
-  /// The results of `workers`, which must all end within `timeout`.
+  /// The results of `workers`, which must all come within `timeout`; then tells each to quit.
   func results(_ workers: [WorkerProcess], within timeout: Duration) async throws
     -> [WorkerResult]
   {
@@ -301,6 +301,7 @@ final class Rig: @unchecked Sendable {
       try #require(result != nil, "worker \(process.pid) printed no result: \(process.lines)")
       results.append(result!)
     }
+    for process in workers { process.send("quit") }
     return results
   }
 
