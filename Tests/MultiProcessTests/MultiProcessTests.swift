@@ -259,18 +259,32 @@ struct MultiProcessTests {
 
   /// One process logs the user out while three others serve the user's model every 5 ms: after
   /// at most 2 s from the end of the logout call, none of them serves the old model again.
-  @Test func logoutInOneProcessStopsTheOthersServingTheOldModel() async throws {
+  ///
+  /// Twice: with no lease file yet (the stored model was valid, nobody took the lease: the
+  /// logout creates the file), and after a refresh went through the lease (the model was
+  /// expired: the file exists before the logout).
+  @Test(arguments: [false, true])
+  func logoutInOneProcessStopsTheOthersServingTheOldModel(leaseUsedBefore: Bool) async throws {
     let bound = 2_000  // ms
     let rig = try Rig()
     do {
-      let seeded = try await rig.seed(expired: false)
+      let seeded = try await rig.seed(expired: leaseUsedBefore)
       let workers = try await rig.start(4, "serve", ["--interval-ms", "5", "--timeout-ms", "5000"])
+      // The model everyone serves: the seeded one, or the one a refresh obtained.
+      let first = try #require(
+        await workers[0].line(within: .seconds(10)) { $0.hasPrefix("served ") },
+        "\(workers[0].pid) never served: \(workers[0].lines.suffix(5))")
+      let old = String(try #require(first.split(separator: " ").last))
+      #expect(leaseUsedBefore || old == seeded.accessToken)
       for process in workers {
         let serving = await process.line(within: .seconds(10)) {
-          $0.hasPrefix("served ") && $0.hasSuffix(" " + seeded.accessToken)
+          $0.hasPrefix("served ") && $0.hasSuffix(" " + old)
         }
         try #require(serving != nil, "\(process.pid) never served: \(process.lines.suffix(5))")
       }
+      let leaseFileBefore = FileManager.default.fileExists(
+        atPath: rig.leaseURL.path(percentEncoded: false))
+      #expect(leaseFileBefore == leaseUsedBefore)
       workers[0].send("logout")
       let loggedOut = try #require(
         await workers[0].line(within: .seconds(10)) { $0.hasPrefix("logged-out ") },
@@ -287,7 +301,7 @@ struct MultiProcessTests {
         for line in process.lines where line.hasPrefix("served ") {
           let fields = line.split(separator: " ")
           guard fields.count == 3, let time = Int64(fields[1]) else { continue }
-          if fields[2] == seeded.accessToken { lastOld = max(lastOld, time) }
+          if fields[2] == old { lastOld = max(lastOld, time) }
           if time > logoutEnded + Int64(bound) { servedAfterBound += 1 }
         }
         report("logout: \(process.pid) served the old model until \(lastOld - logoutEnded) ms")
@@ -296,7 +310,7 @@ struct MultiProcessTests {
           "\(process.pid) served the old model \(lastOld - logoutEnded) ms after the logout")
         #expect(servedAfterBound > 0, "\(process.pid) stopped serving")
       }
-      #expect(try await rig.storedModel()?.accessToken != seeded.accessToken)
+      #expect(try await rig.storedModel()?.accessToken != old)
     } catch {
       await rig.tearDown()
       throw error
