@@ -307,8 +307,8 @@ struct Worker {
   init(options: Options) {
     self.options = options
     let store = FileTokenStore(url: options.store!)
-    // TODO(lease): FileAuthorizationLease(nextTo: store) once it lands on main.
-    let lease: (any AuthorizationLease)? = options.useLease ? InMemoryAuthorizationLease() : nil
+    let lease: (any AuthorizationLease)? =
+      options.useLease ? FileAuthorizationLease(nextTo: store) : nil
     var configuration = AuthCoordinator.Configuration(authorizationTimeout: .seconds(30))
     configuration.leaseTimeToLive = .milliseconds(options.leaseTimeToLiveMilliseconds)
     if let maxForced = options.maxForced { configuration.maxForcedAuthorizations = maxForced }
