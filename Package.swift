@@ -33,6 +33,9 @@ let package = Package(
     ),
     // Saves models in a loop until killed: the crash-safety tests SIGKILL it.
     .executableTarget(name: "store-crasher", dependencies: ["TokenStore"]),
+    // One process of the multi-process tests: an AuthCoordinator on a shared FileTokenStore and
+    // FileAuthorizationLease against the rotating token server (Tests/MultiProcessTests).
+    .executableTarget(name: "auth-worker", dependencies: ["AuthCoordinator", "TokenStore"]),
     // The benchmark (docs/benchmarks.md), not a product: it is this repository's tool, built with
     // `swift build --product authcoord-bench`. Measured in a plain release build: no unsafe flags.
     .executableTarget(
@@ -47,6 +50,11 @@ let package = Package(
     // Launches Tests/ExchangerTests/Resources/token_server.py (python3) on 127.0.0.1 for the
     // exchanger and end-to-end tests.
     .target(name: "LoopbackTokenServer", path: "Tests/Support/LoopbackTokenServer"),
+    // Launches Tests/Support/RotatingTokenServer/rotating_token_server.py (python3) on 127.0.0.1:
+    // a token endpoint that rotates refresh tokens, for the multi-process tests.
+    .target(
+      name: "RotatingTokenServer", path: "Tests/Support/RotatingTokenServer",
+      exclude: ["rotating_token_server.py"]),
     // Runs the HTTP exchanger against the loopback token server (needs python3 on PATH).
     .testTarget(
       name: "ExchangerTests",
@@ -77,6 +85,12 @@ let package = Package(
         "LoopbackTokenServer",
       ]
     ),
+    // Several auth-worker processes on one store file and lease against the rotating token
+    // server: one authorization per key across processes (needs python3 on PATH).
+    .testTarget(
+      name: "MultiProcessTests",
+      dependencies: ["TokenStore", "RotatingTokenServer", "auth-worker"],
+      exclude: ["README.md"]),
   ],
   swiftLanguageModes: [.v6]
 )

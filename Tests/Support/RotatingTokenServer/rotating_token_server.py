@@ -1,0 +1,247 @@
+#!/usr/bin/env python3
+"""A fake OAuth 2 token endpoint that ROTATES refresh tokens (standard library only).
+
+SIMULATED INTEGRATOR SERVER: it stands in for the integrator's token endpoint in the
+MultiProcessTests; it talks to no real Alipay and its tokens are fakes.
+
+Binds 127.0.0.1 on a free port, prints the port on stdout (one line), then serves until its
+stdin closes (the test process exited) or a hard timeout passes (ROTATING_TOKEN_SERVER_TIMEOUT
+seconds, default 300), whichever comes first, so no server outlives the tests.
+
+Routes:
+
+  POST /token    form-encoded, like RFC 6749:
+                 grant_type=client_credentials (or authorization_code): a new token family
+                   -> 200 {access_token, refresh_token, token_type: "Bearer", expires_in, user_id}
+                 grant_type=refresh_token&refresh_token=R:
+                   R is the current refresh token of a live family -> a new access and refresh
+                     token; R is spent
+                   R was already spent -> REUSE: the whole family is revoked (a stolen token is
+                     assumed, as real servers do), 400 {"error": "invalid_grant"}
+                   R unknown, or its family revoked -> 400 {"error": "invalid_grant"}
+                 The request waits `delay` seconds first (see /config). When the client hangs up
+                 during the delay (its socket reads end of file), nothing rotates and the
+                 request counts as `aborted`: that models a holder killed mid-request.
+                 A request may carry `X-Worker-Pid`; /stats lists the requests in flight with it.
+  GET /stats     JSON counts: grants (successful, by grant type), refreshes, issued (every
+                 successful grant), requests (by grant type), reuses, revoked_families,
+                 invalid_grants, aborted, in_flight, families, and in_flight_requests: each
+                 request the server holds, {pid (its X-Worker-Pid, or 0), age_ms}.
+  GET /config?delay=<s>&expires_in=<s>
+                 sets the delay before answering token requests (default 0) and the expires_in
+                 of new tokens (default 3600); answers the configuration.
+  GET /introspect?token=<access token>
+                 {"active": bool}: issued, and its family not revoked.
+"""
+
+import json
+import os
+import secrets
+import select
+import socket
+import sys
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+HARD_TIMEOUT = float(os.environ.get("ROTATING_TOKEN_SERVER_TIMEOUT", "300"))
+
+LOCK = threading.Lock()
+CONFIG = {"delay": 0.0, "expires_in": 3600}
+STATS = {
+    "grants": {},
+    "requests": {},
+    "refreshes": 0,
+    "issued": 0,
+    "reuses": 0,
+    "revoked_families": 0,
+    "invalid_grants": 0,
+    "aborted": 0,
+    "in_flight": 0,
+    "families": 0,
+}
+IN_FLIGHT = {}  # request number -> (pid header, monotonic arrival time)
+FAMILIES = {}  # family id -> {"revoked": bool, "current": refresh token}
+REFRESH_TOKENS = {}  # refresh token -> family id (current or spent)
+ACCESS_TOKENS = {}  # access token -> family id
+NEXT = {"family": 0, "request": 0}
+
+
+def issue(family):
+    """New tokens for `family` (LOCK held). Returns the reply body."""
+    access = "at-%d-%s" % (family, secrets.token_hex(8))
+    refresh = "rt-%d-%s" % (family, secrets.token_hex(8))
+    FAMILIES[family]["current"] = refresh
+    REFRESH_TOKENS[refresh] = family
+    ACCESS_TOKENS[access] = family
+    STATS["issued"] += 1
+    return {
+        "access_token": access,
+        "refresh_token": refresh,
+        "token_type": "Bearer",
+        "expires_in": CONFIG["expires_in"],
+        "user_id": "2088%012d" % family,
+    }
+
+
+def count(table, name):
+    STATS[table][name] = STATS[table].get(name, 0) + 1
+
+
+def grant(params):
+    """Runs one grant (LOCK held). Returns (status, body)."""
+    grant_type = params.get("grant_type", "")
+    count("requests", grant_type or "missing")
+    if grant_type in ("client_credentials", "authorization_code"):
+        NEXT["family"] += 1
+        family = NEXT["family"]
+        FAMILIES[family] = {"revoked": False, "current": None}
+        STATS["families"] += 1
+        count("grants", grant_type)
+        return 200, issue(family)
+    if grant_type == "refresh_token":
+        token = params.get("refresh_token", "")
+        family = REFRESH_TOKENS.get(token)
+        if family is None or FAMILIES[family]["revoked"]:
+            STATS["invalid_grants"] += 1
+            return 400, {"error": "invalid_grant"}
+        if FAMILIES[family]["current"] != token:
+            # A spent refresh token came back: revoke the whole family.
+            STATS["reuses"] += 1
+            STATS["revoked_families"] += 1
+            STATS["invalid_grants"] += 1
+            FAMILIES[family]["revoked"] = True
+            return 400, {"error": "invalid_grant", "error_description": "refresh token reused"}
+        STATS["refreshes"] += 1
+        count("grants", grant_type)
+        return 200, issue(family)
+    return 400, {"error": "unsupported_grant_type"}
+
+
+class Handler(BaseHTTPRequestHandler):
+    server_version = "RotatingTokenServer/1"
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):  # keep the test output quiet
+        pass
+
+    def send_json(self, status, value):
+        data = json.dumps(value).encode("utf-8")
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def client_hung_up(self):
+        """Whether the client closed its end (end of file, or reset)."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            if not readable:
+                return False
+            return self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
+
+    def wait_delay(self, delay):
+        """Sleeps `delay` s in small steps. Returns False when the client hung up meanwhile."""
+        deadline = time.monotonic() + delay
+        while True:
+            if self.client_hung_up():
+                return False
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return True
+            time.sleep(min(0.005, left))
+
+    def do_GET(self):
+        parsed = urllib.parse.urlsplit(self.path)
+        params = dict(urllib.parse.parse_qsl(parsed.query, keep_blank_values=True))
+        if parsed.path == "/stats":
+            with LOCK:
+                value = json.loads(json.dumps(STATS))
+                now = time.monotonic()
+                value["in_flight_requests"] = [
+                    {"pid": int(pid) if pid.isdigit() else 0,
+                     "age_ms": round((now - arrived) * 1000, 1)}
+                    for pid, arrived in IN_FLIGHT.values()]
+            self.send_json(200, value)
+        elif parsed.path == "/config":
+            with LOCK:
+                if "delay" in params:
+                    CONFIG["delay"] = float(params["delay"])
+                if "expires_in" in params:
+                    CONFIG["expires_in"] = int(params["expires_in"])
+                value = dict(CONFIG)
+            self.send_json(200, value)
+        elif parsed.path == "/introspect":
+            with LOCK:
+                family = ACCESS_TOKENS.get(params.get("token", ""))
+                active = family is not None and not FAMILIES[family]["revoked"]
+            self.send_json(200, {"active": active})
+        else:
+            self.send_json(404, {"error": "no route " + parsed.path})
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length > 0 else b""
+        parsed = urllib.parse.urlsplit(self.path)
+        if parsed.path != "/token":
+            self.send_json(404, {"error": "no route " + parsed.path})
+            return
+        params = dict(urllib.parse.parse_qsl(body.decode("utf-8"), keep_blank_values=True))
+        with LOCK:
+            NEXT["request"] += 1
+            number = NEXT["request"]
+            STATS["in_flight"] += 1
+            IN_FLIGHT[number] = (self.headers.get("X-Worker-Pid", ""), time.monotonic())
+            delay = CONFIG["delay"]
+        try:
+            completed = self.wait_delay(delay) if delay > 0 else True
+            with LOCK:
+                if completed:
+                    status, reply = grant(params)
+                else:
+                    STATS["aborted"] += 1
+        finally:
+            with LOCK:
+                STATS["in_flight"] -= 1
+                IN_FLIGHT.pop(number, None)
+        if completed:
+            self.send_json(status, reply)
+        else:
+            self.close_connection = True
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128
+
+
+def watch_stdin():
+    try:
+        while sys.stdin.buffer.read(4096):
+            pass
+    except Exception:
+        pass
+    os._exit(0)
+
+
+def main():
+    server = Server(("127.0.0.1", 0), Handler)
+    threading.Thread(target=watch_stdin, daemon=True).start()
+    timer = threading.Timer(HARD_TIMEOUT, lambda: os._exit(0))
+    timer.daemon = True
+    timer.start()
+    sys.stdout.write("%d\n" % server.server_address[1])
+    sys.stdout.flush()
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
