@@ -89,7 +89,7 @@ let package = Package(
     // server: one authorization per key across processes (needs python3 on PATH).
     .testTarget(
       name: "MultiProcessTests",
-      dependencies: ["TokenStore", "RotatingTokenServer", "auth-worker"],
+      dependencies: ["AuthCoordinator", "TokenStore", "RotatingTokenServer", "auth-worker"],
       exclude: ["README.md"]),
   ],
   swiftLanguageModes: [.v6]
