@@ -1,8 +1,10 @@
 import Foundation
 import SyncPrimitives
 
-// A flight's one task: it carries out one step at a time (load, authorize, persist) and
-// reports each outcome to the state machine, which answers with the next step or the end.
+// A flight's one task: it carries out one step at a time (read the store, wait for a stopped
+// refresh, take or wait for the cross-process lease, authorize, persist) and reports each
+// outcome to the state machine, which answers with the next step or the end. It holds the
+// flight's lease, renews it, and gives it back as soon as the result is stored.
 extension AuthCoordinator {
   /// A step of a flight with what carrying it out needs: its place in the key's store order,
   /// the flights it waits for, or the authorizer's request.
