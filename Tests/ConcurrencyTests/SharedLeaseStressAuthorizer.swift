@@ -91,7 +91,7 @@ final class SharedStressAuthorizer: Authorizer {
       : .milliseconds(Int.random(in: 0...deadlineMs / 2, using: &rng))
     let ignoresCancellation = rng.chance(30)
     let failsTransiently = rng.chance(8)
-    let lifetime = Double.random(in: 0.15...0.8, using: &rng)
+    let lifetime = Double.random(in: 0.05...0.5, using: &rng)
     let ledger = ledger
     try await withTaskCancellationHandler {
       if ignoresCancellation {

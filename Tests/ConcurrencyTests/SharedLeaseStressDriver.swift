@@ -174,7 +174,7 @@ final class SharedLeaseStressDriver {
           task.cancel()
         }
       }
-    case ..<77:
+    case ..<76:
       count("logout")
       logout(process, user)
     default:
