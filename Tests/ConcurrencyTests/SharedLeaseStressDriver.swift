@@ -205,7 +205,7 @@ final class SharedLeaseStressDriver {
   ) -> Int {
     let call = ledger.begin(
       process: process.index, key: user, refresh: refresh, timeout: timeout,
-      bound: bound(process, timeout: timeout))
+      deadline: process.authorizationTimeout, bound: bound(process, timeout: timeout))
     let (coordinator, ledger, issuer) = (process.coordinator, ledger, issuer)
     tasks[call.id] = Task {
       let result: Result<AuthModel, any Error>
@@ -304,6 +304,7 @@ final class SharedLeaseStressDriver {
     report.issuer = issuer.counts
     report.overlaps = ledger.overlaps
     report.worstOvershoot = ledger.worstOvershoot
+    report.worstInDeadlines = ledger.worstInDeadlines
     (report.violationCount, report.categories, report.violations) = ledger.violations
   }
 }
@@ -321,6 +322,7 @@ struct SharedStressReport: Sendable {
   var issuer = (logins: 0, refreshes: 0, invalidGrants: 0)
   var overlaps = (afterLapse: 0, withAbandoned: 0, withoutLiveLease: 0)
   var worstOvershoot = Duration.zero
+  var worstInDeadlines = 0.0
   var statistics: [AuthCoordinator.Statistics] = []
   var drained = false
   var seconds = 0.0
@@ -350,7 +352,8 @@ struct SharedStressReport: Sendable {
         refresh overlaps across processes after the holder's lease lapsed \
       \(overlaps.afterLapse), with an abandoned call \(overlaps.withAbandoned); authorizer calls \
       begun without this process holding a live lease \(overlaps.withoutLiveLease)
-        worst overshoot of a caller's own timeout \(worstOvershoot); drained \(drained)
+        worst overshoot of a caller's own timeout \(worstOvershoot); longest call without one \
+      \(String(format: "%.2f", worstInDeadlines)) deadlines; drained \(drained)
         invariant violations: \(violationCount) \(list(categories))
       """
   }

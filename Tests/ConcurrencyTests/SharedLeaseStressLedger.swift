@@ -9,6 +9,8 @@ struct SharedStressCall: Sendable {
   let key: AccountKey
   let refresh: RefreshPolicy
   let timeout: Duration?
+  /// The process's authorization deadline.
+  let deadline: Duration
   let started: ContinuousClock.Instant
   /// The latest the call may end.
   let bound: Duration
@@ -57,6 +59,7 @@ final class SharedStressLedger: Sendable {
     var overlapsWithAbandoned = 0
     var authorizedWithoutLiveLease = 0
     var worstOvershoot: Duration = .zero
+    var worstInDeadlines = 0.0
     var violations: [String] = []
     var violationCount = 0
     var categories: [String: Int] = [:]
@@ -74,12 +77,13 @@ final class SharedStressLedger: Sendable {
   // MARK: - Calls
 
   func begin(
-    process: Int, key: AccountKey, refresh: RefreshPolicy, timeout: Duration?, bound: Duration
+    process: Int, key: AccountKey, refresh: RefreshPolicy, timeout: Duration?,
+    deadline: Duration, bound: Duration
   ) -> SharedStressCall {
     state.withLock { state in
       let call = SharedStressCall(
         id: state.ends.count, process: process, key: key, refresh: refresh, timeout: timeout,
-        started: .now, bound: bound,
+        deadline: deadline, started: .now, bound: bound,
         logoutBarrier: state.barrier[process]?[key.mcUid] ?? 0)
       state.ends.append(0)
       state.cancelledByDriver.append(false)
@@ -155,6 +159,9 @@ final class SharedStressLedger: Sendable {
       }
       if call.timeout != nil, elapsed - allowed > state.worstOvershoot {
         state.worstOvershoot = elapsed - allowed
+      }
+      if call.timeout == nil {
+        state.worstInDeadlines = max(state.worstInDeadlines, elapsed / call.deadline)
       }
       if let served { state.lastSeen[call.process, default: [:]][call.key.mcUid] = served }
       state.calls[call.id] = nil
@@ -296,6 +303,8 @@ final class SharedStressLedger: Sendable {
     }
   }
   var worstOvershoot: Duration { state.withLock { $0.worstOvershoot } }
+  /// The longest a call without a timeout of its own took, in its process's deadlines.
+  var worstInDeadlines: Double { state.withLock { $0.worstInDeadlines } }
   var violations: (count: Int, categories: [String: Int], first: [String]) {
     state.withLock { ($0.violationCount, $0.categories, $0.violations) }
   }
