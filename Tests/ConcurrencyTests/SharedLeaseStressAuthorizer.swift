@@ -112,3 +112,58 @@ final class SharedStressAuthorizer: Authorizer {
     return issuer.login(mcUid: request.key.mcUid, lifetime: lifetime, by: caller)
   }
 }
+
+/// The shared ``InMemoryTokenStore`` with a random latency before and after every operation
+/// (up to `latency` in all, as a file store's reads and writes take a little time), so that a
+/// logout's removal, a holder's save and a re-read interleave across processes.
+struct SharedStressStore: TokenStore {
+  let inner: InMemoryTokenStore
+  let latency: Duration
+  let rng: LockedState<SplitMix64>
+
+  init(inner: InMemoryTokenStore, latency: Duration, seed: UInt64) {
+    self.inner = inner
+    self.latency = latency
+    rng = LockedState(SplitMix64(seed: seed))
+  }
+
+  private func pause() async {
+    let microseconds =
+      Int(latency.components.seconds * 1_000_000)
+      + Int(latency.components.attoseconds / 1_000_000_000_000)
+    guard microseconds > 1 else { return }
+    let pause = rng.withLock { Int.random(in: 0...microseconds / 2, using: &$0) }
+    if pause > 0 { try? await Task.sleep(for: .microseconds(pause)) }
+  }
+
+  func model(for key: AccountKey) async -> AuthModel? {
+    await pause()
+    let model = await inner.model(for: key)
+    await pause()
+    return model
+  }
+
+  func save(_ model: AuthModel, for key: AccountKey) async {
+    await pause()
+    await inner.save(model, for: key)
+    await pause()
+  }
+
+  func removeModel(for key: AccountKey) async {
+    await pause()
+    await inner.removeModel(for: key)
+    await pause()
+  }
+
+  func removeModels(forMcUid mcUid: String) async {
+    await pause()
+    await inner.removeModels(forMcUid: mcUid)
+    await pause()
+  }
+
+  func removeAll() async {
+    await pause()
+    await inner.removeAll()
+    await pause()
+  }
+}

@@ -6,10 +6,13 @@ import Foundation
 /// - `SHARED_STRESS_SEED`: the seed (decimal or `0x` hex); a fresh random one otherwise.
 /// - `SHARED_STRESS_OPS`: how many operations (default 3,000).
 /// - `SHARED_STRESS_MARGIN_MS`: how long past its deadline a call may end (default 1,000 ms).
+/// - `SHARED_STRESS_STORE_LATENCY_US`: the most a store operation takes (default 2,000 µs; 1
+///   for none).
 struct SharedStressParameters: Sendable, CustomStringConvertible {
   var seed: UInt64
   var operations: Int
   var margin: Duration
+  var storeLatency: Duration
   /// Calls and logouts outstanding at most before the driver waits for some to end.
   var window = 200
 
@@ -19,13 +22,14 @@ struct SharedStressParameters: Sendable, CustomStringConvertible {
       seed: environment["SHARED_STRESS_SEED"].flatMap(StressParameters.parseSeed)
         ?? UInt64.random(in: 1...UInt64.max),
       operations: environmentInt("SHARED_STRESS_OPS", 3_000),
-      margin: .milliseconds(environmentInt("SHARED_STRESS_MARGIN_MS", 1_000)))
+      margin: .milliseconds(environmentInt("SHARED_STRESS_MARGIN_MS", 1_000)),
+      storeLatency: .microseconds(environmentInt("SHARED_STRESS_STORE_LATENCY_US", 2_000)))
   }
 
   var seedText: String { "0x" + String(seed, radix: 16) }
 
   var description: String {
-    "seed=\(seedText) operations=\(operations) (rerun: SHARED_STRESS_SEED=\(seedText))"
+    "seed=\(seedText) operations=\(operations) store latency \(storeLatency) (rerun: SHARED_STRESS_SEED=\(seedText))"
   }
 }
 
@@ -64,6 +68,8 @@ final class SharedLeaseStressDriver {
     var rng = SplitMix64(seed: parameters.seed)
     let ledger = SharedStressLedger(seedText: parameters.seedText)
     self.ledger = ledger
+    let shared = SharedStressStore(
+      inner: store, latency: parameters.storeLatency, seed: SplitMix64.hash(parameters.seed, 2))
     let count = Int.random(in: 2...6, using: &rng)
     users = (0..<Int.random(in: 1...3, using: &rng)).map { AccountKey(mcUid: "u\($0)") }
     var processes: [SharedStressProcess] = []
@@ -77,7 +83,7 @@ final class SharedLeaseStressDriver {
       let authorizer = SharedStressAuthorizer(
         process: index, seed: parameters.seed, deadline: timeout, issuer: issuer, ledger: ledger)
       let coordinator = AuthCoordinator(
-        store: store, lease: SharedStressLease(inner: lease, process: index, ledger: ledger),
+        store: shared, lease: SharedStressLease(inner: lease, process: index, ledger: ledger),
         authorizer: authorizer, configuration: configuration)
       processes.append(
         SharedStressProcess(
