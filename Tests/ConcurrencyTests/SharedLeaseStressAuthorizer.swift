@@ -1,0 +1,169 @@
+import AuthCoordinator
+import Foundation
+import SyncPrimitives
+
+/// One simulated process's view of the shared ``InMemoryAuthorizationLease``: passes everything
+/// through, and tells the ledger who holds which key until when, and when this process recorded
+/// a sign-out.
+struct SharedStressLease: AuthorizationLease {
+  let inner: InMemoryAuthorizationLease
+  let process: Int
+  let ledger: SharedStressLedger
+
+  func acquire(_ key: AccountKey, owner: String, timeToLive: Duration) async -> LeaseAttempt {
+    let attempt = await inner.acquire(key, owner: owner, timeToLive: timeToLive)
+    if case .acquired(let grant) = attempt {
+      ledger.held(key, process: process, fence: grant.fence, expiresAt: grant.expiresAt)
+    }
+    return attempt
+  }
+
+  func renew(_ grant: LeaseGrant, timeToLive: Duration) async -> LeaseGrant? {
+    let renewed = await inner.renew(grant, timeToLive: timeToLive)
+    if let renewed {
+      ledger.held(
+        renewed.key, process: process, fence: renewed.fence, expiresAt: renewed.expiresAt)
+    }
+    return renewed
+  }
+
+  func release(_ grant: LeaseGrant) async {
+    // Forgotten first: a holder that takes the lease right after the release records itself
+    // after this.
+    ledger.released(grant.key, fence: grant.fence)
+    await inner.release(grant)
+  }
+
+  func signOut(mcUid: String, by owner: String) async {
+    await inner.signOut(mcUid: mcUid, by: owner)
+    ledger.signOutRecorded(process: process, mcUid: mcUid)
+  }
+
+  func signOutAll(by owner: String) async { await inner.signOutAll(by: owner) }
+  func isCurrent(_ grant: LeaseGrant) async -> Bool { await inner.isCurrent(grant) }
+  func changes() -> AsyncStream<LeaseChange> { inner.changes() }
+}
+
+/// What a real refresh-token authorizer does, on the real clock, with faults: with
+/// `request.replacing?.refreshToken` it spends that token at the ``SharedLeaseIssuer``,
+/// otherwise it logs in. Before answering it waits a random time (sometimes past this process's
+/// authorization deadline); some calls ignore cancellation (the request reaches the server
+/// anyway), others stop at it without reaching the server; some fail transiently before
+/// reaching the server.
+final class SharedStressAuthorizer: Authorizer {
+  struct TransientFailure: Error {}
+
+  let process: Int
+  let seed: UInt64
+  let deadline: Duration
+  let issuer: SharedLeaseIssuer
+  let ledger: SharedStressLedger
+  private let calls = LockedState(UInt64(0))
+
+  init(
+    process: Int, seed: UInt64, deadline: Duration, issuer: SharedLeaseIssuer,
+    ledger: SharedStressLedger
+  ) {
+    self.process = process
+    self.seed = seed
+    self.deadline = deadline
+    self.issuer = issuer
+    self.ledger = ledger
+  }
+
+  func authorize(_ request: AuthorizationRequest) async throws -> AuthModel {
+    let number = calls.withLock { count -> UInt64 in
+      count += 1
+      return count
+    }
+    var rng = SplitMix64(seed: SplitMix64.hash(seed, UInt64(process), number))
+    let refreshToken = request.replacing?.refreshToken
+    let family = refreshToken.flatMap(issuer.family(ofRefreshToken:))
+    let flight = ledger.authorizationBegan(process: process, key: request.key, family: family)
+    defer { ledger.authorizationEnded(flight) }
+
+    let deadlineMs =
+      Int(deadline.components.seconds * 1000)
+      + Int(deadline.components.attoseconds / 1_000_000_000_000_000)
+    let delay: Duration =
+      rng.chance(15)
+      ? .milliseconds(Int.random(in: deadlineMs * 6 / 10...deadlineMs * 3 / 2, using: &rng))
+      : .milliseconds(Int.random(in: 0...deadlineMs / 2, using: &rng))
+    let ignoresCancellation = rng.chance(30)
+    let failsTransiently = rng.chance(8)
+    let lifetime = Double.random(in: 0.05...0.5, using: &rng)
+    let ledger = ledger
+    try await withTaskCancellationHandler {
+      if ignoresCancellation {
+        // An unstructured task does not inherit the cancellation.
+        await Task { try? await Task.sleep(for: delay) }.value
+      } else {
+        try await Task.sleep(for: delay)
+      }
+    } onCancel: {
+      ledger.authorizationCancelled(flight)
+    }
+    if failsTransiently { throw TransientFailure() }
+    let caller = "process \(process) call \(number) (\(request.reason))"
+    if let refreshToken {
+      return try issuer.refresh(
+        refreshToken, mcUid: request.key.mcUid, lifetime: lifetime, by: caller)
+    }
+    return issuer.login(mcUid: request.key.mcUid, lifetime: lifetime, by: caller)
+  }
+}
+
+/// The shared ``InMemoryTokenStore`` with a random latency before and after every operation
+/// (up to `latency` in all, as a file store's reads and writes take a little time), so that a
+/// logout's removal, a holder's save and a re-read interleave across processes.
+struct SharedStressStore: TokenStore {
+  let inner: InMemoryTokenStore
+  let latency: Duration
+  let rng: LockedState<SplitMix64>
+
+  init(inner: InMemoryTokenStore, latency: Duration, seed: UInt64) {
+    self.inner = inner
+    self.latency = latency
+    rng = LockedState(SplitMix64(seed: seed))
+  }
+
+  private func pause() async {
+    let microseconds =
+      Int(latency.components.seconds * 1_000_000)
+      + Int(latency.components.attoseconds / 1_000_000_000_000)
+    guard microseconds > 1 else { return }
+    let pause = rng.withLock { Int.random(in: 0...microseconds / 2, using: &$0) }
+    if pause > 0 { try? await Task.sleep(for: .microseconds(pause)) }
+  }
+
+  func model(for key: AccountKey) async -> AuthModel? {
+    await pause()
+    let model = await inner.model(for: key)
+    await pause()
+    return model
+  }
+
+  func save(_ model: AuthModel, for key: AccountKey) async {
+    await pause()
+    await inner.save(model, for: key)
+    await pause()
+  }
+
+  func removeModel(for key: AccountKey) async {
+    await pause()
+    await inner.removeModel(for: key)
+    await pause()
+  }
+
+  func removeModels(forMcUid mcUid: String) async {
+    await pause()
+    await inner.removeModels(forMcUid: mcUid)
+    await pause()
+  }
+
+  func removeAll() async {
+    await pause()
+    await inner.removeAll()
+    await pause()
+  }
+}

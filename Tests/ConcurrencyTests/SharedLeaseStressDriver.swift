@@ -1,0 +1,366 @@
+import AuthCoordinator
+import Foundation
+
+/// What a shared-lease stress run does, from the environment.
+///
+/// - `SHARED_STRESS_SEED`: the seed (decimal or `0x` hex); a fresh random one otherwise.
+/// - `SHARED_STRESS_OPS`: how many operations (default 3,000).
+/// - `SHARED_STRESS_MARGIN_MS`: how long past its deadline a call may end (default 1,000 ms).
+/// - `SHARED_STRESS_STORE_LATENCY_US`: the most a store operation takes (default 2,000 µs; 1
+///   for none).
+struct SharedStressParameters: Sendable, CustomStringConvertible {
+  var seed: UInt64
+  var operations: Int
+  var margin: Duration
+  var storeLatency: Duration
+  /// Calls and logouts outstanding at most before the driver waits for some to end.
+  var window = 200
+
+  static func fromEnvironment() -> SharedStressParameters {
+    let environment = ProcessInfo.processInfo.environment
+    return SharedStressParameters(
+      seed: environment["SHARED_STRESS_SEED"].flatMap(StressParameters.parseSeed)
+        ?? UInt64.random(in: 1...UInt64.max),
+      operations: environmentInt("SHARED_STRESS_OPS", 3_000),
+      margin: .milliseconds(environmentInt("SHARED_STRESS_MARGIN_MS", 1_000)),
+      storeLatency: .microseconds(environmentInt("SHARED_STRESS_STORE_LATENCY_US", 2_000)))
+  }
+
+  var seedText: String { "0x" + String(seed, radix: 16) }
+
+  var description: String {
+    "seed=\(seedText) operations=\(operations) store latency \(storeLatency) (rerun: SHARED_STRESS_SEED=\(seedText))"
+  }
+}
+
+/// One simulated process: a coordinator on the shared store and lease, with its own authorizer
+/// and deadlines.
+struct SharedStressProcess: Sendable {
+  let index: Int
+  let coordinator: AuthCoordinator
+  let authorizationTimeout: Duration
+  let leaseTimeToLive: Duration
+}
+
+/// Drives one seeded randomized run of K simulated processes (coordinators in this test process)
+/// sharing one ``InMemoryTokenStore`` and one ``InMemoryAuthorizationLease``, on the real
+/// continuous clock with short deadlines, against a ``SharedLeaseIssuer`` that rotates refresh
+/// tokens and revokes a family on reuse.
+///
+/// The seed fixes the processes, their deadlines, the users, the script of operations and what
+/// the n-th authorizer call of each process does. Timing is real, so a run is not replayable;
+/// a seed that once failed may need several runs to fail again.
+final class SharedLeaseStressDriver {
+  let parameters: SharedStressParameters
+  let issuer = SharedLeaseIssuer()
+  let store = InMemoryTokenStore()
+  let lease = InMemoryAuthorizationLease()
+  let ledger: SharedStressLedger
+  let processes: [SharedStressProcess]
+  let users: [AccountKey]
+  private var rng: SplitMix64
+  private var tasks: [Int: Task<Void, Never>] = [:]
+  private var listeners: [Task<Void, Never>] = []
+  private var kinds: [String: Int] = [:]
+
+  init(_ parameters: SharedStressParameters) {
+    self.parameters = parameters
+    var rng = SplitMix64(seed: parameters.seed)
+    let ledger = SharedStressLedger(seedText: parameters.seedText)
+    self.ledger = ledger
+    let shared = SharedStressStore(
+      inner: store, latency: parameters.storeLatency, seed: SplitMix64.hash(parameters.seed, 2))
+    let count = Int.random(in: 2...6, using: &rng)
+    users = (0..<Int.random(in: 1...3, using: &rng)).map { AccountKey(mcUid: "u\($0)") }
+    var processes: [SharedStressProcess] = []
+    for index in 0..<count {
+      let timeout = Duration.milliseconds(Int.random(in: 50...200, using: &rng))
+      let timeToLive = Duration.milliseconds(Int.random(in: 100...300, using: &rng))
+      var configuration = AuthCoordinator.Configuration(
+        authorizationTimeout: timeout, exchangeTimeout: timeout, refreshLeeway: .milliseconds(20))
+      configuration.leaseTimeToLive = timeToLive
+      configuration.maxForcedAuthorizations = 1_000_000
+      let authorizer = SharedStressAuthorizer(
+        process: index, seed: parameters.seed, deadline: timeout, issuer: issuer, ledger: ledger)
+      let coordinator = AuthCoordinator(
+        store: shared, lease: SharedStressLease(inner: lease, process: index, ledger: ledger),
+        authorizer: authorizer, configuration: configuration)
+      processes.append(
+        SharedStressProcess(
+          index: index, coordinator: coordinator, authorizationTimeout: timeout,
+          leaseTimeToLive: timeToLive))
+    }
+    self.processes = processes
+    self.rng = rng
+  }
+
+  /// A call's bound with no timeout of its own: waiting for a stopped refresh, for the lease
+  /// and for the authorizer each count against the authorization deadline; a store operation
+  /// never takes longer than it. Four deadlines, then the margin.
+  func bound(_ process: SharedStressProcess, timeout: Duration?) -> Duration {
+    (timeout ?? process.authorizationTimeout * 4) + parameters.margin
+  }
+
+  func run() async -> SharedStressReport {
+    let began = ContinuousClock.now
+    for process in processes {
+      let events = process.coordinator.events
+      let (ledger, index) = (ledger, process.index)
+      listeners.append(
+        Task {
+          for await event in events {
+            if case .signedOutElsewhere(let mcUid?) = event {
+              ledger.heardSignOut(process: index, mcUid: mcUid)
+            }
+          }
+        })
+    }
+    // Half the runs begin with expired sessions in the store (every user's first authorization
+    // is a refresh), the others with an empty store.
+    if rng.chance(50) {
+      for user in users {
+        let model = issuer.login(mcUid: user.mcUid, lifetime: -1, by: "setup")
+        await store.save(model, for: user)
+      }
+    }
+    for _ in 0..<parameters.operations {
+      if rng.chance(60) {
+        try? await Task.sleep(for: .microseconds(Int.random(in: 100...2_500, using: &rng)))
+      }
+      while ledger.outstanding >= parameters.window { try? await Task.sleep(for: .milliseconds(1)) }
+      perform()
+    }
+    let drained = await drain()
+    for listener in listeners { listener.cancel() }
+    var report = SharedStressReport(parameters: parameters)
+    report.processes = processes.map {
+      "\($0.index): deadline \($0.authorizationTimeout), lease \($0.leaseTimeToLive)"
+    }
+    report.users = users.count
+    report.kinds = kinds
+    report.drained = drained
+    await finalChecks(&report)
+    report.seconds = secondsSince(began)
+    return report
+  }
+
+  // MARK: - Operations
+
+  private func perform() {
+    let process = processes[Int.random(in: 0..<processes.count, using: &rng)]
+    let user = users[Int.random(in: 0..<users.count, using: &rng)]
+    let roll = Double.random(in: 0..<100, using: &rng)
+    switch roll {
+    case ..<35:
+      count("request")
+      call(process, user, .ifNeeded)
+    case ..<50:
+      count("forced refresh of the token last seen")
+      call(
+        process, user, .force(rejecting: ledger.lastSeen(process: process.index, mcUid: user.mcUid))
+      )
+    case ..<60:
+      count("request with its own short timeout")
+      call(process, user, .ifNeeded, timeout: .milliseconds(Int.random(in: 5...150, using: &rng)))
+    case ..<70:
+      count("cancel an outstanding call")
+      let outstanding = ledger.outstandingCalls
+      if let id = outstanding.randomElement(using: &rng), let task = tasks[id] {
+        ledger.markCancelled(id)
+        task.cancel()
+      }
+    case ..<75:
+      count("request cancelled after 0-50 ms")
+      let id = call(process, user, .ifNeeded)
+      let after = Duration.milliseconds(Int.random(in: 0...50, using: &rng))
+      if let task = tasks[id] {
+        ledger.markCancelled(id)
+        Task {
+          try? await Task.sleep(for: after)
+          task.cancel()
+        }
+      }
+    case ..<76:
+      count("logout")
+      logout(process, user)
+    default:
+      count("burst of 3-10 callers over the processes")
+      let forced = rng.chance(30)
+      for _ in 0..<Int.random(in: 3...10, using: &rng) {
+        let process = processes[Int.random(in: 0..<processes.count, using: &rng)]
+        let refresh: RefreshPolicy =
+          forced
+          ? .force(rejecting: ledger.lastSeen(process: process.index, mcUid: user.mcUid))
+          : .ifNeeded
+        call(process, user, refresh)
+      }
+    }
+    // Forget the tasks of calls that ended.
+    if tasks.count > 4 * parameters.window {
+      let outstanding = Set(ledger.outstandingCalls)
+      tasks = tasks.filter { outstanding.contains($0.key) }
+    }
+  }
+
+  private func count(_ kind: String) { kinds[kind, default: 0] += 1 }
+
+  @discardableResult
+  private func call(
+    _ process: SharedStressProcess, _ user: AccountKey, _ refresh: RefreshPolicy,
+    timeout: Duration? = nil
+  ) -> Int {
+    let call = ledger.begin(
+      process: process.index, key: user, refresh: refresh, timeout: timeout,
+      deadline: process.authorizationTimeout, bound: bound(process, timeout: timeout))
+    let (coordinator, ledger, issuer) = (process.coordinator, ledger, issuer)
+    tasks[call.id] = Task {
+      let result: Result<AuthModel, any Error>
+      do {
+        result = .success(
+          try await coordinator.authModel(for: call.key, refresh: call.refresh, timeout: timeout))
+      } catch {
+        result = .failure(error)
+      }
+      ledger.finish(call, result, issuer: issuer)
+    }
+    return call.id
+  }
+
+  private func logout(_ process: SharedStressProcess, _ user: AccountKey) {
+    let issuedBefore = issuer.issued
+    ledger.logoutBegan(process: process.index, mcUid: user.mcUid, issuedBefore: issuedBefore)
+    let (coordinator, ledger, index) = (process.coordinator, ledger, process.index)
+    let bound = process.authorizationTimeout + parameters.margin
+    Task {
+      let began = ContinuousClock.now
+      await coordinator.accountStatusChanged(.logout(mcUid: user.mcUid))
+      let elapsed = began.duration(to: .now)
+      if elapsed > bound {
+        ledger.violation("late", "a logout in process \(index) took \(elapsed) (bound \(bound))")
+      }
+      ledger.logoutReturned(process: index, mcUid: user.mcUid, issuedBefore: issuedBefore)
+    }
+  }
+
+  // MARK: - The end
+
+  /// Waits until every call and logout ended, every authorizer call returned and no flight is
+  /// left, within the longest bound and a second. False when that did not happen (a hang).
+  private func drain() async -> Bool {
+    func settled() -> Bool {
+      ledger.outstanding == 0 && ledger.runningAuthorizations == 0
+        && processes.allSatisfy {
+          let stats = $0.coordinator.statistics
+          return stats.flightsInProgress == 0 && stats.waitingCallers == 0
+        }
+    }
+    let longest = processes.map { bound($0, timeout: nil) }.max() ?? .zero
+    let giveUp = ContinuousClock.now + longest * 2 + .seconds(1)
+    while !settled(), ContinuousClock.now < giveUp {
+      try? await Task.sleep(for: .milliseconds(5))
+    }
+    // A late refresh result is saved after its authorizer returned, and a release announced
+    // after it: a moment for those.
+    try? await Task.sleep(for: .milliseconds(100))
+    guard settled() else {
+      let stuck = ledger.unfinished(limit: 10).map {
+        "#\($0.id) process \($0.process) \($0.key.mcUid) \($0.refresh), started "
+          + "\($0.started.duration(to: .now)) ago"
+      }
+      ledger.violation(
+        "hang",
+        "\(ledger.outstanding) calls/logouts outstanding, \(ledger.runningAuthorizations) "
+          + "authorizer calls running, flights in progress "
+          + "\(processes.map(\.coordinator.statistics.flightsInProgress)); first stuck: \(stuck)")
+      for task in tasks.values { task.cancel() }
+      return false
+    }
+    return true
+  }
+
+  private func finalChecks(_ report: inout SharedStressReport) async {
+    for reuse in issuer.reuses { ledger.violation("refresh token reuse", reuse.description) }
+    let revoked = issuer.revokedFamilies
+    if revoked > 0 { ledger.violation("revoked family", "\(revoked) families revoked") }
+    for user in users {
+      guard let model = await store.model(for: user) else { continue }
+      if let problem = issuer.problem(withStored: model.refreshToken) {
+        ledger.violation("stale store", "at the end the store for \(user.mcUid) \(problem)")
+      }
+    }
+    for process in processes {
+      let stats = process.coordinator.statistics
+      if !flightsBalance(stats) {
+        ledger.violation("statistics", "process \(process.index): flights do not balance: \(stats)")
+      }
+      report.statistics.append(stats)
+    }
+    let logouts = ledger.logouts
+    if logouts.started != logouts.finished {
+      ledger.violation(
+        "hang", "logouts: \(logouts.started) started, \(logouts.finished) returned")
+    }
+    if ledger.finished != ledger.started {
+      ledger.violation("hang", "calls: \(ledger.started) started, \(ledger.finished) ended")
+    }
+    report.calls = ledger.started
+    report.logouts = logouts.started
+    report.heardSignOuts = logouts.heard
+    report.outcomes = ledger.outcomes
+    report.issuer = issuer.counts
+    report.overlaps = ledger.overlaps
+    report.worstOvershoot = ledger.worstOvershoot
+    report.worstInDeadlines = ledger.worstInDeadlines
+    (report.violationCount, report.categories, report.violations) = ledger.violations
+  }
+}
+
+/// What a shared-lease stress run did and found.
+struct SharedStressReport: Sendable {
+  var parameters: SharedStressParameters
+  var processes: [String] = []
+  var users = 0
+  var calls = 0
+  var logouts = 0
+  var heardSignOuts = 0
+  var kinds: [String: Int] = [:]
+  var outcomes: [String: Int] = [:]
+  var issuer = (logins: 0, refreshes: 0, invalidGrants: 0)
+  var overlaps = (afterLapse: 0, withAbandoned: 0, withoutLiveLease: 0)
+  var worstOvershoot = Duration.zero
+  var worstInDeadlines = 0.0
+  var statistics: [AuthCoordinator.Statistics] = []
+  var drained = false
+  var seconds = 0.0
+  var violationCount = 0
+  var categories: [String: Int] = [:]
+  var violations: [String] = []
+
+  var summary: String {
+    func list(_ counts: [String: Int]) -> String {
+      counts.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+    }
+    func sum(_ field: (AuthCoordinator.Statistics) -> Int) -> Int {
+      statistics.map(field).reduce(0, +)
+    }
+    return """
+      SharedLeaseStress: \(parameters)
+        \(processes.count) processes (\(processes.joined(separator: "; "))), \(users) users, \
+      \(String(format: "%.2f", seconds)) s
+        calls \(calls), logouts \(logouts) (heard elsewhere \(heardSignOuts) times)
+        operations by kind: \(list(kinds))
+        outcomes: \(list(outcomes))
+        issuer: logins \(issuer.logins) refreshes \(issuer.refreshes) invalid grants \
+      \(issuer.invalidGrants)
+        authorizations \(sum(\.authorizationsStarted)), adopted from store \
+      \(sum(\.adoptedFromStore)), late results saved \(sum(\.lateResultsSaved)) discarded \
+      \(sum(\.lateResultsDiscarded)), flights timed out \(sum(\.flightsTimedOut))
+        refresh overlaps across processes after the holder's lease lapsed \
+      \(overlaps.afterLapse), with an abandoned call \(overlaps.withAbandoned); authorizer calls \
+      begun without this process holding a live lease \(overlaps.withoutLiveLease)
+        worst overshoot of a caller's own timeout \(worstOvershoot); longest call without one \
+      \(String(format: "%.2f", worstInDeadlines)) deadlines; drained \(drained)
+        invariant violations: \(violationCount) \(list(categories))
+      """
+  }
+}
