@@ -197,6 +197,10 @@ final class ReleaseTimedLease: AuthorizationLease {
   }
 
   func signOutAll(by owner: String) async throws { try await base.signOutAll(by: owner) }
+  func revokeGrants(ofMcUid mcUid: String) async throws {
+    try await base.revokeGrants(ofMcUid: mcUid)
+  }
+  func revokeAllGrants() async throws { try await base.revokeAllGrants() }
 
   func isCurrent(_ grant: LeaseGrant) async throws -> Bool { try await base.isCurrent(grant) }
 

@@ -16,9 +16,10 @@ import Foundation
 /// - **Never held by a lock.** A lease is a record (owner, expiry), changed under a brief lock
 ///   at most; nothing stays locked while the holder authorizes, which can take minutes. On iOS
 ///   a suspended app that holds a file lock in a shared container is terminated (0xdead10cc).
-/// - **Sign-outs have generations.** ``signOut(mcUid:by:)`` makes every grant taken before it
-///   for that user not current (``isCurrent(_:)``): a holder checks it before it saves, so a late
-///   result never brings a signed-out user back.
+/// - **Sign-outs have generations.** ``revokeGrants(ofMcUid:)`` (silently) and
+///   ``signOut(mcUid:by:)`` (announced) make every grant taken before them for that user not
+///   current (``isCurrent(_:)``): a holder checks it before and after it saves, so a late result
+///   never brings a signed-out user back.
 /// - **Changes are announced.** ``changes()`` yields after every release and sign-out, in this
 ///   process or another, so waiters notice without busy-waiting. An implementation that cannot
 ///   tell what changed yields ``LeaseChange/unknown``.
@@ -55,6 +56,21 @@ public protocol AuthorizationLease: Sendable {
   /// - Parameter grant: The grant to release.
   /// - Throws: When the lease's storage cannot be read or changed.
   func release(_ grant: LeaseGrant) async throws
+
+  /// Makes every grant of `mcUid`'s keys taken before now not current, without announcing
+  /// anything. A logout calls it before it empties the store, and
+  /// ``signOut(mcUid:by:)`` after: a holder whose result arrives in between can no longer store
+  /// it, and no other process re-reads the store before it is empty.
+  ///
+  /// - Parameter mcUid: The user.
+  /// - Throws: When the lease's storage cannot be read or changed.
+  func revokeGrants(ofMcUid mcUid: String) async throws
+
+  /// Makes every grant taken before now not current, without announcing anything (the first
+  /// half of ``signOutAll(by:)``, as ``revokeGrants(ofMcUid:)`` is of a user's sign-out).
+  ///
+  /// - Throws: When the lease's storage cannot be read or changed.
+  func revokeAllGrants() async throws
 
   /// Records that `mcUid` signed out: every grant of the user's keys taken before now is no
   /// longer current. Announces ``LeaseChange/signedOut(mcUid:by:)``.

@@ -74,6 +74,32 @@ extension FileAuthorizationLease {
     }
   }
 
+  /// Ends the current generation of `mcUid`'s grants without announcing it: changes no
+  /// sign-out mark, so no subscriber hears of it.
+  ///
+  /// - Parameter mcUid: The user.
+  /// - Throws: ``TokenStoreError``, as ``acquire(_:owner:timeToLive:)`` does.
+  public func revokeGrants(ofMcUid mcUid: String) async throws(TokenStoreError) {
+    try await perform { lease throws(TokenStoreError) in
+      try lease.transact { record, _ in
+        record.generation += 1
+        record.userRevoked[mcUid] = record.generation
+      }
+    }
+  }
+
+  /// Ends the current generation of every grant without announcing it.
+  ///
+  /// - Throws: ``TokenStoreError``, as ``acquire(_:owner:timeToLive:)`` does.
+  public func revokeAllGrants() async throws(TokenStoreError) {
+    try await perform { lease throws(TokenStoreError) in
+      try lease.transact { record, _ in
+        record.generation += 1
+        record.allRevoked = record.generation
+      }
+    }
+  }
+
   /// Ends the current generation of `mcUid`'s grants and announces
   /// ``LeaseChange/signedOut(mcUid:by:)``.
   ///

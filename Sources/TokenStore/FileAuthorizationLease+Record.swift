@@ -32,6 +32,9 @@ struct LeaseRecord: Equatable, Sendable {
   var floor: UInt64 = 0
   var userSignedOut: [String: SignOut] = [:]
   var allSignedOut: SignOut?
+  /// Grants revoked without an announcement (the first half of a logout), by generation.
+  var userRevoked: [String: UInt64] = [:]
+  var allRevoked: UInt64 = 0
   var holders: [AccountKey: Holder] = [:]
 
   /// A record to start from when there is no usable file. Its counters start at the wall
@@ -52,6 +55,8 @@ struct LeaseRecord: Equatable, Sendable {
     floor <= grant.generation
       && (allSignedOut?.generation ?? 0) <= grant.generation
       && (userSignedOut[grant.key.mcUid]?.generation ?? 0) <= grant.generation
+      && allRevoked <= grant.generation
+      && (userRevoked[grant.key.mcUid] ?? 0) <= grant.generation
   }
 
   /// What changed from `old` to `self`, as announcements. A holder gone (unless it expired
@@ -96,7 +101,13 @@ struct LeaseRecord: Equatable, Sendable {
         WireHolder(
           key: key, owner: holder.owner, fence: holder.fence,
           expiresAt: holder.expiresAt.timeIntervalSinceReferenceDate)
-      })
+      },
+      userRevoked: userRevoked.isEmpty
+        ? nil
+        : userRevoked.sorted { $0.key < $1.key }.map {
+          WireRevocation(mcUid: $0.key, generation: $0.value)
+        },
+      allRevoked: allRevoked == 0 ? nil : allRevoked)
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.sortedKeys]
     do {
@@ -138,6 +149,14 @@ struct LeaseRecord: Equatable, Sendable {
       consistent = consistent && mark.generation <= wire.generation
       record.allSignedOut = SignOut(generation: mark.generation, by: mark.by)
     }
+    for revocation in wire.userRevoked ?? [] {
+      consistent =
+        consistent && record.userRevoked[revocation.mcUid] == nil
+        && revocation.generation <= wire.generation
+      record.userRevoked[revocation.mcUid] = revocation.generation
+    }
+    record.allRevoked = wire.allRevoked ?? 0
+    consistent = consistent && record.allRevoked <= wire.generation
     for holder in wire.holders {
       consistent =
         consistent && record.holders[holder.key] == nil && holder.fence < wire.nextFence
@@ -167,6 +186,14 @@ struct LeaseRecord: Equatable, Sendable {
     var userSignedOut: [WireSignOut]
     var allSignedOut: WireSignOut?
     var holders: [WireHolder]
+    /// Absent when empty (files without revocations read as before).
+    var userRevoked: [WireRevocation]?
+    var allRevoked: UInt64?
+  }
+
+  private struct WireRevocation: Codable {
+    var mcUid: String
+    var generation: UInt64
   }
 
   private struct WireSignOut: Codable {

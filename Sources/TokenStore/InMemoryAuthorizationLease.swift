@@ -100,6 +100,24 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
     for subscriber in subscribers { subscriber.yield(.released(grant.key)) }
   }
 
+  /// Ends the current generation of `mcUid`'s grants, silently.
+  ///
+  /// - Parameter mcUid: The user.
+  public func revokeGrants(ofMcUid mcUid: String) async {
+    state.withLock { state in
+      state.generation += 1
+      state.userSignedOutAt[mcUid] = state.generation
+    }
+  }
+
+  /// Ends the current generation of every grant, silently.
+  public func revokeAllGrants() async {
+    state.withLock { state in
+      state.generation += 1
+      state.allSignedOutAt = state.generation
+    }
+  }
+
   /// Ends the current generation of `mcUid`'s grants and announces it.
   ///
   /// - Parameters:

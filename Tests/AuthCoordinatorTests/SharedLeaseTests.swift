@@ -234,6 +234,8 @@ private struct CountingLease: AuthorizationLease {
     await inner.signOut(mcUid: mcUid, by: owner)
   }
   func signOutAll(by owner: String) async { await inner.signOutAll(by: owner) }
+  func revokeGrants(ofMcUid mcUid: String) async { await inner.revokeGrants(ofMcUid: mcUid) }
+  func revokeAllGrants() async { await inner.revokeAllGrants() }
   func isCurrent(_ grant: LeaseGrant) async -> Bool { await inner.isCurrent(grant) }
   func changes() -> AsyncStream<LeaseChange> { inner.changes() }
 }
@@ -254,6 +256,8 @@ private struct DeafLease: AuthorizationLease {
     await inner.signOut(mcUid: mcUid, by: owner)
   }
   func signOutAll(by owner: String) async { await inner.signOutAll(by: owner) }
+  func revokeGrants(ofMcUid mcUid: String) async { await inner.revokeGrants(ofMcUid: mcUid) }
+  func revokeAllGrants() async { await inner.revokeAllGrants() }
   func isCurrent(_ grant: LeaseGrant) async -> Bool { await inner.isCurrent(grant) }
   func changes() -> AsyncStream<LeaseChange> { AsyncStream { _ in } }
 }

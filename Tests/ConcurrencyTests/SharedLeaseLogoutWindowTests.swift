@@ -5,20 +5,21 @@ import SyncPrimitives
 import Testing
 
 extension ConcurrencySuites {
-  /// KNOWN BUG, found by ``SharedLeaseStressTests`` (seeds `0x6a76fec7b0e904ad`,
-  /// `0x15bcfa5b1ed31426`, `0x649f4e20fbf6130b` with `SHARED_STRESS_STORE_LATENCY_US=20000`),
-  /// reproduced here deterministically. Marked with `withKnownIssue`: the test passes while the
-  /// bug is there and fails once it is fixed (then remove the marker).
+  /// Found by ``SharedLeaseStressTests`` (seeds `0x6a76fec7b0e904ad`, `0x15bcfa5b1ed31426`,
+  /// `0x649f4e20fbf6130b` with `SHARED_STRESS_STORE_LATENCY_US=20000`), reproduced here
+  /// deterministically; this test failed before the fix.
   ///
-  /// A logout removes the user's models from the store, then records the sign-out in the lease
-  /// (rule 19). A holder in another process whose result arrives between the two checks
-  /// `isCurrent` before its save (true: no sign-out recorded yet), saves, and checks again
-  /// (still true), so its save survives the logout: when the logout returns, the store holds
-  /// the signed-out session's model, and every process, the one that logged out included,
-  /// serves it (and refreshes it) from then on.
+  /// A logout used to empty the store, then record the sign-out in the lease (rule 19). A
+  /// holder in another process whose result arrived between the two checked `isCurrent` before
+  /// its save (true: no sign-out recorded yet), saved, and checked again (still true), so its
+  /// save survived the logout, and every process served the signed-out session's model. Now
+  /// the logout revokes the lease's earlier grants (silently) before it empties the store, and
+  /// announces the sign-out after: the holder's result is never stored.
   @Suite struct SharedLeaseLogoutWindowTests {
     @Test(.timeLimit(.minutes(1)))
-    func aSaveBetweenAnotherProcesssRemovalAndItsSignOutSurvivesTheLogout() async throws {
+    func aResultArrivingBetweenAnotherProcesssRemovalAndItsAnnouncementIsNeverStored()
+      async throws
+    {
       let key = AccountKey(mcUid: "u1")
       let store = InMemoryTokenStore()
       let lease = InMemoryAuthorizationLease()
@@ -42,49 +43,30 @@ extension ConcurrencySuites {
         try #require(call.request.replacing?.refreshToken), mcUid: "u1", lifetime: 3600,
         by: "app")
 
-      // The widget logs the user out: it empties the store, then writes the sign-out to the
+      // The widget logs the user out: it empties the store, then announces the sign-out in the
       // lease, which takes a moment (a file lease takes a lock and writes a file).
       let logout = Task { await widget.accountStatusChanged(.logout(mcUid: "u1")) }
       await gate.waitUntilEntered()
       #expect(await store.model(for: key) == nil, "the logout emptied the store first")
 
-      // The app's answer arrives in that moment: both its checks precede the sign-out.
+      // The app's answer arrives in that moment: its grant was revoked, so it stores nothing,
+      // and its callers learn the user signed out.
       call.succeed(with: rotated)
-      #expect(try await refreshing.value == rotated)
-      try await waitUntilFree(lease, key)
+      do {
+        let model = try await refreshing.value
+        Issue.record("the app served \(model) after another process's logout emptied the store")
+      } catch let error as AuthCoordinatorError {
+        #expect(error.code == .signedOut)
+      }
+      #expect(await store.model(for: key) == nil)
 
-      // The sign-out is recorded and announced; the logout returns.
+      // The sign-out is announced; the logout returns; nothing of the old session is served.
       gate.open()
       await logout.value
-
-      await withKnownIssue(
-        "KNOWN BUG: a save between a logout's removal and its sign-out survives the logout"
-      ) {
-        #expect(
-          await store.model(for: key) == nil,
-          "after the logout returned, the store still holds the signed-out session's model")
-        let served = try await widget.authModel(for: key)
-        #expect(
-          served != rotated,
-          "the process that logged out serves the signed-out session's model after its logout returned (rule 9)"
-        )
-      }
-    }
-
-    /// Waits until `key`'s lease is free (the holder's flight ended and released it).
-    private func waitUntilFree(_ lease: InMemoryAuthorizationLease, _ key: AccountKey)
-      async throws
-    {
-      for _ in 0..<5_000 {
-        if case .acquired(let grant) = await lease.acquire(
-          key, owner: "probe", timeToLive: .seconds(1))
-        {
-          await lease.release(grant)
-          return
-        }
-        try await Task.sleep(for: .milliseconds(1))
-      }
-      Issue.record("the app's flight never released the lease")
+      #expect(await store.model(for: key) == nil)
+      let served = try await widget.authModel(for: key)
+      #expect(served != rotated)
+      #expect(issuer.reuses.isEmpty)
     }
   }
 }
@@ -155,6 +137,8 @@ private struct SlowSignOutLease: AuthorizationLease {
     await inner.signOut(mcUid: mcUid, by: owner)
   }
   func signOutAll(by owner: String) async { await inner.signOutAll(by: owner) }
+  func revokeGrants(ofMcUid mcUid: String) async { await inner.revokeGrants(ofMcUid: mcUid) }
+  func revokeAllGrants() async { await inner.revokeAllGrants() }
   func isCurrent(_ grant: LeaseGrant) async -> Bool { await inner.isCurrent(grant) }
   func changes() -> AsyncStream<LeaseChange> { inner.changes() }
 }

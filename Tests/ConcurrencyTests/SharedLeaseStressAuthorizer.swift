@@ -40,6 +40,8 @@ struct SharedStressLease: AuthorizationLease {
   }
 
   func signOutAll(by owner: String) async { await inner.signOutAll(by: owner) }
+  func revokeGrants(ofMcUid mcUid: String) async { await inner.revokeGrants(ofMcUid: mcUid) }
+  func revokeAllGrants() async { await inner.revokeAllGrants() }
   func isCurrent(_ grant: LeaseGrant) async -> Bool { await inner.isCurrent(grant) }
   func changes() -> AsyncStream<LeaseChange> { inner.changes() }
 }

@@ -176,6 +176,31 @@ import Testing
     #expect(await firstChanges(atB, count: 1) == [.signedOut(mcUid: "u1", by: "owner-A")])
   }
 
+  /// The first half of a logout: earlier grants stop being current in every process, and
+  /// nobody hears of it (the store is not emptied yet); the sign-out is announced after.
+  @Test func revokingGrantsEndsThemEverywhereAndAnnouncesNothing() async throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.remove() }
+    let a = FileAuthorizationLease(url: leaseURL(dir), pollInterval: .seconds(3600))
+    let b = FileAuthorizationLease(url: leaseURL(dir), pollInterval: .seconds(3600))
+    let grant = try #require(try await b.acquire(user, owner: "B", timeToLive: .seconds(60)).grant)
+    let otherGrant = try #require(
+      try await b.acquire(other, owner: "B", timeToLive: .seconds(60)).grant)
+    let atB = b.changes()
+    await b.synchronize()
+    try await a.revokeGrants(ofMcUid: "u1")
+    #expect(try await !b.isCurrent(grant))
+    #expect(try await b.isCurrent(otherGrant))
+    // Announced first is the sign-out that follows, not the revocation.
+    try await a.signOut(mcUid: "u2", by: "owner-A")
+    #expect(await firstChanges(atB, count: 1) == [.signedOut(mcUid: "u2", by: "owner-A")])
+    try await a.revokeAllGrants()
+    #expect(try await !b.isCurrent(otherGrant))
+    let after = try #require(
+      try await b.acquire(AccountKey(mcUid: "u3"), owner: "B", timeToLive: .seconds(60)).grant)
+    #expect(try await a.isCurrent(after), "grants taken after a revocation are current")
+  }
+
   @Test func aCorruptFileIsReportedReplacedAndEndsEveryEarlierGrant() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.remove() }

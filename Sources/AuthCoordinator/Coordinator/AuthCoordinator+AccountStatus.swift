@@ -63,6 +63,9 @@ extension AuthCoordinator {
     let store = self.store
     Task { [weak self] in
       await turn.waitForTurn()
+      // Grants taken before now can no longer store a result, before the store is emptied: a
+      // holder in another process whose result lands meanwhile sees it (rule 19).
+      await self?.revokeGrants(change)
       var failure: (any Error)?
       do {
         switch change {
@@ -73,8 +76,8 @@ extension AuthCoordinator {
         failure = error
       }
       self?.removalFinished(change, failure: failure)
-      // Then the other processes forget the user too, and a grant taken before this point
-      // can no longer store a result (the store was emptied first, so they read it empty).
+      // Then the other processes hear of it and forget the user (the store was emptied
+      // first, so they read it empty).
       await self?.announceSignOut(change)
       turn.done.open()
     }
@@ -97,6 +100,19 @@ extension AuthCoordinator {
       if let ending = stripe.accounts[key]?.machine.signOut() {
         closings.append(close(ending, key: key, in: stripe))
       }
+    }
+  }
+
+  /// Makes the lease's earlier grants of the user (or everyone) not current, silently.
+  private func revokeGrants(_ change: AccountStatusChange) async {
+    guard let lease else { return }
+    do {
+      switch change {
+      case .logout(let mcUid), .unbind(let mcUid): try await lease.revokeGrants(ofMcUid: mcUid)
+      case .logoutAll: try await lease.revokeAllGrants()
+      }
+    } catch {
+      reportStoreFailure(nil, .lease, error)
     }
   }
 

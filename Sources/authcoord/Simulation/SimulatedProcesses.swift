@@ -190,6 +190,12 @@ final class ProcessLease: AuthorizationLease {
     await shared.signOutAll(by: owner)
   }
 
+  func revokeGrants(ofMcUid mcUid: String) async throws {
+    await shared.revokeGrants(ofMcUid: mcUid)
+  }
+
+  func revokeAllGrants() async throws { await shared.revokeAllGrants() }
+
   func isCurrent(_ grant: LeaseGrant) async throws -> Bool {
     await shared.isCurrent(grant)
   }
