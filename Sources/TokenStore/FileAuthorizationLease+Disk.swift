@@ -62,46 +62,7 @@ extension FileAuthorizationLease {
 
   /// Runs `body` holding an exclusive `flock` on `<url>.lock`, waiting at most ``lockTimeout``.
   func withFileLock<T>(_ body: () throws(TokenStoreError) -> T) throws(TokenStoreError) -> T {
-    var fd = openLockFile()
-    if fd < 0 && errno == ENOENT {
-      try createDirectory()
-      fd = openLockFile()
-    }
-    guard fd >= 0 else {
-      let code = errno
-      if code == ELOOP {
-        throw TokenStoreError(
-          .notARegularFile, "The lease's lock file is a symbolic link; it is never followed.",
-          path: lockPath)
-      }
-      throw systemError("open", code, "The lease's lock file cannot be opened.", path: lockPath)
-    }
-    defer { close(fd) }  // Closing the descriptor releases the lock.
-    let clock = ContinuousClock()
-    let deadline = clock.now.advanced(by: lockTimeout)
-    var pause = Duration.milliseconds(1)
-    while flock(fd, LOCK_EX | LOCK_NB) != 0 {
-      let code = errno
-      if code == EINTR { continue }
-      guard code == EWOULDBLOCK || code == EAGAIN else {
-        throw systemError("flock", code, "The lease's lock cannot be taken.", path: lockPath)
-      }
-      let now = clock.now
-      guard now < deadline else {
-        throw TokenStoreError(
-          .lockTimeout,
-          "The lease's lock file stayed locked for the \(lockTimeout) lock timeout; nothing"
-            + " was changed.", path: lockPath)
-      }
-      // On the lease's own queue, never on the cooperative pool.
-      FileTokenStore.sleep(min(pause, now.duration(to: deadline)))
-      pause = min(pause * 2, .milliseconds(50))
-    }
-    return try body()
-  }
-
-  func openLockFile() -> Int32 {
-    open(lockPath, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode_t(0o600))
+    try file.withExclusiveLock(timeout: lockTimeout, body)
   }
 
   /// Reads and decodes the lease file without any lock (every writer replaces it with one
@@ -161,13 +122,6 @@ extension FileAuthorizationLease {
   func systemError(
     _ call: String, _ code: Int32, _ message: String, path: String
   ) -> TokenStoreError {
-    let kind: TokenStoreError.Code =
-      switch code {
-      case EACCES, EPERM, EROFS: .permissionDenied
-      case EISDIR, ELOOP, ENXIO: .notARegularFile
-      default: .ioFailure
-      }
-    return TokenStoreError(
-      kind, message, path: path, underlying: POSIXErrorDescription(call: call, errno: code))
+    DurableFile.systemError(call, code, message, path: path)
   }
 }

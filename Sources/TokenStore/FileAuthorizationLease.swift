@@ -59,10 +59,12 @@ public final class FileAuthorizationLease: AuthorizationLease {
   /// notification was missed.
   public let pollInterval: Duration
 
-  let path: String
-  let directoryPath: String
-  let fileName: String
-  let lockPath: String
+  /// The file's durable replace, its lock, its paths.
+  let file: DurableFile
+  var path: String { file.path }
+  var directoryPath: String { file.directoryPath }
+  var fileName: String { file.fileName }
+  var lockPath: String { file.lockPath }
   let now: @Sendable () -> Date
   let onIssue: (@Sendable (TokenStoreError) -> Void)?
   let queue = DispatchQueue(label: "AuthCoordinator.FileAuthorizationLease", qos: .utility)
@@ -104,15 +106,12 @@ public final class FileAuthorizationLease: AuthorizationLease {
     self.url = url
     self.lockTimeout = max(.zero, lockTimeout)
     self.pollInterval = max(.milliseconds(10), pollInterval)
-    path = url.path(percentEncoded: false)
-    let directory = url.deletingLastPathComponent().path(percentEncoded: false)
-    directoryPath = directory.isEmpty ? "." : directory
-    fileName = url.lastPathComponent
-    lockPath = path + ".lock"
+    let file = DurableFile(url: url, noun: "the lease file")
+    self.file = file
     self.now = now
     self.onIssue = onIssue
     watcher = LeaseFileWatcher(
-      queue: queue, directoryPath: directoryPath, fileName: fileName,
+      queue: queue, directoryPath: file.directoryPath, fileName: file.fileName,
       pollInterval: self.pollInterval)
   }
 

@@ -92,10 +92,12 @@ public final class FileTokenStore: TokenStore {
   /// oldest are deleted beyond this. Zero deletes a bad file instead of keeping it.
   public let maximumQuarantinedFiles: Int
 
-  let path: String
-  let directoryPath: String
-  let fileName: String
-  let lockPath: String
+  /// The file's durable replace, its lock, its paths.
+  let file: DurableFile
+  var path: String { file.path }
+  var directoryPath: String { file.directoryPath }
+  var fileName: String { file.fileName }
+  var lockPath: String { file.lockPath }
   let onIssue: (@Sendable (TokenStoreError) -> Void)?
   let queue: DispatchQueue
   let state = LockedState(State())
@@ -141,11 +143,7 @@ public final class FileTokenStore: TokenStore {
     self.maximumFileSize = max(0, maximumFileSize)
     self.lockTimeout = max(.zero, lockTimeout)
     self.maximumQuarantinedFiles = max(0, maximumQuarantinedFiles)
-    path = url.path(percentEncoded: false)
-    let directory = url.deletingLastPathComponent().path(percentEncoded: false)
-    directoryPath = directory.isEmpty ? "." : directory
-    fileName = url.lastPathComponent
-    lockPath = path + ".lock"
+    file = DurableFile(url: url, noun: "the store")
     self.onIssue = onIssue
     queue = DispatchQueue(label: "AuthCoordinator.FileTokenStore", qos: .utility)
   }
@@ -279,13 +277,6 @@ public final class FileTokenStore: TokenStore {
   func systemError(
     _ call: String, _ code: Int32, _ message: String, path: String
   ) -> TokenStoreError {
-    let kind: TokenStoreError.Code =
-      switch code {
-      case EACCES, EPERM, EROFS: .permissionDenied
-      case EISDIR, ELOOP, ENXIO: .notARegularFile
-      default: .ioFailure
-      }
-    return TokenStoreError(
-      kind, message, path: path, underlying: POSIXErrorDescription(call: call, errno: code))
+    DurableFile.systemError(call, code, message, path: path)
   }
 }

@@ -1,0 +1,239 @@
+import Foundation
+
+#if canImport(Darwin)
+  import Darwin
+#elseif canImport(Glibc)
+  import Glibc
+#elseif canImport(Musl)
+  import Musl
+#endif
+
+/// What ``FileTokenStore`` and ``FileAuthorizationLease`` do to their files alike: replace one
+/// atomically and durably, take its sidecar lock with a bounded wait, and map `errno` to codes.
+///
+/// Every call blocks (`fsync`, `flock` polling): run it on the owner's private queue, never on
+/// the cooperative pool.
+struct DurableFile: Sendable {
+  /// The file.
+  let path: String
+  let directoryPath: String
+  let fileName: String
+  /// The sidecar lock file, `<path>.lock`.
+  let lockPath: String
+  /// How messages name the file: "the store", "the lease file".
+  let noun: String
+
+  init(url: URL, noun: String) {
+    path = url.path(percentEncoded: false)
+    let directory = url.deletingLastPathComponent().path(percentEncoded: false)
+    directoryPath = directory.isEmpty ? "." : directory
+    fileName = url.lastPathComponent
+    lockPath = path + ".lock"
+    self.noun = noun
+  }
+
+  // MARK: - Atomic replace
+
+  /// Writes a temporary file (mode exactly `0600`) next to the file, syncs it, renames it over
+  /// the file and syncs the directory (a failure of that last sync goes to `onIssue`: the
+  /// rename has happened). A reader, or a crash at any instant, sees the old file or the new.
+  func replace(
+    with data: Data, onIssue: (TokenStoreError) -> Void
+  ) throws(TokenStoreError) {
+    let suffix = String(UInt64.random(in: 0...UInt64.max), radix: 16)
+    let temporaryPath = "\(directoryPath)/\(fileName).tmp-\(getpid())-\(suffix)"
+    let fd = open(
+      temporaryPath, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode_t(0o600))
+    guard fd >= 0 else {
+      throw Self.systemError(
+        "open", errno, "A temporary file cannot be created next to \(noun).",
+        path: temporaryPath)
+    }
+    var renamed = false
+    var isOpen = true
+    defer {
+      if isOpen { close(fd) }
+      if !renamed { unlink(temporaryPath) }
+    }
+    // The umask may have removed bits but never adds any; make it exactly 0600.
+    guard fchmod(fd, mode_t(0o600)) == 0 else {
+      throw Self.systemError(
+        "fchmod", errno, "The temporary file's mode cannot be set.", path: temporaryPath)
+    }
+    let writeError = data.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) -> Int32? in
+      var offset = 0
+      while offset < bytes.count {
+        let written = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+        if written < 0 {
+          if errno == EINTR { continue }
+          return errno
+        }
+        offset += written
+      }
+      return nil
+    }
+    if let writeError {
+      throw Self.systemError(
+        "write", writeError, "The temporary file cannot be written.", path: temporaryPath)
+    }
+    guard Self.fullSync(fd) == 0 else {
+      throw Self.systemError(
+        "fsync", errno, "The temporary file cannot be synced.", path: temporaryPath)
+    }
+    isOpen = false
+    guard close(fd) == 0 else {
+      throw Self.systemError(
+        "close", errno, "The temporary file cannot be closed.", path: temporaryPath)
+    }
+    guard rename(temporaryPath, path) == 0 else {
+      throw Self.systemError("rename", errno, "The new file cannot replace \(noun).", path: path)
+    }
+    renamed = true
+    syncDirectory(onIssue: onIssue)
+  }
+
+  /// Syncs the directory, so that a rename in it survives a power loss.
+  func syncDirectory(onIssue: (TokenStoreError) -> Void) {
+    let fd = open(directoryPath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    guard fd >= 0 else {
+      onIssue(
+        Self.systemError(
+          "open", errno, "The directory of \(noun) cannot be synced.", path: directoryPath))
+      return
+    }
+    defer { close(fd) }
+    if fsync(fd) != 0 {
+      onIssue(
+        Self.systemError(
+          "fsync", errno, "The directory of \(noun) cannot be synced.", path: directoryPath))
+    }
+  }
+
+  static func fullSync(_ fd: Int32) -> Int32 {
+    #if canImport(Darwin)
+      // fsync on Apple platforms does not flush the drive's cache; F_FULLFSYNC does.
+      if fcntl(fd, F_FULLFSYNC) == 0 { return 0 }
+    #endif
+    return fsync(fd)
+  }
+
+  /// Deletes temporary files a writer killed between creating and renaming left behind. Call
+  /// it holding the lock: no cooperating writer has one in progress then, so all are stale.
+  func removeStaleTemporaryFiles() {
+    guard let names = try? FileManager.default.contentsOfDirectory(atPath: directoryPath)
+    else { return }
+    let prefix = "\(fileName).tmp-"
+    for name in names where name.hasPrefix(prefix) {
+      unlink("\(directoryPath)/\(name)")
+    }
+  }
+
+  /// Creates the directory (mode `0700`) with its missing parents.
+  func createDirectory() throws(TokenStoreError) {
+    do {
+      try FileManager.default.createDirectory(
+        atPath: directoryPath, withIntermediateDirectories: true,
+        attributes: [.posixPermissions: 0o700])
+    } catch {
+      throw TokenStoreError(
+        .ioFailure, "The directory of \(noun) cannot be created.", path: directoryPath)
+    }
+  }
+
+  // MARK: - The sidecar lock
+
+  /// Opens `<path>.lock` (never through a symbolic link), creating it with mode 0600.
+  func openLockFile() -> Int32 {
+    open(lockPath, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode_t(0o600))
+  }
+
+  enum LockOutcome: Equatable {
+    case acquired
+    /// Held elsewhere for the whole timeout.
+    case timedOut
+    /// `flock` failed for another reason (the `errno`).
+    case failed(Int32)
+  }
+
+  /// Takes an exclusive `flock` on the descriptor, waiting at most `timeout`.
+  ///
+  /// A blocking `flock(LOCK_EX)` would wait forever for a holder that never lets go (a hung
+  /// process, a descriptor leaked in this one), and with it every call queued behind it. So it
+  /// polls with `LOCK_NB`, sleeping between attempts, 1 ms at first and doubling up to 50 ms.
+  static func acquireLock(_ fd: Int32, timeout: Duration) -> LockOutcome {
+    let clock = ContinuousClock()
+    let deadline = clock.now.advanced(by: timeout)
+    var pause = Duration.milliseconds(1)
+    while true {
+      if flock(fd, LOCK_EX | LOCK_NB) == 0 { return .acquired }
+      let code = errno
+      if code == EINTR { continue }
+      guard code == EWOULDBLOCK || code == EAGAIN else { return .failed(code) }
+      let now = clock.now
+      guard now < deadline else { return .timedOut }
+      sleep(min(pause, now.duration(to: deadline)))
+      pause = min(pause * 2, .milliseconds(50))
+    }
+  }
+
+  /// Runs `body` holding an exclusive `flock` on `<path>.lock`, creating the directory and the
+  /// lock file (mode 0600) when missing; the lock is released when `body` returns.
+  func withExclusiveLock<T>(
+    timeout: Duration, _ body: () throws(TokenStoreError) -> T
+  ) throws(TokenStoreError) -> T {
+    var fd = openLockFile()
+    if fd < 0 && errno == ENOENT {
+      try createDirectory()
+      fd = openLockFile()
+    }
+    guard fd >= 0 else {
+      let code = errno
+      if code == ELOOP {
+        throw TokenStoreError(
+          .notARegularFile, "The lock file of \(noun) is a symbolic link; it is never followed.",
+          path: lockPath)
+      }
+      throw Self.systemError(
+        "open", code, "The lock file of \(noun) cannot be opened.", path: lockPath)
+    }
+    defer { close(fd) }  // Closing the descriptor releases the lock.
+    switch Self.acquireLock(fd, timeout: timeout) {
+    case .acquired:
+      return try body()
+    case .timedOut:
+      throw TokenStoreError(
+        .lockTimeout,
+        "The lock file of \(noun) stayed locked by another process or open file for the"
+          + " \(timeout) lock timeout; nothing was changed.",
+        path: lockPath)
+    case .failed(let code):
+      throw Self.systemError("flock", code, "The lock of \(noun) cannot be taken.", path: lockPath)
+    }
+  }
+
+  /// Blocks the calling thread (the owner's queue) for `duration`.
+  static func sleep(_ duration: Duration) {
+    let (seconds, attoseconds) = duration.components
+    var request = timespec(tv_sec: Int(seconds), tv_nsec: Int(attoseconds / 1_000_000_000))
+    var remaining = timespec()
+    while nanosleep(&request, &remaining) != 0 && errno == EINTR {
+      request = remaining
+    }
+  }
+
+  // MARK: - Errors
+
+  /// A POSIX failure as a ``TokenStoreError``, its code chosen by `errno`.
+  static func systemError(
+    _ call: String, _ code: Int32, _ message: String, path: String
+  ) -> TokenStoreError {
+    let kind: TokenStoreError.Code =
+      switch code {
+      case EACCES, EPERM, EROFS: .permissionDenied
+      case EISDIR, ELOOP, ENXIO: .notARegularFile
+      default: .ioFailure
+      }
+    return TokenStoreError(
+      kind, message, path: path, underlying: POSIXErrorDescription(call: call, errno: code))
+  }
+}
