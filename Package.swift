@@ -53,8 +53,8 @@ let package = Package(
     // Launches Tests/Support/RotatingTokenServer/rotating_token_server.py (python3) on 127.0.0.1:
     // a token endpoint that rotates refresh tokens, for the multi-process tests.
     .target(
-      name: "RotatingTokenServer", path: "Tests/Support/RotatingTokenServer",
-      exclude: ["rotating_token_server.py"]),
+      name: "RotatingTokenServer", dependencies: ["LoopbackTokenServer"],
+      path: "Tests/Support/RotatingTokenServer", exclude: ["rotating_token_server.py"]),
     // Runs the HTTP exchanger against the loopback token server (needs python3 on PATH).
     .testTarget(
       name: "ExchangerTests",

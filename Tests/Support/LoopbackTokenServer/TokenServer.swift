@@ -84,48 +84,15 @@ public final class TokenServer: @unchecked Sendable {
   private let input: Pipe
 
   private init() throws {
-    let script = Self.script
-    guard FileManager.default.fileExists(atPath: script.path) else {
-      throw TokenServerError(description: "the server script is missing: \(script.path)")
-    }
-    guard let python = Self.executable(named: "python3") else {
-      throw TokenServerError(
-        description: "python3 was not found on PATH: the tests run a real HTTP server "
-          + "(\(script.lastPathComponent)) with it. Install python3 (CI does).")
-    }
-    let process = Process()
-    process.executableURL = python
-    process.arguments = [script.path]
-    var environment = ProcessInfo.processInfo.environment
-    environment["TOKEN_SERVER_TIMEOUT"] = "600"
-    environment["PYTHONUNBUFFERED"] = "1"
-    process.environment = environment
-    let input = Pipe()
-    let output = Pipe()
-    process.standardInput = input
-    process.standardOutput = output
     do {
-      try process.run()
+      let server = try PythonServerProcess(
+        script: Self.script, environment: ["TOKEN_SERVER_TIMEOUT": "600"])
+      port = server.port
+      process = server.process
+      input = server.input
     } catch {
-      throw TokenServerError(description: "could not launch \(python.path): \(error)")
+      throw TokenServerError(description: "\(error)")
     }
-    var line = Data()
-    let reader = output.fileHandleForReading
-    while !line.contains(UInt8(ascii: "\n")) {
-      let chunk = reader.availableData
-      if chunk.isEmpty { break }
-      line.append(chunk)
-    }
-    let text = String(decoding: line, as: UTF8.self)
-      .trimmingCharacters(in: .whitespacesAndNewlines)
-    guard let port = Int(text), port > 0 else {
-      process.terminate()
-      throw TokenServerError(
-        description: "the token server exited without printing its port (output: \(text))")
-    }
-    self.port = port
-    self.process = process
-    self.input = input
   }
 
   /// `http://127.0.0.1:<port><path>`.
@@ -139,14 +106,5 @@ public final class TokenServer: @unchecked Sendable {
     let status = (response as? HTTPURLResponse)?.statusCode ?? 0
     let object = try JSONSerialization.jsonObject(with: data) as? [String: Any] ?? [:]
     return (status, object)
-  }
-
-  private static func executable(named name: String) -> URL? {
-    let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
-    for directory in path.split(separator: ":") {
-      let candidate = URL(fileURLWithPath: String(directory)).appendingPathComponent(name)
-      if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
-    }
-    return nil
   }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import LoopbackTokenServer
 
 #if canImport(FoundationNetworking)
   import FoundationNetworking
@@ -33,48 +34,15 @@ public final class RotatingTokenServer: @unchecked Sendable {
   /// - Throws: ``RotatingTokenServerError`` when python3 or the script is missing, or the
   ///   server did not start.
   public init(hardTimeout: Int = 300) throws {
-    let script = Self.script
-    guard FileManager.default.fileExists(atPath: script.path) else {
-      throw RotatingTokenServerError(description: "the server script is missing: \(script.path)")
-    }
-    guard let python = Self.executable(named: "python3") else {
-      throw RotatingTokenServerError(
-        description: "python3 was not found on PATH: the multi-process tests run a real HTTP "
-          + "server (\(script.lastPathComponent)) with it. Install python3 (CI does).")
-    }
-    let process = Process()
-    process.executableURL = python
-    process.arguments = [script.path]
-    var environment = ProcessInfo.processInfo.environment
-    environment["ROTATING_TOKEN_SERVER_TIMEOUT"] = String(hardTimeout)
-    environment["PYTHONUNBUFFERED"] = "1"
-    process.environment = environment
-    let input = Pipe()
-    let output = Pipe()
-    process.standardInput = input
-    process.standardOutput = output
     do {
-      try process.run()
+      let server = try PythonServerProcess(
+        script: Self.script, environment: ["ROTATING_TOKEN_SERVER_TIMEOUT": String(hardTimeout)])
+      port = server.port
+      process = server.process
+      input = server.input
     } catch {
-      throw RotatingTokenServerError(description: "could not launch \(python.path): \(error)")
+      throw RotatingTokenServerError(description: "\(error)")
     }
-    var line = Data()
-    let reader = output.fileHandleForReading
-    while !line.contains(UInt8(ascii: "\n")) {
-      let chunk = reader.availableData
-      if chunk.isEmpty { break }
-      line.append(chunk)
-    }
-    let text = String(decoding: line, as: UTF8.self)
-      .trimmingCharacters(in: .whitespacesAndNewlines)
-    guard let port = Int(text), port > 0 else {
-      process.terminate()
-      throw RotatingTokenServerError(
-        description: "the token server exited without printing its port (output: \(text))")
-    }
-    self.port = port
-    self.process = process
-    self.input = input
   }
 
   deinit { stop() }
@@ -140,15 +108,6 @@ public final class RotatingTokenServer: @unchecked Sendable {
       throw RotatingTokenServerError(description: "\(path) did not answer a JSON object")
     }
     return object
-  }
-
-  private static func executable(named name: String) -> URL? {
-    let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
-    for directory in path.split(separator: ":") {
-      let candidate = URL(fileURLWithPath: String(directory)).appendingPathComponent(name)
-      if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
-    }
-    return nil
   }
 
   /// The server's counts.
