@@ -140,6 +140,76 @@ struct DurableFile: Sendable {
     }
   }
 
+  // MARK: - Reading
+
+  /// What ``read(maximumSize:)`` found.
+  enum Contents {
+    case missing
+    case data(Data, FileIdentity)
+    /// Larger than the cap: not read (or not read further).
+    case tooLarge(FileIdentity)
+  }
+
+  /// Reads the whole file, without following a symbolic link and without ever holding more
+  /// than `maximumSize` bytes (the file may grow while it is read).
+  ///
+  /// - Throws: ``TokenStoreError/Code/notARegularFile`` for a link, a directory or a FIFO;
+  ///   the code of `errno` when it cannot be opened, examined or read.
+  func read(maximumSize: Int) throws(TokenStoreError) -> Contents {
+    let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+    if fd < 0 {
+      let code = errno
+      if code == ENOENT { return .missing }
+      if code == ELOOP {
+        throw TokenStoreError(
+          .notARegularFile, "The path of \(noun) is a symbolic link; it is never followed.",
+          path: path, underlying: POSIXErrorDescription(call: "open", errno: code))
+      }
+      throw Self.systemError("open", code, "\(capitalizedNoun) cannot be opened.", path: path)
+    }
+    defer { close(fd) }
+    var info = stat()
+    guard fstat(fd, &info) == 0 else {
+      throw Self.systemError(
+        "fstat", errno, "\(capitalizedNoun) cannot be examined.", path: path)
+    }
+    let identity = FileIdentity(info)
+    guard identity.isRegularFile else {
+      throw TokenStoreError(
+        .notARegularFile, "The path of \(noun) is not a regular file.", path: path)
+    }
+    guard identity.size <= Int64(maximumSize) else { return .tooLarge(identity) }
+    var data = Data()
+    data.reserveCapacity(Int(identity.size))
+    let chunkSize = 64 * 1024
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkSize, alignment: 1)
+    defer { buffer.deallocate() }
+    while true {
+      let count = systemRead(fd, buffer.baseAddress, chunkSize)
+      if count < 0 {
+        if errno == EINTR { continue }
+        throw Self.systemError("read", errno, "\(capitalizedNoun) cannot be read.", path: path)
+      }
+      if count == 0 { break }
+      data.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+      if data.count > maximumSize { return .tooLarge(identity) }
+    }
+    return .data(data, identity)
+  }
+
+  /// `read(2)` (the method above shadows its name).
+  private func systemRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
+    #if canImport(Darwin)
+      Darwin.read(fd, buffer, count)
+    #elseif canImport(Glibc)
+      Glibc.read(fd, buffer, count)
+    #else
+      Musl.read(fd, buffer, count)
+    #endif
+  }
+
+  private var capitalizedNoun: String { noun.prefix(1).uppercased() + noun.dropFirst() }
+
   // MARK: - The sidecar lock
 
   /// Opens `<path>.lock` (never through a symbolic link), creating it with mode 0600.

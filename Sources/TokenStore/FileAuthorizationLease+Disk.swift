@@ -68,47 +68,23 @@ extension FileAuthorizationLease {
   /// Reads and decodes the lease file without any lock (every writer replaces it with one
   /// `rename`). Throws only when it cannot be read at all.
   func readDisk() throws(TokenStoreError) -> DiskState {
-    let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
-    if fd < 0 {
-      let code = errno
-      if code == ENOENT { return .missing }
-      if code == ELOOP {
-        throw TokenStoreError(
-          .notARegularFile, "The lease path is a symbolic link; it is never followed.",
-          path: path)
+    switch try file.read(maximumSize: LeaseRecord.maximumSize) {
+    case .missing:
+      return .missing
+    case .tooLarge(let identity):
+      return .bad(
+        identity,
+        TokenStoreError(
+          .fileTooLarge, "The lease file is larger than \(LeaseRecord.maximumSize) bytes.",
+          path: path))
+    case .data(let data, let identity):
+      do throws(TokenStoreError) {
+        return .good(identity, try LeaseRecord.decode(data))
+      } catch {
+        var error = error
+        error.path = path
+        return error.code == .unsupportedVersion ? .newer(identity, error) : .bad(identity, error)
       }
-      throw systemError("open", code, "The lease file cannot be opened.", path: path)
-    }
-    defer { close(fd) }
-    var info = stat()
-    guard fstat(fd, &info) == 0 else {
-      throw systemError("fstat", errno, "The lease file cannot be examined.", path: path)
-    }
-    let identity = FileIdentity(info)
-    guard identity.isRegularFile else {
-      throw TokenStoreError(.notARegularFile, "The lease path is not a regular file.", path: path)
-    }
-    let tooLarge = TokenStoreError(
-      .fileTooLarge, "The lease file is larger than \(LeaseRecord.maximumSize) bytes.", path: path)
-    guard identity.size <= Int64(LeaseRecord.maximumSize) else { return .bad(identity, tooLarge) }
-    var data = Data()
-    var buffer = [UInt8](repeating: 0, count: 16 * 1024)
-    while true {
-      let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-      if count < 0 {
-        if errno == EINTR { continue }
-        throw systemError("read", errno, "The lease file cannot be read.", path: path)
-      }
-      if count == 0 { break }
-      data.append(contentsOf: buffer[0..<count])
-      if data.count > LeaseRecord.maximumSize { return .bad(identity, tooLarge) }
-    }
-    do throws(TokenStoreError) {
-      return .good(identity, try LeaseRecord.decode(data))
-    } catch {
-      var error = error
-      error.path = path
-      return error.code == .unsupportedVersion ? .newer(identity, error) : .bad(identity, error)
     }
   }
 

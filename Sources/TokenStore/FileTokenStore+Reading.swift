@@ -121,55 +121,24 @@ extension FileTokenStore {
 
   /// Reads and decodes the file. Throws only when it cannot be read at all.
   func readDisk() throws(TokenStoreError) -> DiskState {
-    let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
-    if fd < 0 {
-      let code = errno
-      if code == ENOENT { return .missing }
-      if code == ELOOP {
-        throw TokenStoreError(
-          .notARegularFile, "The store path is a symbolic link; it is never followed.",
-          path: path, underlying: POSIXErrorDescription(call: "open", errno: code))
+    switch try file.read(maximumSize: maximumFileSize) {
+    case .missing:
+      return .missing
+    case .tooLarge(let identity):
+      return .bad(
+        identity,
+        TokenStoreError(
+          .fileTooLarge,
+          "The store file is larger than the \(maximumFileSize)-byte limit and was not read.",
+          path: path))
+    case .data(let data, let identity):
+      do throws(TokenStoreError) {
+        return .good(identity, try StoreFileFormat.decode(data))
+      } catch {
+        var error = error
+        error.path = path
+        return error.code == .unsupportedVersion ? .newer(identity, error) : .bad(identity, error)
       }
-      throw systemError("open", code, "The store file cannot be opened.", path: path)
-    }
-    defer { close(fd) }
-    var info = stat()
-    guard fstat(fd, &info) == 0 else {
-      throw systemError("fstat", errno, "The store file cannot be examined.", path: path)
-    }
-    let identity = FileIdentity(info)
-    guard identity.isRegularFile else {
-      throw TokenStoreError(
-        .notARegularFile, "The store path is not a regular file.", path: path)
-    }
-    let tooLarge = TokenStoreError(
-      .fileTooLarge,
-      "The store file is larger than the \(maximumFileSize)-byte limit and was not read.",
-      path: path)
-    guard identity.size <= Int64(maximumFileSize) else { return .bad(identity, tooLarge) }
-
-    var data = Data()
-    data.reserveCapacity(Int(identity.size))
-    let chunkSize = 64 * 1024
-    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkSize, alignment: 1)
-    defer { buffer.deallocate() }
-    while true {
-      let count = read(fd, buffer.baseAddress, chunkSize)
-      if count < 0 {
-        if errno == EINTR { continue }
-        throw systemError("read", errno, "The store file cannot be read.", path: path)
-      }
-      if count == 0 { break }
-      data.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
-      // The file may have grown since fstat: never hold more than the cap.
-      if data.count > maximumFileSize { return .bad(identity, tooLarge) }
-    }
-    do throws(TokenStoreError) {
-      return .good(identity, try StoreFileFormat.decode(data))
-    } catch {
-      var error = error
-      error.path = path
-      return error.code == .unsupportedVersion ? .newer(identity, error) : .bad(identity, error)
     }
   }
 
