@@ -12,9 +12,15 @@ import Foundation
 ///
 /// The phases of a flight are data (``StepKind``): a new phase is a new case here and one more
 /// step in the flight runner.
+///
+/// The machine is spread over files by concern: this one (the state, the events, the cold
+/// load, the loop guard), `+Authorizing` (what a flight does before it calls the authorizer:
+/// predecessors, the lease, the re-read), `+LateResults` (stopped refreshes whose results are
+/// stored), `+Actions` and `+State` (its vocabulary). Its state is internal only so that those
+/// files can reach it: nothing outside `AccountStateMachine*.swift` reads or writes it.
 struct AccountStateMachine {
   /// What is known about the key's model.
-  private enum Cache: Equatable {
+  enum Cache: Equatable {
     /// The store has not been read since launch (or since the key was evicted).
     case unknown
     /// Known to have no model (store read empty, or signed out).
@@ -24,7 +30,7 @@ struct AccountStateMachine {
   }
 
   /// The key's flight, if one is running, in its phase.
-  private enum State: Equatable {
+  enum State: Equatable {
     case idle
     case loading(Loading)
     case preparing(Preparing)
@@ -34,15 +40,15 @@ struct AccountStateMachine {
 
   let key: AccountKey
   let policy: Policy
-  private var cache: Cache = .unknown
-  private var state: State = .idle
+  var cache: Cache = .unknown
+  var state: State = .idle
   /// When (on the injected clock) authorizations counted by the refresh-loop guard began
   /// (forced refreshes, and renewals of models that arrived inside the leeway), oldest first.
-  private var loopGuardStarts: [Duration] = []
+  var loopGuardStarts: [Duration] = []
   /// Stopped flights whose authorizer is still running, and whether its result may be stored
   /// (no sign-out since). Their results are not served, but a rotated refresh token is never
   /// thrown away.
-  private var outstanding: [UInt64: Bool] = [:]
+  var outstanding: [UInt64: Bool] = [:]
 
   init(key: AccountKey, policy: Policy) {
     self.key = key
@@ -308,13 +314,9 @@ struct AccountStateMachine {
     return Ending(flight: id, result: .cancelled(.signedOut), followers: .fail(error))
   }
 
-  /// The stopped flights whose authorizer is still running with a result that may be stored:
-  /// a flight about to spend the same refresh token waits for them.
-  var predecessors: [UInt64] { outstanding.filter { $0.value }.map(\.key).sorted() }
-
   // MARK: - Transitions
 
-  private mutating func loaded(
+  mutating func loaded(
     _ loading: Loading, _ model: AuthModel?, date: Date, now: Duration
   ) -> AdvanceAction {
     cache =
@@ -343,163 +345,7 @@ struct AccountStateMachine {
         now: now))
   }
 
-  /// A flight must authorize: it waits for stopped refreshes of the key, takes the lease, and
-  /// re-reads the store first, as far as each applies.
-  private mutating func beginAuthorization(
-    _ id: UInt64, reason: AuthorizationReason, rejecting rejected: Set<String>,
-    replacing: AuthModel?, justRead: Bool, now: Duration
-  ) -> Step {
-    var preparing = Preparing(id: id, reason: reason, rejectedTokens: rejected, stage: .rereading)
-    let kind: StepKind
-    if replacing?.refreshToken != nil, outstanding.values.contains(true) {
-      preparing.stage = .awaitingPredecessors
-      kind = .awaitPredecessors
-    } else if policy.usesLease {
-      preparing.stage = .acquiringLease
-      kind = .acquireLease
-    } else if !justRead {
-      kind = .load
-    } else {
-      return authorize(id, reason: reason, replacing: replacing, now: now, deadlineArmed: false)
-    }
-    if kind == .load { return reread(&preparing, now: now) }
-    preparing.authorizationDeadlineArmed = true
-    state = .preparing(preparing)
-    return step(kind, now: now)
-  }
-
-  /// The next step of a flight preparing to authorize, after `outcome`.
-  private mutating func prepared(
-    _ preparing: Preparing, _ outcome: StepOutcome, date: Date, now: Duration
-  ) -> AdvanceAction {
-    var preparing = preparing
-    switch (preparing.stage, outcome) {
-    case (.awaitingPredecessors, .predecessorsFinished):
-      guard policy.usesLease else { return .next(reread(&preparing, now: now)) }
-      preparing.stage = .acquiringLease
-      state = .preparing(preparing)
-      return .next(Step(kind: .acquireLease, deadline: nil))
-    case (.acquiringLease, .leaseAttempted(.acquired)):
-      preparing.holdsLease = true
-      return .next(reread(&preparing, now: now))
-    case (.acquiringLease, .leaseAttempted(.heldElsewhere(let until))):
-      preparing.stage = .awaitingHolder
-      state = .preparing(preparing)
-      return .next(Step(kind: .awaitLeaseHolder(until: until), deadline: nil))
-    case (.acquiringLease, .leaseAttempted(.failed(let error))):
-      state = .idle
-      return .end(Ending(flight: preparing.id, result: .failed(error)))
-    case (.awaitingHolder, .leaseHolderChanged):
-      return .next(reread(&preparing, now: now))
-    case (.rereading, .loaded(let model)):
-      return reread(preparing, model, date: date, now: now)
-    case (.releasing(let model), .leaseReleased):
-      state = .idle
-      return .end(Ending(flight: preparing.id, result: .succeeded(model), adoptedFromStore: true))
-    default:
-      preconditionFailure(
-        "Internal inconsistency: \(outcome) reported while preparing (\(preparing.stage))")
-    }
-  }
-
-  /// The step that re-reads the store, bounded by a store deadline of its own.
-  private mutating func reread(_ preparing: inout Preparing, now: Duration) -> Step {
-    let step = step(.load, now: now)
-    preparing.stage = .rereading
-    preparing.readDeadline = step.deadline
-    state = .preparing(preparing)
-    return step
-  }
-
-  /// The store was read before authorizing: a valid model the callers did not reject is
-  /// adopted (another process, or a stopped flight, obtained it); otherwise the flight
-  /// authorizes, once it holds the lease when there is one.
-  private mutating func reread(
-    _ preparing: Preparing, _ model: AuthModel?, date: Date, now: Duration
-  ) -> AdvanceAction {
-    var preparing = preparing
-    // The store is the shared truth: memory follows it (a model this process cached keeps its
-    // leeway and history).
-    if model != cachedModel {
-      cache =
-        model.map {
-          .model(Cached(model: $0, leeway: policy.refreshLeeway, arrivedInsideLeeway: false))
-        } ?? .empty
-    }
-    if let model, model.isValid(at: date, leeway: policy.refreshLeeway),
-      !preparing.rejectedTokens.contains(model.accessToken)
-    {
-      guard preparing.holdsLease else {
-        state = .idle
-        return .end(
-          Ending(flight: preparing.id, result: .succeeded(model), adoptedFromStore: true))
-      }
-      preparing.stage = .releasing(model)
-      state = .preparing(preparing)
-      return .next(Step(kind: .releaseLease, deadline: nil))
-    }
-    if policy.usesLease, !preparing.holdsLease {
-      preparing.stage = .acquiringLease
-      state = .preparing(preparing)
-      return .next(Step(kind: .acquireLease, deadline: nil))
-    }
-    return .next(
-      authorize(
-        preparing.id, reason: preparing.reason, replacing: model, now: now,
-        deadlineArmed: preparing.authorizationDeadlineArmed))
-  }
-
-  private mutating func authorize(
-    _ id: UInt64, reason: AuthorizationReason, replacing: AuthModel?, now: Duration,
-    deadlineArmed: Bool
-  ) -> Step {
-    state = .authorizing(
-      Authorizing(id: id, reason: reason, spendsRefreshToken: replacing?.refreshToken != nil))
-    let kind = StepKind.authorize(reason, replacing: replacing)
-    return deadlineArmed ? Step(kind: kind, deadline: nil) : step(kind, now: now)
-  }
-
-  /// How a flight stopped while authorizing ends: a refresh in progress is left to finish and
-  /// its result stored; any other authorizer's result is discarded.
-  private mutating func stopped(_ authorizing: Authorizing, _ ending: Ending) -> Ending {
-    guard authorizing.spendsRefreshToken else { return ending }
-    var ending = ending
-    ending.letsRefreshFinish = true
-    outstanding[authorizing.id] = true
-    return ending
-  }
-
-  /// A report of a flight that is no longer the key's current one.
-  private mutating func stale(_ id: UInt64, _ outcome: StepOutcome, date: Date) -> AdvanceAction {
-    switch outcome {
-    case .authorized(let result):
-      guard outstanding.removeValue(forKey: id) == true, case .success(let model) = result else {
-        return .discardLateResult
-      }
-      outstanding[id] = true  // until stored: a new refresh still waits for it
-      return .persistLateResult(model)
-    case .lateResultSaved(let model):
-      // Stored, unless the user signed out meanwhile (here or elsewhere).
-      guard outstanding.removeValue(forKey: id) == true, let model else { return .ignore }
-      if isNewer(model, at: date) { adopt(model, obtainedAt: date) }
-      return .ignore
-    default:
-      return .ignore
-    }
-  }
-
-  /// Whether a late result should replace what memory holds.
-  private func isNewer(_ model: AuthModel, at date: Date) -> Bool {
-    switch cache {
-    case .unknown: return false  // the next request reads the store, which holds it
-    case .empty: return true
-    case .model(let cached):
-      if !cached.model.isValid(at: date, leeway: cached.leeway) { return true }
-      return (model.expiresAt ?? .distantFuture) > (cached.model.expiresAt ?? .distantFuture)
-    }
-  }
-
-  private func step(_ kind: StepKind, now: Duration) -> Step {
+  func step(_ kind: StepKind, now: Duration) -> Step {
     let timeout: Duration
     switch kind.phase {
     case .load, .save: timeout = policy.storeTimeout
@@ -508,7 +354,7 @@ struct AccountStateMachine {
     return Step(kind: kind, deadline: CoordinatorClock.deadline(after: timeout, from: now))
   }
 
-  private func resolve(_ refresh: RefreshPolicy) -> Rejection {
+  func resolve(_ refresh: RefreshPolicy) -> Rejection {
     switch refresh {
     case .ifNeeded: return .none
     case .force(let token?): return .token(token)
@@ -522,7 +368,7 @@ struct AccountStateMachine {
   }
 
   /// Caches a model an authorization produced at `date`.
-  private mutating func adopt(_ model: AuthModel, obtainedAt date: Date) {
+  mutating func adopt(_ model: AuthModel, obtainedAt date: Date) {
     cache = .model(
       Cached(
         model: model,
@@ -547,7 +393,7 @@ struct AccountStateMachine {
 
   /// The refresh-loop guard: records an authorization it counts unless too many started
   /// within the window.
-  private mutating func admitLoopGuardedAuthorization(now: Duration) -> Bool {
+  mutating func admitLoopGuardedAuthorization(now: Duration) -> Bool {
     let windowStart = now - policy.loopWindow
     if let firstRecent = loopGuardStarts.firstIndex(where: { $0 > windowStart }) {
       loopGuardStarts.removeFirst(firstRecent)
@@ -559,7 +405,7 @@ struct AccountStateMachine {
     return true
   }
 
-  private func loopGuardError() -> AuthCoordinatorError {
+  func loopGuardError() -> AuthCoordinatorError {
     AuthCoordinatorError(
       .refreshLoop,
       "more than \(policy.maxForcedAuthorizations) forced refreshes (or renewals of tokens "

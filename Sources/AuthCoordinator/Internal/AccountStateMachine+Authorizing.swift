@@ -1,0 +1,122 @@
+import Foundation
+
+// What a flight does between deciding to authorize and calling the authorizer: wait for a
+// stopped refresh of the key, take the cross-process lease or wait for its holder, and re-read
+// the store, adopting what another process stored (docs/processes.md).
+extension AccountStateMachine {
+  /// A flight must authorize: it waits for stopped refreshes of the key, takes the lease, and
+  /// re-reads the store first, as far as each applies.
+  mutating func beginAuthorization(
+    _ id: UInt64, reason: AuthorizationReason, rejecting rejected: Set<String>,
+    replacing: AuthModel?, justRead: Bool, now: Duration
+  ) -> Step {
+    var preparing = Preparing(id: id, reason: reason, rejectedTokens: rejected, stage: .rereading)
+    let kind: StepKind
+    if replacing?.refreshToken != nil, outstanding.values.contains(true) {
+      preparing.stage = .awaitingPredecessors
+      kind = .awaitPredecessors
+    } else if policy.usesLease {
+      preparing.stage = .acquiringLease
+      kind = .acquireLease
+    } else if !justRead {
+      kind = .load
+    } else {
+      return authorize(id, reason: reason, replacing: replacing, now: now, deadlineArmed: false)
+    }
+    if kind == .load { return reread(&preparing, now: now) }
+    preparing.authorizationDeadlineArmed = true
+    state = .preparing(preparing)
+    return step(kind, now: now)
+  }
+
+  /// The next step of a flight preparing to authorize, after `outcome`.
+  mutating func prepared(
+    _ preparing: Preparing, _ outcome: StepOutcome, date: Date, now: Duration
+  ) -> AdvanceAction {
+    var preparing = preparing
+    switch (preparing.stage, outcome) {
+    case (.awaitingPredecessors, .predecessorsFinished):
+      guard policy.usesLease else { return .next(reread(&preparing, now: now)) }
+      preparing.stage = .acquiringLease
+      state = .preparing(preparing)
+      return .next(Step(kind: .acquireLease, deadline: nil))
+    case (.acquiringLease, .leaseAttempted(.acquired)):
+      preparing.holdsLease = true
+      return .next(reread(&preparing, now: now))
+    case (.acquiringLease, .leaseAttempted(.heldElsewhere(let until))):
+      preparing.stage = .awaitingHolder
+      state = .preparing(preparing)
+      return .next(Step(kind: .awaitLeaseHolder(until: until), deadline: nil))
+    case (.acquiringLease, .leaseAttempted(.failed(let error))):
+      state = .idle
+      return .end(Ending(flight: preparing.id, result: .failed(error)))
+    case (.awaitingHolder, .leaseHolderChanged):
+      return .next(reread(&preparing, now: now))
+    case (.rereading, .loaded(let model)):
+      return reread(preparing, model, date: date, now: now)
+    case (.releasing(let model), .leaseReleased):
+      state = .idle
+      return .end(Ending(flight: preparing.id, result: .succeeded(model), adoptedFromStore: true))
+    default:
+      preconditionFailure(
+        "Internal inconsistency: \(outcome) reported while preparing (\(preparing.stage))")
+    }
+  }
+
+  /// The step that re-reads the store, bounded by a store deadline of its own.
+  mutating func reread(_ preparing: inout Preparing, now: Duration) -> Step {
+    let step = step(.load, now: now)
+    preparing.stage = .rereading
+    preparing.readDeadline = step.deadline
+    state = .preparing(preparing)
+    return step
+  }
+
+  /// The store was read before authorizing: a valid model the callers did not reject is
+  /// adopted (another process, or a stopped flight, obtained it); otherwise the flight
+  /// authorizes, once it holds the lease when there is one.
+  mutating func reread(
+    _ preparing: Preparing, _ model: AuthModel?, date: Date, now: Duration
+  ) -> AdvanceAction {
+    var preparing = preparing
+    // The store is the shared truth: memory follows it (a model this process cached keeps its
+    // leeway and history).
+    if model != cachedModel {
+      cache =
+        model.map {
+          .model(Cached(model: $0, leeway: policy.refreshLeeway, arrivedInsideLeeway: false))
+        } ?? .empty
+    }
+    if let model, model.isValid(at: date, leeway: policy.refreshLeeway),
+      !preparing.rejectedTokens.contains(model.accessToken)
+    {
+      guard preparing.holdsLease else {
+        state = .idle
+        return .end(
+          Ending(flight: preparing.id, result: .succeeded(model), adoptedFromStore: true))
+      }
+      preparing.stage = .releasing(model)
+      state = .preparing(preparing)
+      return .next(Step(kind: .releaseLease, deadline: nil))
+    }
+    if policy.usesLease, !preparing.holdsLease {
+      preparing.stage = .acquiringLease
+      state = .preparing(preparing)
+      return .next(Step(kind: .acquireLease, deadline: nil))
+    }
+    return .next(
+      authorize(
+        preparing.id, reason: preparing.reason, replacing: model, now: now,
+        deadlineArmed: preparing.authorizationDeadlineArmed))
+  }
+
+  mutating func authorize(
+    _ id: UInt64, reason: AuthorizationReason, replacing: AuthModel?, now: Duration,
+    deadlineArmed: Bool
+  ) -> Step {
+    state = .authorizing(
+      Authorizing(id: id, reason: reason, spendsRefreshToken: replacing?.refreshToken != nil))
+    let kind = StepKind.authorize(reason, replacing: replacing)
+    return deadlineArmed ? Step(kind: kind, deadline: nil) : step(kind, now: now)
+  }
+}
