@@ -383,59 +383,6 @@ struct Simulation {
     }
   }
 
-  /// What a simulated process's coordinator did, named after the process (`--processes N`).
-  private static func describe(
-    _ event: AuthEvent, in process: SimulatedProcess, ledger: SharedLedger
-  ) -> String? {
-    if case .adoptedFromStore(let key, let flight) = event {
-      let writer = ledger.writer(of: key).map { $0 == "app" ? "the app" : $0 } ?? "another process"
-      return
-        "\(process.name) adopted the model \(writer) stored for \(key.mcUid) (flight #\(flight))"
-    }
-    return describe(event).map { "\(process.name): \($0)" }
-  }
-
-  private static func describe(_ event: AuthEvent) -> String? {
-    switch event {
-    case .flightStarted(let key, let flight):
-      return "flight #\(flight) for \(key.mcUid) started"
-    case .authorizationStarted(let key, let flight, let reason):
-      return "flight #\(flight): authorizing \(key.mcUid) (\(reason))"
-    case .flightSucceeded(let key, let flight, let waiters):
-      return "flight #\(flight) for \(key.mcUid) succeeded: \(waiters) waiting callers served"
-    case .flightFailed(let key, let flight, let code):
-      return "flight #\(flight) for \(key.mcUid) failed: \(code)"
-    case .flightTimedOut(let key, let flight, let phase):
-      return "flight #\(flight) for \(key.mcUid) timed out in the \(phase.rawValue) phase"
-    case .flightCancelled(let key, let flight, let reason):
-      return "flight #\(flight) for \(key.mcUid) cancelled (\(reason.rawValue))"
-    case .lateResultDiscarded(let key, let flight):
-      return "a late result for flight #\(flight) (\(key.mcUid)) was discarded"
-    case .lateResultSaved(let key, let flight):
-      return "a late result for flight #\(flight) (\(key.mcUid)) was stored, not served"
-    case .adoptedFromStore(let key, let flight):
-      return "flight #\(flight) adopted the model another process stored for \(key.mcUid)"
-    case .signedOutElsewhere(let mcUid):
-      return "signed out in another process: \(mcUid ?? "everyone")"
-    case .refreshLoopStopped(let key):
-      return "loop guard: not bouncing \(key.mcUid) to Alipay again"
-    case .storeFailed(_, let operation, let message):
-      return "store \(operation.rawValue) failed: \(message)"
-    case .accountStatusChanged(let change):
-      return "account status changed: \(change)"
-    case .evicted:
-      return nil
-    }
-  }
-
-  private static func describe(_ event: BridgeEvent) -> String? {
-    switch event {
-    case .callbackMatched: return "callback matched the pending request"
-    case .callbackRejected(let reason, _): return "callback rejected (\(reason))"
-    case .abandonedAfterReturn: return "the user came back without a callback: abandoned"
-    case .opened, .openFailed: return nil
-    }
-  }
 }
 
 /// Lets the simulated Alipay app reach the coordinators that are created after it (the app's
