@@ -248,7 +248,7 @@ final class SharedLeaseStressDriver {
   /// left, within the longest bound and a second. False when that did not happen (a hang).
   private func drain() async -> Bool {
     func settled() -> Bool {
-      ledger.outstanding == 0 && ledger.runningAuthorizations == 0
+      ledger.outstanding == 0 && ledger.runningAuthorizations == 0 && ledger.leasesHeld == 0
         && processes.allSatisfy {
           let stats = $0.coordinator.statistics
           return stats.flightsInProgress == 0 && stats.waitingCallers == 0
@@ -259,9 +259,6 @@ final class SharedLeaseStressDriver {
     while !settled(), ContinuousClock.now < giveUp {
       try? await Task.sleep(for: .milliseconds(5))
     }
-    // A late refresh result is saved after its authorizer returned, and a release announced
-    // after it: a moment for those.
-    try? await Task.sleep(for: .milliseconds(100))
     guard settled() else {
       let stuck = ledger.unfinished(limit: 10).map {
         "#\($0.id) process \($0.process) \($0.key.mcUid) \($0.refresh), started "

@@ -215,6 +215,10 @@ final class SharedStressLedger: Sendable {
 
   // MARK: - Lease holders
 
+  /// Leases held now: a flight gives its lease back after its result (a late one included) is
+  /// stored, so none held means every save has landed.
+  var leasesHeld: Int { state.withLock { $0.holders.count } }
+
   func held(_ key: AccountKey, process: Int, fence: UInt64, expiresAt: Date) {
     state.withLock { state in
       if let holder = state.holders[key], holder.fence > fence { return }

@@ -308,11 +308,11 @@ import Testing
     #expect(
       try await early.acquire(user, owner: "test", timeToLive: .seconds(30))
         == .heldElsewhere(owner: holder.owner, expiresAt: holder.expiresAt))
-    // After it, on the real clock both processes used: wait (at most the 500 ms TTL) for it.
-    while Date() <= holder.expiresAt { try await Task.sleep(for: .milliseconds(20)) }
-    let real = FileAuthorizationLease(url: leaseURL(dir))
+    // Just after it (the same pinned clock, now 1 ms past the crasher's expiry): taken over.
+    let late = FileAuthorizationLease(
+      url: leaseURL(dir), now: { holder.expiresAt.addingTimeInterval(0.001) })
     let grant = try #require(
-      try await real.acquire(user, owner: "test", timeToLive: .seconds(30)).grant)
+      try await late.acquire(user, owner: "test", timeToLive: .seconds(30)).grant)
     #expect(grant.fence > fence)
   }
 
@@ -377,7 +377,8 @@ import Testing
         return changes
       }
       group.addTask {
-        try? await Task.sleep(for: .seconds(10))
+        // A bound, never a pass: a missed announcement fails the test after 10 s.
+        try? await ContinuousClock().sleep(for: .seconds(10))
         return nil
       }
       let first = await group.next() ?? nil
