@@ -55,7 +55,6 @@ extension AuthCoordinator {
       }
       let first = prepare(step, key: key, flight: id, in: stripe, wake: &wake)
       let previous = slot.pendingStops()
-      slot.workFinished[id] = Latch()
       slot.flight = FlightHandle(
         id: id, queue: queue,
         work: Task { [weak self] in

@@ -68,6 +68,11 @@ extension AuthCoordinator {
       stopped = Latch()
       slot.stopping.append(stopped!)
     }
+    // A stopped refresh goes on: a flight about to spend the same refresh token waits until
+    // its task ended (its result stored).
+    if ending.letsRefreshFinish, let slot {
+      slot.workFinished[ending.flight] = Latch()
+    }
     return Closing(
       work: ending.stopsWork ? handle?.work : nil, waiters: waiters, followers: followers,
       stopped: stopped)

@@ -23,6 +23,7 @@ extension AuthCoordinator {
   /// no next step, and whatever it produced is discarded (or, for a refresh, stored).
   func runFlight(_ key: AccountKey, flight id: UInt64, first: FlightStep) async {
     var held = HeldLease()
+    var authorized = false
     var next: FlightStep? = first
     while let step = next {
       let outcome: AccountStateMachine.StepOutcome
@@ -52,6 +53,7 @@ extension AuthCoordinator {
         await release(&held, key)
         outcome = .leaseReleased
       case .authorize(let request):
+        authorized = true
         do {
           let model = try await authorizer.authorize(request)
           outcome =
@@ -80,7 +82,8 @@ extension AuthCoordinator {
       next = advance(key, flight: id, outcome)
     }
     await release(&held, key)
-    workFinished(key, flight: id)
+    // Only a flight that called the authorizer can have been a stopped refresh.
+    if authorized { workFinished(key, flight: id) }
   }
 
   /// Gives the lease back, if the flight holds it.
@@ -168,7 +171,7 @@ extension AuthCoordinator {
     }
   }
 
-  /// The flight's task ended: stopped flights waiting for it may go on.
+  /// The flight's task ended: if it was a stopped refresh, the flights waiting for it go on.
   private func workFinished(_ key: AccountKey, flight id: UInt64) {
     let stripe = table.stripe(for: key)
     let latch = stripe.lock.withLock { stripe.accounts[key]?.workFinished.removeValue(forKey: id) }

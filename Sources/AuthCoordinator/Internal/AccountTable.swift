@@ -149,8 +149,8 @@ final class AccountSlot {
   /// The cancellations of stopped flights not yet carried out: the key's next flight waits
   /// for them, and the key is not evicted before they are.
   var stopping: [Latch] = []
-  /// Opened when a flight's task ends (after a stopped refresh stored its result): a flight
-  /// about to spend the same refresh token waits for its predecessors'.
+  /// The stopped refreshes still running, each opened when its task ends (after it stored its
+  /// result): a flight about to spend the same refresh token waits for them.
   var workFinished: [UInt64: Latch] = [:]
 
   init(machine: AccountStateMachine) { self.machine = machine }
