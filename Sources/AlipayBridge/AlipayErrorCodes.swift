@@ -11,8 +11,6 @@ extension AuthCoordinatorError.Code {
   public static let userCancelled = Self(rawValue: "user_cancelled")
   /// The installed Alipay is too old (`account_open_auth_4002`).
   public static let alipayTooOld = Self(rawValue: "alipay_too_old")
-  /// Alipay reported a network error (ResultStatus 6002).
-  public static let networkError = Self(rawValue: "network_error")
   /// The integrator's server did not turn the auth code into a model.
   public static let exchangeFailed = Self(rawValue: "exchange_failed")
   /// A callback URL could not be parsed or did not belong to a pending request.

@@ -38,6 +38,10 @@ public struct AuthCoordinatorError: Error, Hashable, Sendable, CustomStringConve
     public static let signedOut = Code(rawValue: "signed_out")
     /// The token store failed.
     public static let storeFailed = Code(rawValue: "store_failed")
+    /// The network failed: an authorizer's request did not get through (a `URLError` other
+    /// than a cancellation), or Alipay reported a network error (ResultStatus 6002). Retrying
+    /// later can help.
+    public static let networkError = Code(rawValue: "network_error")
     /// The model can only be obtained interactively, and this coordinator may not interact
     /// (``AuthCoordinator/Configuration/allowsInteraction`` is `false`: an app extension, say).
     /// Open the app, or wait for another process to store a model.
@@ -80,10 +84,16 @@ public struct AuthCoordinatorError: Error, Hashable, Sendable, CustomStringConve
   public func hash(into hasher: inout Hasher) { hasher.combine(code) }
 
   /// `AuthCoordinatorError(code): message (underlying: ...)`.
+  ///
+  /// URLs in the underlying error's description (a failed request's `NSErrorFailingURLKey`,
+  /// say) are printed without their user info, query and fragment, where codes and
+  /// credentials travel.
   public var description: String {
     var text = "AuthCoordinatorError(\(code.rawValue))"
     if !message.isEmpty { text += ": \(message)" }
-    if let underlying { text += " (underlying: \(underlying))" }
+    if let underlying {
+      text += " (underlying: \(URLRedaction.redactingURLs(in: "\(underlying)")))"
+    }
     return text
   }
 }

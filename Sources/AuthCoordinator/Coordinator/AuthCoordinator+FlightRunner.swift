@@ -283,9 +283,13 @@ extension AuthCoordinator {
 
   static func wrap(_ error: any Error) -> AuthCoordinatorError {
     if let error = error as? AuthCoordinatorError { return error }
-    if error is CancellationError {
+    if error is CancellationError || (error as? URLError)?.code == .cancelled {
       return AuthCoordinatorError(
         .authorizationFailed, "the authorizer was cancelled", underlying: error)
+    }
+    if let error = error as? URLError {
+      return AuthCoordinatorError(
+        .networkError, "the authorizer's request failed in transport", underlying: error)
     }
     return AuthCoordinatorError(.authorizationFailed, "the authorizer failed", underlying: error)
   }

@@ -1,0 +1,55 @@
+import AuthCoordinator
+import AuthCoordinatorTestKit
+import Foundation
+import Testing
+
+/// Part of issue 13 (errors a service can classify and print). An authorizer's transport
+/// failure is `network_error`, not `authorization_failed`; a printed error never shows the
+/// user info, query or fragment of a URL its cause carries. Both tests failed before.
+@Suite struct ErrorClassificationTests {
+  @Test func aTransportFailureInTheAuthorizerIsANetworkError() async {
+    let coordinator = AuthCoordinator(
+      authorizer: ClosureAuthorizer { _ in throw URLError(.cannotConnectToHost) })
+    do {
+      _ = try await coordinator.authModel(for: u1)
+      Issue.record("expected network_error")
+    } catch let error as AuthCoordinatorError {
+      #expect(error.code == .networkError, "\(error)")
+      #expect(error.underlying is URLError)
+    } catch {
+      Issue.record("expected network_error, got \(error)")
+    }
+  }
+
+  @Test func anAuthorizersOwnErrorIsStillAnAuthorizationFailure() async {
+    struct Refused: Error {}
+    let coordinator = AuthCoordinator(authorizer: ClosureAuthorizer { _ in throw Refused() })
+    await #expect(throws: AuthCoordinatorError(.authorizationFailed)) {
+      try await coordinator.authModel(for: u1)
+    }
+  }
+
+  @Test func aPrintedErrorRedactsTheCredentialsAndQueryOfItsCausesURLs() {
+    let url = "https://client:s3cret-pw@auth.example.com:8443/oauth/token?code=SECRET-CODE#frag-x"
+    let cause = NSError(
+      domain: NSURLErrorDomain, code: NSURLErrorCannotConnectToHost,
+      userInfo: [
+        NSURLErrorFailingURLErrorKey: URL(string: url)!,
+        NSLocalizedDescriptionKey: "Could not connect to \(url)",
+      ])
+    let printed = "\(AuthCoordinatorError(.networkError, "failed", underlying: cause))"
+    for secret in ["s3cret-pw", "client:", "SECRET-CODE", "frag-x"] {
+      #expect(!printed.contains(secret), "\(printed)")
+    }
+    #expect(printed.contains("https://auth.example.com:8443/oauth/token<redacted>"), "\(printed)")
+  }
+
+  @Test func urlsWithoutSecretsArePrintedAsTheyAre() {
+    let cause = NSError(
+      domain: "test", code: 1,
+      userInfo: [NSLocalizedDescriptionKey: "see https://status.example.com/incidents"])
+    let printed = "\(AuthCoordinatorError(.networkError, underlying: cause))"
+    #expect(printed.contains("https://status.example.com/incidents"))
+    #expect(!printed.contains("<redacted>"))
+  }
+}
