@@ -16,10 +16,11 @@ mkdir -p "$out/corpus"
 cp -n "$root"/Fuzz/corpus/callback/* "$out/corpus/" 2>/dev/null || true
 
 # The parser sources import AuthCoordinator for its error type: that module is built first from
-# the core's AuthCoordinatorError.swift alone (with a stand-in AccountKey), then the parsers and
+# the core's AuthCoordinatorError.swift and URLRedaction.swift alone (with a stand-in AccountKey), then the parsers and
 # the fuzz target are compiled against it. Both are instrumented.
 core_sources=(
   "$root/Sources/AuthCoordinator/AuthCoordinatorError.swift"
+  "$root/Sources/AuthCoordinator/URLRedaction.swift"
   "$root/Fuzz/CallbackParser/Core/Stubs.swift"
 )
 bridge="$root/Sources/AlipayBridge"
