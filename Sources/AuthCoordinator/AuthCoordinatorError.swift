@@ -49,6 +49,13 @@ public struct AuthCoordinatorError: Error, Hashable, Sendable, CustomStringConve
 
     /// The stable name.
     public var description: String { rawValue }
+
+    /// Whether an error with this code is transient unless its thrower says otherwise:
+    /// `timed_out`, `network_error` and `store_failed` are; every other code, including the codes
+    /// other modules define, is terminal by default.
+    public var isTransientByDefault: Bool {
+      self == .timedOut || self == .networkError || self == .storeFailed
+    }
   }
 
   /// Why the request failed.
@@ -57,6 +64,16 @@ public struct AuthCoordinatorError: Error, Hashable, Sendable, CustomStringConve
   public var message: String
   /// The error that caused this one, if any.
   public var underlying: (any Error & Sendable)?
+  /// Whether retrying later can help (a network failure, a server that is down, a deadline), as
+  /// opposed to a terminal failure that repeats until something changes (a revoked grant, a
+  /// refused client, a user who declined).
+  ///
+  /// The thrower decides; by default it is the code's
+  /// ``Code-swift.struct/isTransientByDefault``. An authorizer marks its own errors by throwing
+  /// an `AuthCoordinatorError` made with `transient:`, ``transient(_:_:)`` or ``terminal(_:_:)``,
+  /// or an error type that conforms to ``ClassifiedError``. The coordinator never caches a
+  /// failure either way: the flag is for the caller deciding whether to retry.
+  public var isTransient: Bool
 
   /// Creates an error.
   ///
@@ -64,10 +81,46 @@ public struct AuthCoordinatorError: Error, Hashable, Sendable, CustomStringConve
   ///   - code: The stable reason.
   ///   - message: An explanation without secrets.
   ///   - underlying: The cause, if any.
-  public init(_ code: Code, _ message: String = "", underlying: (any Error & Sendable)? = nil) {
+  ///   - transient: Whether retrying later can help; `nil` (the default) takes the code's
+  ///     ``Code-swift.struct/isTransientByDefault``.
+  public init(
+    _ code: Code, _ message: String = "", underlying: (any Error & Sendable)? = nil,
+    transient: Bool? = nil
+  ) {
     self.code = code
     self.message = message
     self.underlying = underlying
+    self.isTransient = transient ?? code.isTransientByDefault
+  }
+
+  /// An authorizer's failure that retrying later can help, with code
+  /// ``Code-swift.struct/authorizationFailed``.
+  ///
+  /// ```swift
+  /// guard status != 503 else { throw AuthCoordinatorError.transient(nil, "the endpoint is down") }
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - underlying: The cause, if any.
+  ///   - message: An explanation without secrets.
+  /// - Returns: The error.
+  public static func transient(
+    _ underlying: (any Error & Sendable)?, _ message: String = "the authorizer failed"
+  ) -> Self {
+    Self(.authorizationFailed, message, underlying: underlying, transient: true)
+  }
+
+  /// An authorizer's failure that repeats until something changes, with code
+  /// ``Code-swift.struct/authorizationFailed``.
+  ///
+  /// - Parameters:
+  ///   - underlying: The cause, if any.
+  ///   - message: An explanation without secrets.
+  /// - Returns: The error.
+  public static func terminal(
+    _ underlying: (any Error & Sendable)?, _ message: String = "the authorizer failed"
+  ) -> Self {
+    Self(.authorizationFailed, message, underlying: underlying, transient: false)
   }
 
   /// Equal when the codes are equal.
@@ -105,4 +158,18 @@ extension AuthCoordinatorError {
   static func signedOut(_ key: AccountKey) -> Self {
     .init(.signedOut, "account \(key.mcUid) signed out while the request waited")
   }
+}
+
+/// An error type that says whether retrying later can help.
+///
+/// When an authorizer throws one (and not an ``AuthCoordinatorError``), the coordinator wraps it
+/// into an error with code ``AuthCoordinatorError/Code-swift.struct/authorizationFailed`` whose
+/// ``AuthCoordinatorError/isTransient`` is the error's own ``isTransient``.
+///
+/// ```swift
+/// struct BackendDown: ClassifiedError { var isTransient: Bool { true } }
+/// ```
+public protocol ClassifiedError: Error, Sendable {
+  /// Whether retrying later can help.
+  var isTransient: Bool { get }
 }

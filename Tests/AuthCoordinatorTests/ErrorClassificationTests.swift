@@ -52,4 +52,42 @@ import Testing
     #expect(printed.contains("https://status.example.com/incidents"))
     #expect(!printed.contains("<redacted>"))
   }
+
+  @Test func anAuthorizerMarksItsOwnErrorsTransientOrTerminal() async {
+    struct BackendDown: ClassifiedError { var isTransient: Bool { true } }
+    struct Declined: ClassifiedError { var isTransient: Bool { false } }
+    let cases: [(any Error & Sendable, Bool)] = [
+      (BackendDown(), true),
+      (Declined(), false),
+      (AuthCoordinatorError.transient(nil, "down"), true),
+      (AuthCoordinatorError.terminal(nil, "refused"), false),
+      (URLError(.timedOut), true),
+      (AuthCoordinatorError(.authorizationFailed, "plain"), false),
+    ]
+    for (thrown, transient) in cases {
+      let coordinator = AuthCoordinator(authorizer: ClosureAuthorizer { _ in throw thrown })
+      do {
+        _ = try await coordinator.authModel(for: u1)
+        Issue.record("expected a failure for \(thrown)")
+      } catch let error as AuthCoordinatorError {
+        #expect(error.isTransient == transient, "\(thrown) -> \(error)")
+      } catch {
+        Issue.record("expected AuthCoordinatorError, got \(error)")
+      }
+    }
+  }
+
+  @Test func codesHaveADefaultTransience() {
+    for code in [AuthCoordinatorError.Code.timedOut, .networkError, .storeFailed] {
+      #expect(AuthCoordinatorError(code).isTransient, "\(code)")
+    }
+    for code in [
+      AuthCoordinatorError.Code.authorizationFailed, .signedOut, .refreshLoop,
+      .interactionRequired, .abandoned, AuthCoordinatorError.Code(rawValue: "custom"),
+    ] {
+      #expect(!AuthCoordinatorError(code).isTransient, "\(code)")
+    }
+    #expect(AuthCoordinatorError(.authorizationFailed, transient: true).isTransient)
+    #expect(!AuthCoordinatorError(.networkError, transient: false).isTransient)
+  }
 }

@@ -291,6 +291,11 @@ extension AuthCoordinator {
       return AuthCoordinatorError(
         .networkError, "the authorizer's request failed in transport", underlying: error)
     }
+    if let error = error as? any ClassifiedError {
+      return AuthCoordinatorError(
+        .authorizationFailed, "the authorizer failed", underlying: error,
+        transient: error.isTransient)
+    }
     return AuthCoordinatorError(.authorizationFailed, "the authorizer failed", underlying: error)
   }
 }
