@@ -10,6 +10,7 @@ let package = Package(
     .library(name: "AuthCoordinator", targets: ["AuthCoordinator"]),
     .library(name: "TokenStore", targets: ["TokenStore"]),
     .library(name: "AlipayBridge", targets: ["AlipayBridge"]),
+    .library(name: "AuthCoordinatorOAuth2", targets: ["AuthCoordinatorOAuth2"]),
     .library(name: "AuthCoordinatorTestKit", targets: ["AuthCoordinatorTestKit"]),
     .executable(name: "authcoord", targets: ["authcoord"]),
   ],
@@ -24,6 +25,9 @@ let package = Package(
     // core, which knows nothing of Alipay. Its error codes extend `AuthCoordinatorError.Code`.
     .target(
       name: "AlipayBridge", dependencies: ["AuthCoordinator", "TokenStore", "SyncPrimitives"]),
+    // For Swift services: an OAuth 2 authorizer over URLSession and a bearer-attaching HTTP
+    // client, on top of the core.
+    .target(name: "AuthCoordinatorOAuth2", dependencies: ["AuthCoordinator", "SyncPrimitives"]),
     .target(name: "AuthCoordinatorTestKit", dependencies: ["AuthCoordinator", "SyncPrimitives"]),
     // Info.plist checks for account connect, behind `authcoord doctor`.
     .target(name: "AppConfigDoctor"),
@@ -85,6 +89,14 @@ let package = Package(
         "LoopbackTokenServer",
       ]
     ),
+    // The OAuth 2 authorizer against the rotating token server (needs python3 on PATH).
+    .testTarget(
+      name: "OAuth2Tests",
+      dependencies: ["AuthCoordinatorOAuth2", "AuthCoordinatorTestKit", "RotatingTokenServer"]),
+    // The bearer client against the rotating token server's protected resource (python3).
+    .testTarget(
+      name: "BearerClientTests",
+      dependencies: ["AuthCoordinatorOAuth2", "AuthCoordinatorTestKit", "RotatingTokenServer"]),
     // Several auth-worker processes on one store file and lease against the rotating token
     // server: one authorization per key across processes (needs python3 on PATH).
     .testTarget(

@@ -71,10 +71,31 @@ public final class RotatingTokenServer: @unchecked Sendable {
   ///   - delay: Seconds the server waits before it answers a token request.
   ///   - expiresIn: The `expires_in` of new tokens, in seconds.
   public func configure(delay: Double? = nil, expiresIn: Int? = nil) async throws {
-    var query: [String] = []
-    if let delay { query.append("delay=\(delay)") }
-    if let expiresIn { query.append("expires_in=\(expiresIn)") }
+    var settings: [String: String] = [:]
+    if let delay { settings["delay"] = "\(delay)" }
+    if let expiresIn { settings["expires_in"] = "\(expiresIn)" }
+    try await configure(settings)
+  }
+
+  /// Sets any of the server's `/config` values by name (see the script's header): `delay`,
+  /// `expires_in`, `resource_delay`, `client_id`, `client_secret`, `fail_count`, `fail_status`,
+  /// `fail_body`, `redirect_to`, `huge_reply`.
+  ///
+  /// - Parameter settings: The values, by name.
+  public func configure(_ settings: [String: String]) async throws {
+    let query = settings.map { name, value in
+      "\(name)=\(value.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? value)"
+    }
     _ = try await get("/config?" + query.joined(separator: "&"))
+  }
+
+  /// Revokes every access token issued so far (`GET /revoke-access`); their refresh tokens stay
+  /// valid. `/resource` answers 401 to them from now on.
+  ///
+  /// - Returns: How many tokens were revoked.
+  @discardableResult
+  public func revokeAccessTokens() async throws -> Int {
+    (try await get("/revoke-access")["revoked"] as? NSNumber)?.intValue ?? 0
   }
 
   /// Whether the server still accepts `accessToken` (issued, family not revoked).
@@ -135,6 +156,18 @@ public final class RotatingTokenServer: @unchecked Sendable {
     public var inFlightRequests: [(pid: Int32, ageMilliseconds: Double)]
     /// Token families started.
     public var families: Int
+    /// Token requests by client authentication method: `basic`, `post` or `none`.
+    public var clientAuthentication: [String: Int]
+    /// Token requests refused with `invalid_client`.
+    public var invalidClients: Int
+    /// Token requests answered as `/config` scripted (a failure, a redirect, a huge body).
+    public var scriptedFailures: Int
+    /// `/resource` requests answered 200.
+    public var resourceOK: Int
+    /// `/resource` requests answered 401.
+    public var resourceUnauthorized: Int
+    /// `/revoke-access` calls.
+    public var accessRevocations: Int
 
     init(_ object: [String: Any]) {
       func int(_ name: String) -> Int { (object[name] as? NSNumber)?.intValue ?? 0 }
@@ -157,13 +190,21 @@ public final class RotatingTokenServer: @unchecked Sendable {
         )
       }
       families = int("families")
+      clientAuthentication = table("client_auth")
+      invalidClients = int("invalid_clients")
+      scriptedFailures = int("scripted_failures")
+      resourceOK = int("resource_ok")
+      resourceUnauthorized = int("resource_unauthorized")
+      accessRevocations = int("access_revocations")
     }
 
     public var description: String {
       "grants \(grants), requests \(requests), refreshes \(refreshes), issued \(issued), "
         + "reuses \(reuses), revoked families \(revokedFamilies), invalid grants "
         + "\(invalidGrants), aborted \(aborted), in flight \(inFlight), "
-        + "families \(families)"
+        + "families \(families), resource ok \(resourceOK), resource unauthorized "
+        + "\(resourceUnauthorized), invalid clients \(invalidClients), scripted failures "
+        + "\(scriptedFailures)"
     }
   }
 }

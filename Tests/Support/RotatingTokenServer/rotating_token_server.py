@@ -31,9 +31,33 @@ Routes:
                  sets the delay before answering token requests (default 0) and the expires_in
                  of new tokens (default 3600); answers the configuration.
   GET /introspect?token=<access token>
-                 {"active": bool}: issued, and its family not revoked.
+                 {"active": bool}: issued, not revoked, and its family not revoked.
+
+A protected resource, for the bearer-client tests:
+
+  GET /resource  with `Authorization: Bearer <access token>`: 200 {"ok": true, "family": N} when
+                 the token is active; otherwise 401 with
+                 `WWW-Authenticate: Bearer error="invalid_token"`. Waits `resource_delay` s first.
+  GET /revoke-access
+                 revokes every access token issued so far (their refresh tokens stay valid, as
+                 when a resource server's key rotates); answers {"revoked": n}.
+
+Client authentication and scripted failures (all set through /config, all off by default):
+
+  client_id, client_secret
+                 when both are set, POST /token requires them, either as HTTP Basic
+                 (`Authorization: Basic base64(id:secret)`, form-urlencoded per RFC 6749 2.3.1) or
+                 as `client_id` and `client_secret` form fields; otherwise 401
+                 {"error": "invalid_client"} with `WWW-Authenticate: Basic`. /stats counts
+                 `client_auth` by method ("basic", "post", "none").
+  fail_count, fail_status, fail_body
+                 the next `fail_count` token requests are answered `fail_status` with the raw
+                 `fail_body` (JSON or not) instead of a grant; nothing rotates.
+  redirect_to    token requests are answered 307 with `Location: <redirect_to>`.
+  huge_reply     token requests are answered 200 with a JSON body of this many bytes.
 """
 
+import base64
 import json
 import os
 import secrets
@@ -48,7 +72,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 HARD_TIMEOUT = float(os.environ.get("ROTATING_TOKEN_SERVER_TIMEOUT", "300"))
 
 LOCK = threading.Lock()
-CONFIG = {"delay": 0.0, "expires_in": 3600}
+CONFIG = {
+    "delay": 0.0,
+    "expires_in": 3600,
+    "resource_delay": 0.0,
+    "client_id": "",
+    "client_secret": "",
+    "fail_count": 0,
+    "fail_status": 503,
+    "fail_body": "",
+    "redirect_to": "",
+    "huge_reply": 0,
+}
 STATS = {
     "grants": {},
     "requests": {},
@@ -60,11 +95,18 @@ STATS = {
     "aborted": 0,
     "in_flight": 0,
     "families": 0,
+    "client_auth": {},
+    "invalid_clients": 0,
+    "scripted_failures": 0,
+    "resource_ok": 0,
+    "resource_unauthorized": 0,
+    "access_revocations": 0,
 }
 IN_FLIGHT = {}  # request number -> (pid header, monotonic arrival time)
 FAMILIES = {}  # family id -> {"revoked": bool, "current": refresh token}
 REFRESH_TOKENS = {}  # refresh token -> family id (current or spent)
 ACCESS_TOKENS = {}  # access token -> family id
+REVOKED_ACCESS = set()  # access tokens revoked by /revoke-access
 NEXT = {"family": 0, "request": 0}
 
 
@@ -85,8 +127,38 @@ def issue(family):
     }
 
 
+def is_active(token):
+    """Whether `token` is an issued access token, not revoked, of a live family (LOCK held)."""
+    family = ACCESS_TOKENS.get(token)
+    return family is not None and not FAMILIES[family]["revoked"] and token not in REVOKED_ACCESS
+
+
 def count(table, name):
     STATS[table][name] = STATS[table].get(name, 0) + 1
+
+
+def client_authentication(headers, params):
+    """Checks the client's credentials (LOCK held). Returns None, or an error reply."""
+    header = headers.get("Authorization", "")
+    method, client_id, secret = "none", params.get("client_id", ""), None
+    if header.startswith("Basic "):
+        method = "basic"
+        try:
+            decoded = base64.b64decode(header[6:], validate=True).decode("utf-8")
+            user, _, password = decoded.partition(":")
+            client_id = urllib.parse.unquote_plus(user)
+            secret = urllib.parse.unquote_plus(password)
+        except Exception:
+            client_id, secret = "", None
+    elif "client_secret" in params:
+        method, secret = "post", params["client_secret"]
+    count("client_auth", method)
+    if not CONFIG["client_id"] or not CONFIG["client_secret"]:
+        return None
+    if client_id == CONFIG["client_id"] and secret == CONFIG["client_secret"]:
+        return None
+    STATS["invalid_clients"] += 1
+    return 401, {"error": "invalid_client", "error_description": "client authentication failed"}
 
 
 def grant(params):
@@ -173,19 +245,82 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(200, value)
         elif parsed.path == "/config":
             with LOCK:
-                if "delay" in params:
-                    CONFIG["delay"] = float(params["delay"])
-                if "expires_in" in params:
-                    CONFIG["expires_in"] = int(params["expires_in"])
+                for name, value in params.items():
+                    if name not in CONFIG:
+                        continue
+                    kind = type(CONFIG[name])
+                    CONFIG[name] = kind(float(value)) if kind in (int, float) else value
                 value = dict(CONFIG)
+                value.pop("client_secret")
             self.send_json(200, value)
         elif parsed.path == "/introspect":
             with LOCK:
-                family = ACCESS_TOKENS.get(params.get("token", ""))
-                active = family is not None and not FAMILIES[family]["revoked"]
+                active = is_active(params.get("token", ""))
             self.send_json(200, {"active": active})
+        elif parsed.path == "/resource":
+            self.resource()
+        elif parsed.path == "/revoke-access":
+            with LOCK:
+                fresh = [token for token in ACCESS_TOKENS if token not in REVOKED_ACCESS]
+                REVOKED_ACCESS.update(fresh)
+                STATS["access_revocations"] += 1
+            self.send_json(200, {"revoked": len(fresh)})
         else:
             self.send_json(404, {"error": "no route " + parsed.path})
+
+    def resource(self):
+        header = self.headers.get("Authorization", "")
+        token = header[7:] if header.startswith("Bearer ") else ""
+        with LOCK:
+            delay = CONFIG["resource_delay"]
+        if delay > 0:
+            time.sleep(delay)
+        with LOCK:
+            active = is_active(token)
+            STATS["resource_ok" if active else "resource_unauthorized"] += 1
+            family = ACCESS_TOKENS.get(token)
+        if active:
+            self.send_json(200, {"ok": True, "family": family})
+            return
+        data = json.dumps({"error": "invalid_token"}).encode("utf-8")
+        try:
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Bearer error="invalid_token"')
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def send_raw(self, status, headers, data):
+        try:
+            self.send_response(status)
+            for name, value in headers:
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def scripted_reply(self):
+        """Answers a token request as /config scripted it. Returns False when nothing is."""
+        json_type = ("Content-Type", "application/json")
+        with LOCK:
+            if CONFIG["redirect_to"]:
+                reply = (307, [("Location", CONFIG["redirect_to"])], b"")
+            elif CONFIG["huge_reply"] > 0:
+                filler = "x" * max(CONFIG["huge_reply"] - 20, 0)
+                reply = (200, [json_type], json.dumps({"access_token": filler}).encode("utf-8"))
+            elif CONFIG["fail_count"] > 0:
+                CONFIG["fail_count"] -= 1
+                reply = (CONFIG["fail_status"], [json_type], CONFIG["fail_body"].encode("utf-8"))
+            else:
+                return False
+            STATS["scripted_failures"] += 1
+        self.send_raw(*reply)
+        return True
 
     def do_POST(self):
         length = int(self.headers.get("Content-Length") or 0)
@@ -195,6 +330,15 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(404, {"error": "no route " + parsed.path})
             return
         params = dict(urllib.parse.parse_qsl(body.decode("utf-8"), keep_blank_values=True))
+        with LOCK:
+            refused = client_authentication(self.headers, params)
+        if refused:
+            data = json.dumps(refused[1]).encode("utf-8")
+            self.send_raw(refused[0], [("WWW-Authenticate", "Basic"),
+                                       ("Content-Type", "application/json")], data)
+            return
+        if self.scripted_reply():
+            return
         with LOCK:
             NEXT["request"] += 1
             number = NEXT["request"]

@@ -1,0 +1,3 @@
+import Testing
+
+// Placeholder: the bearer client tests land here.

@@ -1,0 +1,3 @@
+import Testing
+
+// Placeholder: the OAuth 2 authorizer tests land here.
