@@ -23,11 +23,18 @@ let package = Package(
     .target(name: "AuthCoordinator", dependencies: ["TokenStore", "SyncPrimitives"]),
     // The Alipay account-connect bridge (callbacks, Inside SDK, HTTP exchanger) on top of the
     // core, which knows nothing of Alipay. Its error codes extend `AuthCoordinatorError.Code`.
+    // The HTTP limits every token request enforces (a bounded body, a whole-request timeout, no
+    // redirect but a same-origin HTTPS one) and secret-free body excerpts, shared by the Alipay
+    // exchanger and the OAuth 2 authorizer (package access only).
+    .target(name: "HTTPSupport", dependencies: ["SyncPrimitives"]),
     .target(
-      name: "AlipayBridge", dependencies: ["AuthCoordinator", "TokenStore", "SyncPrimitives"]),
+      name: "AlipayBridge",
+      dependencies: ["AuthCoordinator", "TokenStore", "SyncPrimitives", "HTTPSupport"]),
     // For Swift services: an OAuth 2 authorizer over URLSession and a bearer-attaching HTTP
     // client, on top of the core.
-    .target(name: "AuthCoordinatorOAuth2", dependencies: ["AuthCoordinator", "SyncPrimitives"]),
+    .target(
+      name: "AuthCoordinatorOAuth2",
+      dependencies: ["AuthCoordinator", "SyncPrimitives", "HTTPSupport"]),
     .target(name: "AuthCoordinatorTestKit", dependencies: ["AuthCoordinator", "SyncPrimitives"]),
     // Info.plist checks for account connect, behind `authcoord doctor`.
     .target(name: "AppConfigDoctor"),
@@ -62,7 +69,7 @@ let package = Package(
     // Runs the HTTP exchanger against the loopback token server (needs python3 on PATH).
     .testTarget(
       name: "ExchangerTests",
-      dependencies: ["AuthCoordinator", "AlipayBridge", "LoopbackTokenServer"],
+      dependencies: ["AuthCoordinator", "AlipayBridge", "HTTPSupport", "LoopbackTokenServer"],
       exclude: ["Resources"]),
     .testTarget(
       name: "AppConfigDoctorTests",

@@ -1,5 +1,6 @@
 import AuthCoordinator
 import Foundation
+import HTTPSupport
 #if canImport(FoundationNetworking)
   import FoundationNetworking
 #endif
@@ -40,30 +41,6 @@ extension HTTPTokenExchanger: CustomStringConvertible, CustomDebugStringConverti
       displayStyle: .struct)
   }
 
-  /// `url` with its user info, every query value and its fragment replaced by `<redacted>`
-  /// (a query item without `=` is replaced whole); scheme, host, port and path are kept.
-  static func redacted(_ url: URL) -> String {
-    guard let parts = URLComponents(url: url, resolvingAgainstBaseURL: false) else {
-      return "<redacted URL>"
-    }
-    var text = parts.scheme.map { $0 + ":" } ?? ""
-    if let host = parts.percentEncodedHost {
-      text += "//"
-      if parts.percentEncodedUser != nil || parts.percentEncodedPassword != nil {
-        text += "<redacted>@"
-      }
-      text += host
-      if let port = parts.port { text += ":\(port)" }
-    }
-    text += parts.percentEncodedPath
-    if let query = parts.percentEncodedQuery {
-      let items = query.split(separator: "&", omittingEmptySubsequences: false).map { item in
-        guard let equals = item.firstIndex(of: "=") else { return "<redacted>" }
-        return "\(item[..<equals])=<redacted>"
-      }
-      text += "?" + items.joined(separator: "&")
-    }
-    if parts.percentEncodedFragment != nil { text += "#<redacted>" }
-    return text
-  }
+  /// `url` with its user info, every query value and its fragment replaced by `<redacted>`.
+  static func redacted(_ url: URL) -> String { URLDisplay.redacted(url) }
 }

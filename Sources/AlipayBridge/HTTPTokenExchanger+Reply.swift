@@ -1,5 +1,6 @@
 import AuthCoordinator
 import Foundation
+import HTTPSupport
 #if canImport(FoundationNetworking)
   import FoundationNetworking
 #endif

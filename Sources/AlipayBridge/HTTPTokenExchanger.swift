@@ -1,5 +1,6 @@
 import AuthCoordinator
 import Foundation
+import HTTPSupport
 
 #if canImport(FoundationNetworking)
   import FoundationNetworking
@@ -183,8 +184,7 @@ public struct HTTPTokenExchanger: TokenExchanger {
   ///   `badURL`) when the endpoint cannot carry a query.
   func makeRequest(code: AuthCode, key: AccountKey) throws -> URLRequest {
     let items = orderedParameters(code: code, key: key)
-    let form = items.map { "\(Self.formEncode($0.0))=\(Self.formEncode($0.1))" }
-      .joined(separator: "&")
+    let form = FormEncoding.form(items)
     var url = endpoint
     if encoding == .getQuery {
       guard var components = URLComponents(url: endpoint, resolvingAgainstBaseURL: true) else {
@@ -227,9 +227,7 @@ public struct HTTPTokenExchanger: TokenExchanger {
   /// Percent-encodes everything but RFC 3986's unreserved characters (so `+`, `&`, `=` and
   /// spaces in a code survive a form or query).
   static func formEncode(_ text: String) -> String {
-    var allowed = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyz")
-    allowed.insert(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")
-    return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
+    FormEncoding.encode(text)
   }
 
   /// A JSON object of strings with its keys in a stable order.

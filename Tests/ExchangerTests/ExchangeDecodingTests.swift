@@ -1,5 +1,6 @@
 import AuthCoordinator
 import Foundation
+import HTTPSupport
 import Testing
 
 @testable import AlipayBridge

@@ -1,5 +1,6 @@
 import AuthCoordinator
 import Foundation
+import HTTPSupport
 import LoopbackTokenServer
 import Testing
 

@@ -1,25 +1,25 @@
-import AuthCoordinator
 import Foundation
 
-/// Which HTTP redirects ``HTTPTokenExchanger`` follows: by default none.
+/// Which HTTP redirects a token request follows (the Alipay bridge's `HTTPTokenExchanger`, the
+/// OAuth 2 authorizer): by default none.
 ///
 /// A token endpoint answers; it does not redirect. Following a redirect would send the request's
 /// headers (a bearer token) and, for a `GET`, the auth code to wherever the `Location` points,
 /// and accept that host's reply as the user's model. So every redirect is refused unless the
-/// exchanger was asked to allow same-origin HTTPS redirects, and then only a target with the
+/// client was asked to allow same-origin HTTPS redirects, and then only a target with the
 /// endpoint's scheme, host and port, over `https`, without user info, is followed.
-struct RedirectPolicy: Sendable {
+package struct RedirectPolicy: Sendable {
   /// The endpoint the exchange was sent to.
-  let endpoint: URL
+  package let endpoint: URL
   /// Whether a same-origin HTTPS redirect may be followed.
-  let allowsSameOriginHTTPS: Bool
+  package let allowsSameOriginHTTPS: Bool
 
   /// Whether the task may follow a redirect to `target`.
   ///
   /// - Parameter target: The redirect's new URL.
   /// - Returns: `true` only when same-origin HTTPS redirects are allowed, the endpoint and the
   ///   target are both `https`, share host and port, and the target has no user info.
-  func allowsRedirect(to target: URL?) -> Bool {
+  package func allowsRedirect(to target: URL?) -> Bool {
     guard allowsSameOriginHTTPS, let target else { return false }
     guard target.scheme?.lowercased() == "https", endpoint.scheme?.lowercased() == "https" else {
       return false
@@ -35,9 +35,19 @@ struct RedirectPolicy: Sendable {
   ///   - lhs: A URL.
   ///   - rhs: Another URL.
   /// - Returns: Whether their origins are equal; `false` when either has no scheme or host.
-  static func sameOrigin(_ lhs: URL, _ rhs: URL) -> Bool {
+  package static func sameOrigin(_ lhs: URL, _ rhs: URL) -> Bool {
     guard let left = origin(of: lhs), let right = origin(of: rhs) else { return false }
     return left == right
+  }
+
+  /// Creates a policy.
+  ///
+  /// - Parameters:
+  ///   - endpoint: The endpoint the request is sent to.
+  ///   - allowsSameOriginHTTPS: Whether a same-origin HTTPS redirect may be followed.
+  package init(endpoint: URL, allowsSameOriginHTTPS: Bool) {
+    self.endpoint = endpoint
+    self.allowsSameOriginHTTPS = allowsSameOriginHTTPS
   }
 
   private struct Origin: Equatable {

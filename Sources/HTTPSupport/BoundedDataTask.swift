@@ -1,4 +1,3 @@
-import AuthCoordinator
 import Foundation
 import SyncPrimitives
 
@@ -21,9 +20,9 @@ import SyncPrimitives
 /// platforms call on the task's delegate (swift-corelibs-foundation calls it on the session
 /// delegate, which the one-off session's is). A refused redirect ends the task at once as
 /// `.redirectRefused`: nothing is sent to the new location.
-final class BoundedDataTask: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+package final class BoundedDataTask: NSObject, URLSessionDataDelegate, @unchecked Sendable {
   /// How the task ended.
-  enum Outcome {
+  package enum Outcome {
     /// The whole body arrived.
     case complete(URLResponse?, Data)
     /// The body was longer than the limit; `Data` holds its first bytes.
@@ -73,7 +72,7 @@ final class BoundedDataTask: NSObject, URLSessionDataDelegate, @unchecked Sendab
   ///     `.redirectRefused`.
   /// - Returns: How the task ended.
   /// - Throws: `CancellationError` when the calling Task is cancelled.
-  static func run(
+  package static func run(
     _ request: URLRequest,
     on session: URLSession,
     limit: Int,
@@ -168,7 +167,7 @@ final class BoundedDataTask: NSObject, URLSessionDataDelegate, @unchecked Sendab
 
   // MARK: URLSessionDataDelegate
 
-  func urlSession(
+  package func urlSession(
     _ session: URLSession,
     task: URLSessionTask,
     willPerformHTTPRedirection response: HTTPURLResponse,
@@ -187,7 +186,7 @@ final class BoundedDataTask: NSObject, URLSessionDataDelegate, @unchecked Sendab
     task.cancel()
   }
 
-  func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+  package func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
     // The declared length is checked with the first bytes (rather than in a `didReceive
     // response` override, whose signature differs between Darwin and corelibs).
     let response = dataTask.response
@@ -214,7 +213,7 @@ final class BoundedDataTask: NSObject, URLSessionDataDelegate, @unchecked Sendab
     }
   }
 
-  func urlSession(
+  package func urlSession(
     _ session: URLSession,
     task: URLSessionTask,
     didCompleteWithError error: (any Error)?
