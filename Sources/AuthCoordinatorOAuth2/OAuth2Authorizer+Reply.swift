@@ -1,0 +1,152 @@
+import AuthCoordinator
+import Foundation
+import HTTPSupport
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
+// The token endpoint's reply: transport outcome, status, size, and the JSON of RFC 6749 §5.1
+// (success) or §5.2 (error).
+extension OAuth2Authorizer {
+  func model(from outcome: BoundedDataTask.Outcome, form: TokenForm, key: AccountKey) throws
+    -> AuthModel
+  {
+    let secrets = secrets(of: form)
+    let grant = form.grantType
+    switch outcome {
+    case .failed(let urlCode) where urlCode == .timedOut:
+      throw AuthCoordinatorError(
+        .networkError, "the \(grant) request to the token endpoint timed out after \(timeout)",
+        underlying: URLError(urlCode))
+    case .failed(let urlCode):
+      throw AuthCoordinatorError(
+        .networkError,
+        "the \(grant) request did not reach the token endpoint (URLError \(urlCode.rawValue))",
+        underlying: URLError(urlCode))
+    case .redirectRefused(let status):
+      throw Self.endpointError(
+        "the token endpoint answered HTTP \(status), a redirect; it was not followed",
+        transient: false)
+    case .tooLarge(let response, _):
+      let status = (response as? HTTPURLResponse)?.statusCode
+      throw Self.endpointError(
+        "the token endpoint's reply\(status.map { " (HTTP \($0))" } ?? "") is larger than "
+          + "\(maxBodySize) bytes; reading stopped there",
+        transient: status.map(Self.isTransientStatus) ?? false)
+    case .complete(let response, let body):
+      guard let http = response as? HTTPURLResponse else {
+        throw Self.endpointError("the token endpoint's reply is not HTTP", transient: false)
+      }
+      let status = http.statusCode
+      if (300...399).contains(status) {
+        throw Self.endpointError(
+          "the token endpoint answered HTTP \(status), a redirect; it was not followed",
+          transient: false)
+      }
+      if let final = http.url, !RedirectPolicy.sameOrigin(tokenEndpoint, final) {
+        throw Self.endpointError(
+          "the token endpoint's reply came from another origin", transient: false)
+      }
+      let object = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
+      if let object, let error = object["error"] as? String,
+        !(200...299).contains(status) || object["access_token"] == nil
+      {
+        throw Self.refusal(error, object["error_description"], status: status, grant: grant,
+          secrets: secrets)
+      }
+      guard (200...299).contains(status) else {
+        throw Self.endpointError(
+          "the token endpoint answered the \(grant) request with HTTP \(status) and no OAuth 2 "
+            + "error", transient: Self.isTransientStatus(status))
+      }
+      guard let object else {
+        throw Self.endpointError(
+          "the token endpoint's reply to the \(grant) request is not a JSON object",
+          transient: false)
+      }
+      return try model(from: object, form: form, key: key)
+    }
+  }
+
+  func model(from reply: [String: Any], form: TokenForm, key: AccountKey) throws -> AuthModel {
+    guard let accessToken = reply["access_token"] as? String, !accessToken.isEmpty else {
+      throw Self.endpointError(
+        "the token endpoint's reply has no access_token (or an empty one)", transient: false)
+    }
+    var extraInfo: [String: String] = [:]
+    if let tokenType = reply["token_type"] {
+      guard let type = tokenType as? String, type.lowercased() == "bearer" else {
+        let shown = (tokenType as? String).map { Sanitizer.clean($0, maxLength: 32) } ?? "?"
+        throw Self.endpointError(
+          "the token endpoint issued a token of type \"\(shown)\"; only Bearer is supported",
+          transient: false)
+      }
+      extraInfo["token_type"] = type
+    }
+    if let scope = reply["scope"] as? String { extraInfo["scope"] = scope }
+    var expiresAt: Date?
+    if let value = reply["expires_in"], !(value is NSNull) {
+      guard let seconds = Self.seconds(value), seconds >= 0 else {
+        throw Self.endpointError(
+          "the token endpoint's reply has an expires_in that is not a number of seconds",
+          transient: false)
+      }
+      expiresAt = now().addingTimeInterval(seconds)
+    }
+    var refreshToken = (reply["refresh_token"] as? String).flatMap { $0.isEmpty ? nil : $0 }
+    if refreshToken == nil, case .refresh(let old) = form {
+      // RFC 6749 §6: a reply without a new refresh token leaves the old one valid.
+      refreshToken = old
+    }
+    return AuthModel(
+      uid: Self.text(reply[userIDField]) ?? "", accessToken: accessToken, mcUid: key.mcUid,
+      expiresAt: expiresAt, extraInfo: extraInfo, refreshToken: refreshToken)
+  }
+
+  /// The error for an RFC 6749 §5.2 reply.
+  static func refusal(
+    _ error: String, _ description: Any?, status: Int, grant: String, secrets: [String]
+  ) -> AuthCoordinatorError {
+    let shownCode = Sanitizer.clean(error, maxLength: 64, secrets: secrets)
+    var message = "the token endpoint refused the \(grant) request: \(shownCode)"
+    if let description = description as? String, !description.isEmpty {
+      message += " (\(Sanitizer.clean(description, secrets: secrets)))"
+    }
+    if let code = rfcCodes[error] {
+      return AuthCoordinatorError(code, message, transient: false)
+    }
+    let transient =
+      isTransientStatus(status) || error == "temporarily_unavailable" || error == "server_error"
+    return AuthCoordinatorError(.tokenEndpointError, message, transient: transient)
+  }
+
+  /// RFC 6749 §5.2's error codes, by name.
+  static let rfcCodes: [String: AuthCoordinatorError.Code] = [
+    "invalid_request": .invalidRequest, "invalid_client": .invalidClient,
+    "invalid_grant": .invalidGrant, "unauthorized_client": .unauthorizedClient,
+    "unsupported_grant_type": .unsupportedGrantType, "invalid_scope": .invalidScope,
+  ]
+
+  static func isTransientStatus(_ status: Int) -> Bool {
+    status == 429 || (500...599).contains(status)
+  }
+
+  static func endpointError(_ message: String, transient: Bool) -> AuthCoordinatorError {
+    AuthCoordinatorError(.tokenEndpointError, message, transient: transient)
+  }
+
+  /// A number, or a string holding one.
+  static func seconds(_ value: Any) -> TimeInterval? {
+    if let number = value as? NSNumber, !(value is Bool) { return number.doubleValue }
+    if let text = value as? String { return TimeInterval(text.trimmingCharacters(in: .whitespaces)) }
+    return nil
+  }
+
+  /// A string, or a number written as text.
+  static func text(_ value: Any?) -> String? {
+    if let string = value as? String { return string }
+    if let number = value as? NSNumber, !(value is Bool) { return number.stringValue }
+    return nil
+  }
+}

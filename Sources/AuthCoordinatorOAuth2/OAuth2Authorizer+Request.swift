@@ -1,0 +1,99 @@
+import AuthCoordinator
+import Foundation
+import HTTPSupport
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
+/// One token request's grant and its secret values.
+enum TokenForm: Sendable {
+  /// `grant_type=client_credentials`.
+  case clientCredentials
+  /// `grant_type=refresh_token` with this refresh token.
+  case refresh(String)
+  /// `grant_type=authorization_code` with this code.
+  case authorizationCode(OAuth2Authorizer.AuthorizationCode)
+
+  /// The grant type's name, as sent.
+  var grantType: String {
+    switch self {
+    case .clientCredentials: return "client_credentials"
+    case .refresh: return "refresh_token"
+    case .authorizationCode: return "authorization_code"
+    }
+  }
+
+  /// What the request carries that must never be printed (besides the client secret).
+  var secrets: [String] {
+    switch self {
+    case .clientCredentials: return []
+    case .refresh(let token): return [token]
+    case .authorizationCode(let code): return [code.code] + (code.codeVerifier.map { [$0] } ?? [])
+    }
+  }
+}
+
+// The token request: the form (RFC 6749 §4.1.3, §4.4.2, §6) and the client authentication
+// (§2.3.1).
+extension OAuth2Authorizer {
+  /// The form fields in the order they are sent: the extra parameters sorted by name, then the
+  /// grant's own fields, then the client's.
+  func formItems(_ form: TokenForm) -> [(String, String)] {
+    var own: [(String, String)] = [("grant_type", form.grantType)]
+    switch form {
+    case .clientCredentials:
+      if let scope { own.append(("scope", scope)) }
+    case .refresh(let token):
+      own.append(("refresh_token", token))
+      if let scope { own.append(("scope", scope)) }
+    case .authorizationCode(let code):
+      own.append(("code", code.code))
+      if let redirectURI = code.redirectURI { own.append(("redirect_uri", redirectURI)) }
+      if let verifier = code.codeVerifier { own.append(("code_verifier", verifier)) }
+    }
+    switch clientAuthentication {
+    case .basic:
+      break
+    case .post:
+      own.append(("client_id", clientID))
+      own.append(("client_secret", clientSecret ?? ""))
+    case .none:
+      own.append(("client_id", clientID))
+    }
+    let reserved = Set(own.map(\.0) + ["client_id", "client_secret"])
+    let extra = parameters.filter { !reserved.contains($0.key) }.sorted { $0.key < $1.key }
+      .map { ($0.key, $0.value) }
+    return extra + own
+  }
+
+  /// `Basic base64(urlencode(id):urlencode(secret))`, RFC 6749 §2.3.1.
+  var basicCredentials: String {
+    let pair = FormEncoding.encode(clientID) + ":" + FormEncoding.encode(clientSecret ?? "")
+    return "Basic " + Data(pair.utf8).base64EncodedString()
+  }
+
+  /// The HTTP request for one grant.
+  ///
+  /// - Parameter form: The grant.
+  /// - Returns: A `POST` of the form to ``tokenEndpoint``.
+  func makeRequest(_ form: TokenForm) -> URLRequest {
+    var request = URLRequest(
+      url: tokenEndpoint, cachePolicy: .reloadIgnoringLocalCacheData,
+      timeoutInterval: timeout.seconds)
+    request.httpMethod = "POST"
+    request.setValue(
+      "application/x-www-form-urlencoded; charset=utf-8", forHTTPHeaderField: "Content-Type")
+    request.setValue("application/json", forHTTPHeaderField: "Accept")
+    if clientAuthentication == .basic {
+      request.setValue(basicCredentials, forHTTPHeaderField: "Authorization")
+    }
+    request.httpBody = Data(FormEncoding.form(formItems(form)).utf8)
+    return request
+  }
+
+  /// Every value that must not appear in a message: the client secret and the grant's secrets.
+  func secrets(of form: TokenForm) -> [String] {
+    form.secrets + (clientSecret.map { [$0] } ?? [])
+  }
+}

@@ -1,0 +1,196 @@
+import AuthCoordinator
+import Foundation
+import HTTPSupport
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
+/// An ``/AuthCoordinator/Authorizer`` that obtains tokens from an OAuth 2 token endpoint
+/// (RFC 6749) over `URLSession`: for a Swift service that calls APIs on its own behalf or for a
+/// user.
+///
+/// Each authorization is one token request:
+/// - when the model being replaced (``/AuthCoordinator/AuthorizationRequest/replacing``) holds
+///   a refresh token, a refresh token grant (RFC 6749 §6). A server that rotates refresh tokens
+///   answers a new one, which the new model holds; a reply without one keeps the old one. On
+///   `invalid_grant` (the token was revoked or already used) the authorizer runs the
+///   ``primaryGrant`` instead when ``fallbackOnInvalidGrant`` says so, and never sends that
+///   refresh token again;
+/// - otherwise the ``primaryGrant``: client credentials (RFC 6749 §4.4) or an authorization
+///   code (§4.1, with an optional PKCE verifier).
+///
+/// ```swift
+/// let authorizer = OAuth2Authorizer(
+///   tokenEndpoint: URL(string: "https://auth.example.com/oauth/token")!,
+///   clientID: "reports-service", clientSecret: secret, scope: "reports:read")
+/// let coordinator = AuthCoordinator(store: store, authorizer: authorizer)
+/// let model = try await coordinator.authModel(for: AccountKey(mcUid: "reports-service"))
+/// ```
+///
+/// The request enforces the same limits as the Alipay bridge's `HTTPTokenExchanger`: at most
+/// ``maxBodySize`` reply bytes are read, the whole request is bounded by ``timeout``, and no
+/// redirect is followed (see ``allowsSameOriginHTTPSRedirects``). A token request is never
+/// retried: the caller decides, with ``/AuthCoordinator/AuthCoordinatorError/isTransient``.
+///
+/// Errors are ``/AuthCoordinator/AuthCoordinatorError``s: RFC 6749 §5.2's codes
+/// (``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/invalidGrant`` and the others,
+/// terminal), ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/tokenEndpointError``
+/// for every other failure of the endpoint (transient for 5xx, 429, `temporarily_unavailable`
+/// and `server_error`), and ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/networkError``
+/// when the request did not get through or ran out of time (transient). A cancelled Task throws
+/// `CancellationError`.
+///
+/// > Important: No error, message, description or reflection contains an access token, a
+/// > refresh token, the client secret, an authorization code or a code verifier. The server's
+/// > `error_description` appears in messages only cut short, reduced to printable ASCII and
+/// > with token-like values replaced by `<redacted>`.
+public struct OAuth2Authorizer: Authorizer {
+  /// The token endpoint (RFC 6749 §3.2).
+  public var tokenEndpoint: URL
+  /// The client identifier (RFC 6749 §2.2).
+  public var clientID: String
+  /// The client secret, or `nil` for a public client. Never printed.
+  public var clientSecret: String?
+  /// How the client authenticates. Default ``ClientAuthentication/basic`` when there is a
+  /// secret, ``ClientAuthentication/none`` without one.
+  public var clientAuthentication: ClientAuthentication
+  /// The `scope` sent with client credentials and refresh token grants, or `nil` for none.
+  public var scope: String?
+  /// Extra form parameters sent with every token request (an `audience`, a `resource`...).
+  /// The grant's own parameters win over an entry of the same name.
+  public var parameters: [String: String]
+  /// The grant that runs without a refresh token. Default ``Grant/clientCredentials``.
+  public var primaryGrant: Grant
+  /// Whether an `invalid_grant` answer to a refresh runs the ``primaryGrant`` instead of
+  /// failing. Default: `true` when the primary grant is client credentials, `false` otherwise.
+  public var fallbackOnInvalidGrant: Bool
+  /// The reply field whose value becomes the model's ``/TokenStore/AuthModel/uid`` (a string,
+  /// or a number written as text); the uid is empty when the reply has no such field. Default
+  /// `user_id`.
+  public var userIDField: String
+  /// How long one token request may take, from its start to the last byte of the reply.
+  /// Default 5 seconds. When it passes the request is cancelled and the authorizer throws
+  /// ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/networkError``.
+  public var timeout: Duration
+  /// The most reply bytes read; a longer reply fails with
+  /// ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/tokenEndpointError``. Default
+  /// 1 MiB.
+  public var maxBodySize: Int
+  /// Whether a redirect to the endpoint's own origin (same host and port, `https` on both
+  /// sides) may be followed. Default `false`: a token endpoint does not redirect, every
+  /// redirect fails with ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/tokenEndpointError``
+  /// and nothing is sent to its `Location`.
+  public var allowsSameOriginHTTPSRedirects: Bool
+  /// The session requests run on. Default `URLSession.shared`.
+  public var session: URLSession
+  /// The wall clock `expires_in` counts from. Default `Date()`.
+  public var now: @Sendable () -> Date
+
+  /// Creates an authorizer.
+  ///
+  /// - Parameters:
+  ///   - tokenEndpoint: The token endpoint.
+  ///   - clientID: The client identifier.
+  ///   - clientSecret: The client secret; `nil` for a public client.
+  ///   - clientAuthentication: How the client authenticates; by default HTTP Basic with a
+  ///     secret and `none` without.
+  ///   - scope: The scope to request, if any.
+  ///   - parameters: Extra form parameters for every request.
+  ///   - primaryGrant: The grant without a refresh token; client credentials by default.
+  ///   - fallbackOnInvalidGrant: Whether a refused refresh runs the primary grant; by default
+  ///     only when that is client credentials.
+  ///   - userIDField: The reply field that holds the user id; `user_id` by default.
+  ///   - timeout: How long one request may take; 5 seconds by default.
+  ///   - maxBodySize: The most reply bytes read; 1 MiB by default.
+  ///   - allowsSameOriginHTTPSRedirects: Whether a same-origin HTTPS redirect is followed;
+  ///     `false` by default.
+  ///   - session: The session to use; `URLSession.shared` by default.
+  ///   - now: The wall-clock source for `expiresAt`; `Date()` by default.
+  public init(
+    tokenEndpoint: URL,
+    clientID: String,
+    clientSecret: String? = nil,
+    clientAuthentication: ClientAuthentication? = nil,
+    scope: String? = nil,
+    parameters: [String: String] = [:],
+    primaryGrant: Grant = .clientCredentials,
+    fallbackOnInvalidGrant: Bool? = nil,
+    userIDField: String = "user_id",
+    timeout: Duration = .seconds(5),
+    maxBodySize: Int = 1 << 20,
+    allowsSameOriginHTTPSRedirects: Bool = false,
+    session: URLSession = .shared,
+    now: @escaping @Sendable () -> Date = { Date() }
+  ) {
+    self.tokenEndpoint = tokenEndpoint
+    self.clientID = clientID
+    self.clientSecret = clientSecret
+    self.clientAuthentication = clientAuthentication ?? (clientSecret == nil ? .none : .basic)
+    self.scope = scope
+    self.parameters = parameters
+    self.primaryGrant = primaryGrant
+    self.fallbackOnInvalidGrant = fallbackOnInvalidGrant ?? primaryGrant.isClientCredentials
+    self.userIDField = userIDField
+    self.timeout = timeout
+    self.maxBodySize = maxBodySize
+    self.allowsSameOriginHTTPSRedirects = allowsSameOriginHTTPSRedirects
+    self.session = session
+    self.now = now
+  }
+
+  /// Obtains a model: a refresh token grant when the replaced model holds a refresh token,
+  /// otherwise the ``primaryGrant``.
+  ///
+  /// The request runs under the coordinator's authorization deadline (it is not an
+  /// exchange of something the user brought back, so it does not call
+  /// ``/AuthCoordinator/AuthorizationRequest/exchange(_:)``).
+  ///
+  /// - Parameter request: The authorization; its key's `mcUid` becomes the model's.
+  /// - Returns: The model: the access token, the refresh token (the new one, or the old one
+  ///   when the reply has none), `expiresAt` = ``now`` + `expires_in`, `uid` from
+  ///   ``userIDField``, and `scope` and `token_type` in `extraInfo` when the reply has them.
+  /// - Throws: ``/AuthCoordinator/AuthCoordinatorError`` (see the type's discussion for the
+  ///   codes); `CancellationError` when the Task is cancelled.
+  public func authorize(_ request: AuthorizationRequest) async throws -> AuthModel {
+    guard let refreshToken = request.replacing?.refreshToken, !refreshToken.isEmpty else {
+      return try await runPrimaryGrant(for: request)
+    }
+    do {
+      return try await send(.refresh(refreshToken), for: request)
+    } catch let error as AuthCoordinatorError
+      where error.code == .invalidGrant && fallbackOnInvalidGrant
+    {
+      // The refresh token is dead (revoked, expired or already spent): start a new family.
+      // The refresh token is not sent again.
+      return try await runPrimaryGrant(for: request)
+    }
+  }
+
+  private func runPrimaryGrant(for request: AuthorizationRequest) async throws -> AuthModel {
+    switch primaryGrant {
+    case .clientCredentials:
+      return try await send(.clientCredentials, for: request)
+    case .authorizationCode(let obtain):
+      guard request.allowsInteraction else {
+        throw AuthCoordinatorError(
+          .interactionRequired,
+          "the authorization code grant needs the user, and this request may not involve them")
+      }
+      let code = try await obtain(request)
+      return try await send(.authorizationCode(code), for: request)
+    }
+  }
+
+  /// Sends one token request and turns its reply into a model.
+  func send(_ form: TokenForm, for request: AuthorizationRequest) async throws -> AuthModel {
+    let urlRequest = makeRequest(form)
+    try Task.checkCancellation()
+    let redirects = RedirectPolicy(
+      endpoint: tokenEndpoint, allowsSameOriginHTTPS: allowsSameOriginHTTPSRedirects)
+    let outcome = try await BoundedDataTask.run(
+      urlRequest, on: session, limit: maxBodySize, timeout: timeout.seconds,
+      redirects: redirects)
+    return try model(from: outcome, form: form, key: request.key)
+  }
+}

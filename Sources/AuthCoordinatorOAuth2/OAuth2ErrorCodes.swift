@@ -1,0 +1,31 @@
+import AuthCoordinator
+
+// The codes an `OAuth2Authorizer` throws besides the core's `network_error` (a transport failure
+// or the request timeout). Stable strings: RFC 6749 §5.2's error codes, and one code for every
+// other way the token endpoint can fail.
+extension AuthCoordinatorError.Code {
+  /// RFC 6749 §5.2 `invalid_request`: the endpoint found the request malformed (a missing or
+  /// repeated parameter, say). Terminal: the same request fails again.
+  public static let invalidRequest = Self(rawValue: "invalid_request")
+  /// RFC 6749 §5.2 `invalid_client`: the client's authentication failed (an unknown client id,
+  /// a wrong secret, an unsupported authentication method). Terminal.
+  public static let invalidClient = Self(rawValue: "invalid_client")
+  /// RFC 6749 §5.2 `invalid_grant`: the refresh token or the authorization code is invalid,
+  /// expired, revoked or already used. Terminal.
+  public static let invalidGrant = Self(rawValue: "invalid_grant")
+  /// RFC 6749 §5.2 `unauthorized_client`: this client may not use this grant type. Terminal.
+  public static let unauthorizedClient = Self(rawValue: "unauthorized_client")
+  /// RFC 6749 §5.2 `unsupported_grant_type`: the endpoint does not support the grant type.
+  /// Terminal.
+  public static let unsupportedGrantType = Self(rawValue: "unsupported_grant_type")
+  /// RFC 6749 §5.2 `invalid_scope`: the requested scope is invalid, unknown or exceeds what
+  /// was granted. Terminal.
+  public static let invalidScope = Self(rawValue: "invalid_scope")
+  /// Anything else the token endpoint got wrong: a reply that is not JSON, lacks
+  /// `access_token` or has a `token_type` other than `Bearer`, is too large, or redirects; an
+  /// error code RFC 6749 does not define; an HTTP error status without one.
+  ///
+  /// Transient (``AuthCoordinatorError/isTransient``) for an HTTP 5xx or 429 status and for the
+  /// error codes `temporarily_unavailable` and `server_error`; terminal otherwise.
+  public static let tokenEndpointError = Self(rawValue: "token_endpoint_error")
+}
