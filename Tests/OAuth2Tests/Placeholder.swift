@@ -1,3 +1,0 @@
-import Testing
-
-// Placeholder: the OAuth 2 authorizer tests land here.
