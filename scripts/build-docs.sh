@@ -12,9 +12,9 @@
 #    into a directory of their own, so that other modules' graphs (SyncPrimitives, the
 #    executables) never leak into the catalog, and `docc convert --warnings-as-errors` builds
 #    <output>/<Module>.doccarchive.
-# 3. AlipayBridge and AuthCoordinatorTestKit link to AuthCoordinator symbols as
-#    ``/AuthCoordinator/...``: they are converted with the AuthCoordinator archive as a
-#    `--dependency`.
+# 3. AlipayBridge, AuthCoordinatorOAuth2 and AuthCoordinatorTestKit link to AuthCoordinator
+#    symbols as ``/AuthCoordinator/...``: they are converted with the AuthCoordinator archive as
+#    a `--dependency`.
 #
 # Defaults: scratch path .build/docs, output <scratch>/archives. Run from anywhere in the repo.
 set -euo pipefail
@@ -39,6 +39,7 @@ modules=(
   "TokenStore:"
   "AuthCoordinator:"
   "AlipayBridge:AuthCoordinator"
+  "AuthCoordinatorOAuth2:AuthCoordinator"
   "AuthCoordinatorTestKit:AuthCoordinator"
   "AppConfigDoctor:"
 )

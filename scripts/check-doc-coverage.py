@@ -35,7 +35,8 @@ import subprocess
 import sys
 
 DEFAULT_MODULES = [
-    "TokenStore", "AuthCoordinator", "AlipayBridge", "AuthCoordinatorTestKit", "AppConfigDoctor",
+    "TokenStore", "AuthCoordinator", "AlipayBridge", "AuthCoordinatorOAuth2",
+    "AuthCoordinatorTestKit", "AppConfigDoctor",
 ]
 PUBLIC = {"public", "open"}
 CALLABLE_KINDS = {

@@ -52,7 +52,8 @@ extension OAuth2Authorizer {
       if let object, let error = object["error"] as? String,
         !(200...299).contains(status) || object["access_token"] == nil
       {
-        throw Self.refusal(error, object["error_description"], status: status, grant: grant,
+        throw Self.refusal(
+          error, object["error_description"], status: status, grant: grant,
           secrets: secrets)
       }
       guard (200...299).contains(status) else {
@@ -139,7 +140,9 @@ extension OAuth2Authorizer {
   /// A number, or a string holding one.
   static func seconds(_ value: Any) -> TimeInterval? {
     if let number = value as? NSNumber, !(value is Bool) { return number.doubleValue }
-    if let text = value as? String { return TimeInterval(text.trimmingCharacters(in: .whitespaces)) }
+    if let text = value as? String {
+      return TimeInterval(text.trimmingCharacters(in: .whitespaces))
+    }
     return nil
   }
 

@@ -34,8 +34,8 @@ import HTTPSupport
 /// retried: the caller decides, with ``/AuthCoordinator/AuthCoordinatorError/isTransient``.
 ///
 /// Errors are ``/AuthCoordinator/AuthCoordinatorError``s: RFC 6749 §5.2's codes
-/// (``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/invalidGrant`` and the others,
-/// terminal), ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/tokenEndpointError``
+/// (``AuthCoordinatorError/Code-swift.struct/invalidGrant`` and the others,
+/// terminal), ``AuthCoordinatorError/Code-swift.struct/tokenEndpointError``
 /// for every other failure of the endpoint (transient for 5xx, 429, `temporarily_unavailable`
 /// and `server_error`), and ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/networkError``
 /// when the request did not get through or ran out of time (transient). A cancelled Task throws
@@ -65,7 +65,7 @@ public struct OAuth2Authorizer: Authorizer {
   /// Whether an `invalid_grant` answer to a refresh runs the ``primaryGrant`` instead of
   /// failing. Default: `true` when the primary grant is client credentials, `false` otherwise.
   public var fallbackOnInvalidGrant: Bool
-  /// The reply field whose value becomes the model's ``/TokenStore/AuthModel/uid`` (a string,
+  /// The reply field whose value becomes the model's ``/AuthCoordinator/AuthModel/uid`` (a string,
   /// or a number written as text); the uid is empty when the reply has no such field. Default
   /// `user_id`.
   public var userIDField: String
@@ -74,12 +74,12 @@ public struct OAuth2Authorizer: Authorizer {
   /// ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/networkError``.
   public var timeout: Duration
   /// The most reply bytes read; a longer reply fails with
-  /// ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/tokenEndpointError``. Default
+  /// ``AuthCoordinatorError/Code-swift.struct/tokenEndpointError``. Default
   /// 1 MiB.
   public var maxBodySize: Int
   /// Whether a redirect to the endpoint's own origin (same host and port, `https` on both
   /// sides) may be followed. Default `false`: a token endpoint does not redirect, every
-  /// redirect fails with ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/tokenEndpointError``
+  /// redirect fails with ``AuthCoordinatorError/Code-swift.struct/tokenEndpointError``
   /// and nothing is sent to its `Location`.
   public var allowsSameOriginHTTPSRedirects: Bool
   /// The session requests run on. Default `URLSession.shared`.

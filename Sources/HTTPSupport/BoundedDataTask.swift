@@ -186,7 +186,9 @@ package final class BoundedDataTask: NSObject, URLSessionDataDelegate, @unchecke
     task.cancel()
   }
 
-  package func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+  package func urlSession(
+    _ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data
+  ) {
     // The declared length is checked with the first bytes (rather than in a `didReceive
     // response` override, whose signature differs between Darwin and corelibs).
     let response = dataTask.response

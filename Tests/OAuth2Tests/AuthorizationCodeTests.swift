@@ -24,7 +24,8 @@ import Testing
     defer { server.stop() }
     let calls = Calls()
     let oauth = authorizer(
-      server, grant: .authorizationCode { request in
+      server,
+      grant: .authorizationCode { request in
         #expect(request.key == serviceKey)
         calls.add()
         return Self.code
@@ -43,13 +44,15 @@ import Testing
       scope: "ignored-for-codes", parameters: ["resource": "r1", "code": "not-this-one"])
     let items = oauth.formItems(.authorizationCode(Self.code))
     let names = items.map(\.0)
-    #expect(names == ["resource", "grant_type", "code", "redirect_uri", "code_verifier", "client_id"])
+    #expect(
+      names == ["resource", "grant_type", "code", "redirect_uri", "code_verifier", "client_id"])
     let form = Dictionary(items, uniquingKeysWith: { first, _ in first })
     #expect(form["grant_type"] == "authorization_code")
     #expect(form["code"] == Self.code.code)
     #expect(form["redirect_uri"] == Self.code.redirectURI)
     #expect(form["code_verifier"] == Self.code.codeVerifier)
-    let body = String(decoding: oauth.makeRequest(.authorizationCode(Self.code)).httpBody ?? Data(), as: UTF8.self)
+    let body = String(
+      decoding: oauth.makeRequest(.authorizationCode(Self.code)).httpBody ?? Data(), as: UTF8.self)
     #expect(body.contains("code=code-Sg7%26x"))
     #expect(body.contains("code_verifier=\(Self.code.codeVerifier!)"))
   }
@@ -60,7 +63,8 @@ import Testing
       clientSecret: "p w+")
     let header = oauth.makeRequest(.clientCredentials).value(forHTTPHeaderField: "Authorization")
     let encoded = try #require(header?.dropFirst("Basic ".count))
-    let decoded = String(decoding: try #require(Data(base64Encoded: String(encoded))), as: UTF8.self)
+    let decoded = String(
+      decoding: try #require(Data(base64Encoded: String(encoded))), as: UTF8.self)
     #expect(decoded == "a%3Ab:p%20w%2B")
     #expect(oauth.formItems(.clientCredentials).map(\.0) == ["grant_type"])
   }
@@ -70,7 +74,8 @@ import Testing
     defer { server.stop() }
     let calls = Calls()
     let oauth = authorizer(
-      server, grant: .authorizationCode { _ in
+      server,
+      grant: .authorizationCode { _ in
         calls.add()
         return Self.code
       })
@@ -85,7 +90,8 @@ import Testing
     defer { server.stop() }
     let calls = Calls()
     let oauth = authorizer(
-      server, grant: .authorizationCode { _ in
+      server,
+      grant: .authorizationCode { _ in
         calls.add()
         return Self.code
       })

@@ -16,7 +16,9 @@ import Testing
       private let lock = NSLock()
       private var entries: [(spent: String?, got: String?)] = []
       var all: [(spent: String?, got: String?)] { lock.withLock { entries } }
-      func append(_ spent: String?, _ got: String?) { lock.withLock { entries.append((spent, got)) } }
+      func append(_ spent: String?, _ got: String?) {
+        lock.withLock { entries.append((spent, got)) }
+      }
     }
 
     func authorize(_ request: AuthorizationRequest) async throws -> AuthModel {
