@@ -21,12 +21,12 @@ let package = Package(
     .target(name: "SyncPrimitives", dependencies: ["CSyncPrimitives"]),
     .target(name: "TokenStore", dependencies: ["SyncPrimitives"]),
     .target(name: "AuthCoordinator", dependencies: ["TokenStore", "SyncPrimitives"]),
-    // The Alipay account-connect bridge (callbacks, Inside SDK, HTTP exchanger) on top of the
-    // core, which knows nothing of Alipay. Its error codes extend `AuthCoordinatorError.Code`.
     // The HTTP limits every token request enforces (a bounded body, a whole-request timeout, no
     // redirect but a same-origin HTTPS one) and secret-free body excerpts, shared by the Alipay
     // exchanger and the OAuth 2 authorizer (package access only).
     .target(name: "HTTPSupport", dependencies: ["SyncPrimitives"]),
+    // The Alipay account-connect bridge (callbacks, Inside SDK, HTTP exchanger) on top of the
+    // core, which knows nothing of Alipay. Its error codes extend `AuthCoordinatorError.Code`.
     .target(
       name: "AlipayBridge",
       dependencies: ["AuthCoordinator", "TokenStore", "SyncPrimitives", "HTTPSupport"]),
