@@ -25,7 +25,7 @@ struct BearerHarness {
   ///   - rejectedStatuses: The client's rejected statuses.
   ///   - afterGrant: The authorizer's hook.
   init(
-    connections: Int = 8, rejectedStatuses: Set<Int> = [401], afterGrant: AfterGrant? = nil
+    connections: Int = 32, rejectedStatuses: Set<Int> = [401], afterGrant: AfterGrant? = nil
   ) throws {
     let server = try RotatingTokenServer(hardTimeout: 600)
     self.server = server
