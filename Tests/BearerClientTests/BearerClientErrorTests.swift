@@ -72,21 +72,4 @@ import Testing
       #expect(text.contains("u1"))
     }
   }
-
-  /// Cancelling the calling task ends the call with `CancellationError` at once, though the
-  /// server would hold the request for 30 seconds.
-  @Test func cancellingTheCallerCancelsTheRequest() async throws {
-    let harness = try BearerHarness()
-    _ = try await harness.client.data(from: harness.resource)
-    try await harness.server.configure(["resource_delay": "30"])
-    let client = harness.client
-    let resource = harness.resource
-    let clock = ContinuousClock()
-    let start = clock.now
-
-    let call = Task { try await client.data(from: resource) }
-    call.cancel()
-    await #expect(throws: CancellationError.self) { try await call.value }
-    #expect(clock.now - start < .seconds(15))
-  }
 }
