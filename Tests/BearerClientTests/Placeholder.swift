@@ -1,3 +1,0 @@
-import Testing
-
-// Placeholder: the bearer client tests land here.
