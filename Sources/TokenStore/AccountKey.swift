@@ -1,8 +1,9 @@
-/// The kind of authorization the mini-program container asks for.
+/// The kind of authorization an account's token is for: a scope, an audience, or (for an Alipay
+/// mini-program) the container's `NBIAuthMode`.
 ///
-/// The SDK's `NBIAuthMode` is modelled as an open, string-backed type: only
-/// ``platformOnly`` is confirmed by the vendor guide, and a new mode must not need a new
-/// release of this package.
+/// An open, string-backed type: a service names its own modes (`"read"`, `"admin"`) and most use
+/// the default, ``platformOnly``; for the Alipay bridge, only ``platformOnly`` is confirmed by
+/// the vendor guide, and a new mode must not need a new release of this package.
 public struct AuthMode: RawRepresentable, Hashable, Sendable, Codable,
   ExpressibleByStringLiteral, CustomStringConvertible
 {
@@ -19,19 +20,25 @@ public struct AuthMode: RawRepresentable, Hashable, Sendable, Codable,
   /// - Parameter value: The mode's wire name.
   public init(stringLiteral value: String) { self.rawValue = value }
 
-  /// `NBIAuthModePlatformOnly`, the one mode the vendor documents.
+  /// The default mode; for the Alipay bridge, `NBIAuthModePlatformOnly`, the one mode the vendor
+  /// documents.
   public static let platformOnly: AuthMode = "platformOnly"
 
   /// The mode's name.
   public var description: String { rawValue }
 }
 
-/// Identifies one cached login: the host app's user and the authorization mode.
+/// Identifies one cached token: the account it belongs to and the authorization mode.
+///
+/// For a service, the account is a plain account or client id: `AccountKey(account:
+/// "billing-client")`. For an Alipay mini-program, it is the host app's own user id (the
+/// "merchant" user, `mcUid`): ``account`` and ``mcUid`` are two names of the same value.
 ///
 /// All requests for the same key are serialised by the coordinator; requests for different keys
 /// proceed in parallel.
 public struct AccountKey: Hashable, Sendable, Codable, CustomStringConvertible {
-  /// The host app's own user id (the "merchant" user, `mcUid`).
+  /// The account's id: the host app's own user id in the Alipay bridge's vocabulary
+  /// (`mcUid`). The same value as ``account``.
   public var mcUid: String
   /// The authorization mode.
   public var mode: AuthMode
@@ -46,6 +53,21 @@ public struct AccountKey: Hashable, Sendable, Codable, CustomStringConvertible {
     self.mode = mode
   }
 
-  /// `mcUid/mode`.
+  /// Creates a key for a service's account or client id.
+  ///
+  /// - Parameters:
+  ///   - account: The account or client id the token is for.
+  ///   - mode: The authorization mode; ``AuthMode/platformOnly`` by default.
+  public init(account: String, mode: AuthMode = .platformOnly) {
+    self.init(mcUid: account, mode: mode)
+  }
+
+  /// The account or client id the token is for: the same value as ``mcUid``.
+  public var account: String {
+    get { mcUid }
+    set { mcUid = newValue }
+  }
+
+  /// `account/mode`.
   public var description: String { "\(mcUid)/\(mode.rawValue)" }
 }

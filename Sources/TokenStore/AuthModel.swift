@@ -1,12 +1,18 @@
 import Foundation
 
-/// The Alipay login state a mini-program needs: who the user is at Alipay, the access token
-/// (and a refresh token when the server issued one), and the host app's own user id.
+/// An account's login state: the access token, when it expires, the refresh token when the
+/// server issued one, the account it belongs to and, optionally, the user behind it.
 ///
-/// `AuthModel` is the Swift form of the mPaaS `NBIAuthModel`. Its `description`,
-/// `debugDescription` and reflection (`dump`, `Mirror`) never show the access token or the
-/// refresh token, only their lengths, so a model can be logged or interpolated into a message
-/// without leaking either credential.
+/// A service fills in what its token endpoint returns:
+///
+/// ```swift
+/// let model = AuthModel(accessToken: token, account: "billing-client",
+///                       expiresAt: Date().addingTimeInterval(3600), refreshToken: refresh)
+/// ```
+///
+/// For an Alipay mini-program, `AuthModel` is the Swift form of the mPaaS `NBIAuthModel`, and
+/// the bridge uses the vendor's names for the same fields: ``uid`` (the Alipay user id, which
+/// ``userID`` reads) and ``mcUid`` (the host app's own user id, which ``account`` reads):
 ///
 /// ```swift
 /// let model = AuthModel(uid: "2088000000000001", accessToken: token, mcUid: "u1",
@@ -14,12 +20,19 @@ import Foundation
 /// print(model)
 /// // AuthModel(uid: 2088000000000001, mcUid: u1, accessToken: <redacted 32 bytes>, ...)
 /// ```
+///
+/// Its `description`, `debugDescription` and reflection (`dump`, `Mirror`) never show the access
+/// token or the refresh token, only their lengths, so a model can be logged or interpolated into
+/// a message without leaking either credential.
 public struct AuthModel: Sendable, Hashable, Codable {
-  /// The Alipay user id (`user_id`, 16 digits beginning with 2088 in practice).
+  /// The user id the token server returned, or `""` when it returned none; ``userID`` reads
+  /// it as an optional. For the Alipay bridge: the Alipay user id (`user_id`, 16 digits
+  /// beginning with 2088 in practice).
   public var uid: String
-  /// The Alipay access token for this user and this app. Never printed by the library.
+  /// The access token. Never printed by the library.
   public var accessToken: String
-  /// The host app's own user id (`extraInfo["mcUid"]` in the SDK's model).
+  /// The account the token belongs to; the same value as ``account``. For the Alipay bridge:
+  /// the host app's own user id (`extraInfo["mcUid"]` in the SDK's model).
   public var mcUid: String
   /// When the token stops being valid, or `nil` when the server did not say.
   ///
@@ -57,7 +70,7 @@ public struct AuthModel: Sendable, Hashable, Codable {
     }
   }
 
-  /// Creates a model.
+  /// Creates a model in the Alipay bridge's vocabulary.
   ///
   /// - Parameters:
   ///   - uid: The Alipay user id.
@@ -81,6 +94,40 @@ public struct AuthModel: Sendable, Hashable, Codable {
     self.rare =
       extraInfo.isEmpty && refreshToken == nil
       ? .none : Rare(extraInfo: extraInfo, refreshToken: refreshToken)
+  }
+
+  /// Creates a model for a service's account.
+  ///
+  /// - Parameters:
+  ///   - accessToken: The access token.
+  ///   - account: The account or client id it belongs to: the key's ``AccountKey/account``.
+  ///   - userID: The user behind the token, if the server named one.
+  ///   - expiresAt: When the token expires, if known.
+  ///   - refreshToken: The refresh token, if the server issued one.
+  ///   - extraInfo: Further values to keep with the token.
+  public init(
+    accessToken: String,
+    account: String,
+    userID: String? = nil,
+    expiresAt: Date? = nil,
+    refreshToken: String? = nil,
+    extraInfo: [String: String] = [:]
+  ) {
+    self.init(
+      uid: userID ?? "", accessToken: accessToken, mcUid: account, expiresAt: expiresAt,
+      extraInfo: extraInfo, refreshToken: refreshToken)
+  }
+
+  /// The account the token belongs to: the same value as ``mcUid``.
+  public var account: String {
+    get { mcUid }
+    set { mcUid = newValue }
+  }
+
+  /// The user behind the token, or `nil` when the server named none (``uid`` is empty).
+  public var userID: String? {
+    get { uid.isEmpty ? nil : uid }
+    set { uid = newValue ?? "" }
   }
 
   // Equality, hashing and coding over the six fields, as they were synthesized before `rare`.
