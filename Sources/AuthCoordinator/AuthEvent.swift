@@ -31,8 +31,12 @@ public enum AuthEvent: Sendable, Hashable {
   /// Another process signed `mcUid` out (`nil`: everyone); this process forgot the user's
   /// models and stopped their flights.
   case signedOutElsewhere(mcUid: String?)
-  /// The refresh-loop guard refused to start another authorization.
+  /// The refresh-loop guard refused to start another authorization (an interactive
+  /// authorizer).
   case refreshLoopStopped(key: AccountKey)
+  /// The refresh-loop guard delayed the next authorization of a non-interactive authorizer by
+  /// `delay`; its callers wait.
+  case refreshLoopBackedOff(key: AccountKey, delay: Duration)
   /// The store failed; the coordinator carried on without it.
   case storeFailed(key: AccountKey?, operation: StoreOperation, message: String)
   /// An account status change was applied.

@@ -16,43 +16,83 @@
 /// ``AuthorizationRequest/allowsInteraction`` `false`: refresh silently or throw an error with
 /// code ``AuthCoordinatorError/Code-swift.struct/interactionRequired``.
 ///
-/// An authorizer that obtains a one-time code elsewhere (for example, the Alipay bridge's
-/// authorizer, in the `AlipayBridge` module) exchanges it at the integrator's server inside
-/// ``AuthorizationRequest/exchange(_:)``, which switches the flight to its own
-/// ``AuthCoordinator/Configuration/exchangeTimeout``. Services plug in their own:
+/// An authorizer is **interactive** (``isInteractive``, the default) when it may involve the
+/// user, as the Alipay bridge's does by sending the user to the Alipay app. Such an authorizer
+/// exchanges the one-time code it brings back inside ``AuthorizationRequest/exchange(_:)``,
+/// which moves the flight to its own ``AuthCoordinator/Configuration/exchangeTimeout``, and the
+/// refresh-loop guard fails fast rather than send the user away again and again. A service's
+/// authorizer (a token endpoint, a signing key) never involves anyone: it says so with
+/// `isInteractive` `false`, keeps one deadline
+/// (``AuthCoordinator/Configuration/authorizationTimeout``, even inside `exchange`), and the
+/// loop guard delays it instead of failing its callers. The "Deadlines" section of the
+/// Timeouts, Cancellation and Logout article has the whole picture.
 ///
 /// ```swift
 /// struct ServiceAuthorizer: Authorizer {
+///   var isInteractive: Bool { false }
 ///   func authorize(_ request: AuthorizationRequest) async throws -> AuthModel {
-///     try await request.exchange { try await myServer.token(for: request.key) }
+///     let token = try await tokenEndpoint.fetch(
+///       clientID: request.key.account, refreshToken: request.replacing?.refreshToken)
+///     return AuthModel(
+///       accessToken: token.accessToken, account: request.key.account,
+///       expiresAt: token.expiresAt, refreshToken: token.refreshToken)
 ///   }
 /// }
 /// ```
+///
+/// For an OAuth 2 token endpoint, `OAuth2Authorizer` in the `AuthCoordinatorOAuth2` module does
+/// this already.
 public protocol Authorizer: Sendable {
   /// Obtains a new model for `request.key`.
   ///
   /// - Parameter request: What to authorize and why, with a unique request id.
-  /// - Returns: The new model. Its `mcUid` should match the key's.
+  /// - Returns: The new model. Its ``AuthModel/account`` must match the key's.
   /// - Throws: Any error; the coordinator wraps errors that are not an
   ///   ``AuthCoordinatorError`` into one with code
   ///   ``AuthCoordinatorError/Code-swift.struct/authorizationFailed``.
   func authorize(_ request: AuthorizationRequest) async throws -> AuthModel
+
+  /// Whether an authorization may involve the user (another app, a consent page). Default
+  /// `true`.
+  ///
+  /// `false` (a service's authorizer): the flight keeps
+  /// ``AuthCoordinator/Configuration/authorizationTimeout`` even inside
+  /// ``AuthorizationRequest/exchange(_:)``, and the refresh-loop guard delays an authorization
+  /// beyond its limit by ``AuthCoordinator/Configuration/loopBackoff`` (doubling, up to
+  /// ``AuthCoordinator/Configuration/maxLoopBackoff``) instead of failing it with
+  /// ``AuthCoordinatorError/Code-swift.struct/refreshLoop``.
+  var isInteractive: Bool { get }
+}
+
+extension Authorizer {
+  /// `true`: an authorizer may involve the user unless it says otherwise.
+  public var isInteractive: Bool { true }
 }
 
 /// An ``Authorizer`` made from a closure.
 ///
 /// ```swift
-/// let authorizer = ClosureAuthorizer { request in
-///   try await backend.fetchModel(for: request.key.mcUid)
+/// let authorizer = ClosureAuthorizer(isInteractive: false) { request in
+///   try await backend.fetchModel(for: request.key.account)
 /// }
 /// ```
 public struct ClosureAuthorizer: Authorizer {
   private let body: @Sendable (AuthorizationRequest) async throws -> AuthModel
+  /// Whether the closure may involve the user; see ``Authorizer/isInteractive``.
+  public let isInteractive: Bool
 
   /// Creates an authorizer that runs `body` for each authorization.
   ///
-  /// - Parameter body: The work that produces a model.
-  public init(_ body: @escaping @Sendable (AuthorizationRequest) async throws -> AuthModel) {
+  /// - Parameters:
+  ///   - isInteractive: Whether `body` may involve the user (see
+  ///     ``Authorizer/isInteractive``). Default `true`; pass `false` for a service's token
+  ///     call.
+  ///   - body: The work that produces a model.
+  public init(
+    isInteractive: Bool = true,
+    _ body: @escaping @Sendable (AuthorizationRequest) async throws -> AuthModel
+  ) {
+    self.isInteractive = isInteractive
     self.body = body
   }
 

@@ -17,21 +17,38 @@ extension AuthCoordinator {
   /// configuration.maxForcedAuthorizations = 2
   /// ```
   public struct Configuration: Sendable {
-    /// How long an authorization may take, counted from the call into the authorizer.
-    /// Default 5 minutes: the user may be reading Alipay's consent page. Any length is accepted:
-    /// one beyond about a century (`.seconds(Int64.max)`, say) means "no timeout" and is clamped.
+    /// How long an authorization may take, counted from the call into the authorizer (or from
+    /// the start of the wait for another process's authorization). Default 5 minutes: an
+    /// interactive authorizer's user may be reading a consent page; a service sets a few
+    /// seconds. Any length is accepted: one beyond about a century (`.seconds(Int64.max)`, say)
+    /// means "no timeout" and is clamped.
+    ///
+    /// A non-interactive authorizer (``Authorizer/isInteractive`` `false`) is bounded by this
+    /// deadline alone, from start to end.
     public var authorizationTimeout: Duration = .seconds(300)
-    /// How long the auth-code exchange may take, counted from
-    /// ``AuthorizationRequest/exchange(_:)``. Default 30 seconds.
+    /// How long an interactive authorizer's code exchange may take, counted from
+    /// ``AuthorizationRequest/exchange(_:)``, which replaces ``authorizationTimeout`` from that
+    /// moment (the user is back; only the integrator's server is left). Default 30 seconds.
+    /// Not used for a non-interactive authorizer (``Authorizer/isInteractive`` `false`).
     public var exchangeTimeout: Duration = .seconds(30)
     /// A model counts as expired this long before its `expiresAt`. Default 60 seconds.
     public var refreshLeeway: Duration = .seconds(60)
-    /// How many authorizations started by forced refreshes of one key are allowed within
-    /// ``loopWindow``; the next one fails fast with
-    /// ``AuthCoordinatorError/Code-swift.struct/refreshLoop``. Default 3.
+    /// How many authorizations started by forced refreshes of one key (or renewals of tokens
+    /// that live shorter than the leeway) are allowed within ``loopWindow``. Beyond it, an
+    /// interactive authorizer's next one fails fast with
+    /// ``AuthCoordinatorError/Code-swift.struct/refreshLoop`` (the user is not sent away again),
+    /// and a non-interactive one's is delayed by ``loopBackoff``. Default 3.
     public var maxForcedAuthorizations: Int = 3
     /// The sliding window of the refresh-loop guard, on ``clock``. Default 60 seconds.
     public var loopWindow: Duration = .seconds(60)
+    /// How long a non-interactive authorizer's first authorization beyond
+    /// ``maxForcedAuthorizations`` waits before it starts; each further one in the window waits
+    /// twice as long as the one before, up to ``maxLoopBackoff``. The callers wait with it
+    /// (their own timeouts and cancellation apply; the authorization deadline starts after the
+    /// wait). Default 1 second.
+    public var loopBackoff: Duration = .seconds(1)
+    /// The longest wait of the loop guard's back-off. Default 30 seconds.
+    public var maxLoopBackoff: Duration = .seconds(30)
     /// How many idle keys (no flight in progress) stay in memory; beyond it the least recently
     /// used are evicted. Their models stay in the store. Default 10,000.
     public var maxIdleKeys: Int = 10_000
@@ -70,18 +87,56 @@ extension AuthCoordinator {
 
     /// Creates a configuration with the defaults, changing the ones given.
     ///
+    /// ```swift
+    /// let configuration = AuthCoordinator.Configuration(
+    ///   authorizationTimeout: .seconds(2), maxForcedAuthorizations: 5)
+    /// ```
+    ///
     /// - Parameters:
     ///   - authorizationTimeout: See ``authorizationTimeout``.
     ///   - exchangeTimeout: See ``exchangeTimeout``.
     ///   - refreshLeeway: See ``refreshLeeway``.
+    ///   - maxForcedAuthorizations: See ``maxForcedAuthorizations``.
+    ///   - loopWindow: See ``loopWindow``.
+    ///   - loopBackoff: See ``loopBackoff``.
+    ///   - maxLoopBackoff: See ``maxLoopBackoff``.
+    ///   - maxIdleKeys: See ``maxIdleKeys``.
+    ///   - whenAbandoned: See ``whenAbandoned``.
+    ///   - storeTimeout: See ``storeTimeout``.
+    ///   - leaseTimeToLive: See ``leaseTimeToLive``.
+    ///   - allowsInteraction: See ``allowsInteraction``.
+    ///   - clock: See ``clock``.
+    ///   - now: See ``now``.
     public init(
       authorizationTimeout: Duration = .seconds(300),
       exchangeTimeout: Duration = .seconds(30),
-      refreshLeeway: Duration = .seconds(60)
+      refreshLeeway: Duration = .seconds(60),
+      maxForcedAuthorizations: Int = 3,
+      loopWindow: Duration = .seconds(60),
+      loopBackoff: Duration = .seconds(1),
+      maxLoopBackoff: Duration = .seconds(30),
+      maxIdleKeys: Int = 10_000,
+      whenAbandoned: AbandonPolicy = .cancel,
+      storeTimeout: Duration = .seconds(10),
+      leaseTimeToLive: Duration = .seconds(15),
+      allowsInteraction: Bool = true,
+      clock: any Clock<Duration> = ContinuousClock(),
+      now: @escaping @Sendable () -> Date = { Date() }
     ) {
       self.authorizationTimeout = authorizationTimeout
       self.exchangeTimeout = exchangeTimeout
       self.refreshLeeway = refreshLeeway
+      self.maxForcedAuthorizations = maxForcedAuthorizations
+      self.loopWindow = loopWindow
+      self.loopBackoff = loopBackoff
+      self.maxLoopBackoff = maxLoopBackoff
+      self.maxIdleKeys = maxIdleKeys
+      self.whenAbandoned = whenAbandoned
+      self.storeTimeout = storeTimeout
+      self.leaseTimeToLive = leaseTimeToLive
+      self.allowsInteraction = allowsInteraction
+      self.clock = clock
+      self.now = now
     }
   }
 }

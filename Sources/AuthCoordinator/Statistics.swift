@@ -26,8 +26,10 @@ extension AuthCoordinator {
     public var waitingCallers = 0
     /// Callers that left early (cancelled or their own timeout).
     public var callersLeftEarly = 0
-    /// Forced refreshes refused by the loop guard.
+    /// Forced refreshes refused by the loop guard (interactive authorizers).
     public var refreshLoopsStopped = 0
+    /// Authorizations the loop guard delayed (non-interactive authorizers).
+    public var refreshLoopBackoffs = 0
     /// Results that arrived after their flight stopped counting and were discarded.
     public var lateResultsDiscarded = 0
     /// Late results of stopped refreshes that were stored (never served to the callers that
@@ -63,6 +65,7 @@ extension AuthCoordinator.Statistics {
     waitingCallers += other.waitingCallers
     callersLeftEarly += other.callersLeftEarly
     refreshLoopsStopped += other.refreshLoopsStopped
+    refreshLoopBackoffs += other.refreshLoopBackoffs
     lateResultsSaved += other.lateResultsSaved
     adoptedFromStore += other.adoptedFromStore
     lateResultsDiscarded += other.lateResultsDiscarded

@@ -26,9 +26,12 @@ struct Harness {
   /// parking (``waitForWaiters(_:)``).
   let callers = CallerTracker()
 
+  /// - Parameter silent: The authorizer says it never involves the user
+  ///   (``Authorizer/isInteractive`` `false`): one deadline, and a loop guard that backs off.
   init(
     store: any TokenStore = InMemoryTokenStore(),
     ignoresCancellation: Bool = false,
+    silent: Bool = false,
     configure: (inout AuthCoordinator.Configuration) -> Void = { _ in }
   ) {
     let authorizer = ScriptedAuthorizer(ignoresCancellation: ignoresCancellation)
@@ -40,7 +43,9 @@ struct Harness {
     self.authorizer = authorizer
     self.store = store
     self.coordinator = AuthCoordinator(
-      store: store, authorizer: authorizer, configuration: configuration,
+      store: store,
+      authorizer: silent ? SilentAuthorizer(base: authorizer) as any Authorizer : authorizer,
+      configuration: configuration,
       onAccountStatusChange: { change in changes.withLock { $0.append(change) } })
   }
 
@@ -69,6 +74,15 @@ struct Harness {
   }
 
   var stats: AuthCoordinator.Statistics { coordinator.statistics }
+}
+
+/// A scripted authorizer that says it never involves the user, as a service's does.
+struct SilentAuthorizer: Authorizer {
+  let base: ScriptedAuthorizer
+  var isInteractive: Bool { false }
+  func authorize(_ request: AuthorizationRequest) async throws -> AuthModel {
+    try await base.authorize(request)
+  }
 }
 
 /// Expects `task` to throw an ``AuthCoordinatorError`` with `code`.

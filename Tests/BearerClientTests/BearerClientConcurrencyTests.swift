@@ -32,7 +32,9 @@ struct BearerClientConcurrencyTests {
     let stats = try await server.stats()
     print("2,000 requests with a revocation mid-run: \(elapsed); server: \(stats)")
     #expect(statuses.count == Self.requestCount)
-    #expect(statuses.allSatisfy { $0 == 200 }, "statuses: \(Dictionary(grouping: statuses) { $0 }.mapValues(\.count))")
+    #expect(
+      statuses.allSatisfy { $0 == 200 },
+      "statuses: \(Dictionary(grouping: statuses) { $0 }.mapValues(\.count))")
     #expect(stats.refreshes == 1)
     #expect(stats.reuses == 0)
     #expect(stats.issued == 2)

@@ -71,7 +71,8 @@ import Testing
     let (data, response) = try await harness.client.data(from: harness.resource)
 
     #expect(response.statusCode == 401)
-    #expect(response.value(forHTTPHeaderField: "WWW-Authenticate")?.contains("invalid_token") == true)
+    #expect(
+      response.value(forHTTPHeaderField: "WWW-Authenticate")?.contains("invalid_token") == true)
     #expect(String(decoding: data, as: UTF8.self).contains("invalid_token"))
     let stats = try await harness.server.stats()
     #expect(stats.refreshes == 1)

@@ -92,6 +92,29 @@ extension AuthCoordinator {
     await onAccountStatusChange?(change)
   }
 
+  /// Forgets a service's account: the service spelling of
+  /// `accountStatusChanged(.logout(mcUid: account))`, with the same guarantees.
+  ///
+  /// Every mode of the account is removed from memory and the store (its refresh token
+  /// included), its flight in progress is stopped (its callers get
+  /// ``AuthCoordinatorError/Code-swift.struct/signedOut``), and no result that arrives later is
+  /// served or stored. The next request authorizes from nothing. Use it when the account's
+  /// credentials are revoked or rotated, or the account is removed.
+  ///
+  /// A token a resource server rejected is not a reason to forget the account: ask for a
+  /// forced refresh that names it, which keeps the refresh token and is shared by every caller
+  /// that saw the same rejection (`BearerClient` in `AuthCoordinatorOAuth2` does this on a
+  /// 401):
+  ///
+  /// ```swift
+  /// let fresh = try await coordinator.authModel(for: key, refresh: .force(rejecting: rejected))
+  /// ```
+  ///
+  /// - Parameter account: The account or client id (``AccountKey/account``).
+  public func invalidate(account: String) async {
+    await accountStatusChanged(.logout(mcUid: account))
+  }
+
   /// Signs out the keys of `stripe` that `matches` selects (under the stripe's lock).
   private func signOut(
     in stripe: Stripe, where matches: (AccountKey) -> Bool, into closings: inout [Closing]

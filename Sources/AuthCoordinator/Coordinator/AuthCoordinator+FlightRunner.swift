@@ -14,6 +14,7 @@ extension AuthCoordinator {
     case acquireLease
     case awaitLeaseHolder(until: Date)
     case releaseLease
+    case backOff(until: Duration, delay: Duration)
     case authorize(AuthorizationRequest)
     case persist(AuthModel, StoreTurn)
     case persistLateResult(AuthModel, StoreTurn)
@@ -52,6 +53,11 @@ extension AuthCoordinator {
       case .releaseLease:
         await release(&held, key)
         outcome = .leaseReleased
+      case .backOff(let until, let delay):
+        broadcaster.emit(.refreshLoopBackedOff(key: key, delay: delay))
+        // A stopped flight's sleep ends early; its report is then stale and ignored.
+        try? await clock.sleepUntil(until)
+        outcome = .backedOff
       case .authorize(let request):
         authorized = true
         do {
@@ -257,6 +263,9 @@ extension AuthCoordinator {
       return .releaseLease
     case .awaitLeaseHolder(let until):
       return .awaitLeaseHolder(until: until)
+    case .backOff(let until, let delay):
+      stripe.counters.update { $0.refreshLoopBackoffs += 1 }
+      return .backOff(until: until, delay: delay)
     case .authorize(let reason, let replacing):
       stripe.counters.update { $0.authorizationsStarted += 1 }
       return .authorize(
@@ -267,8 +276,8 @@ extension AuthCoordinator {
     }
   }
 
-  /// The authorizer of flight `id` entered its exchange: the exchange deadline replaces the
-  /// authorization deadline.
+  /// The authorizer of flight `id` entered its exchange: for an interactive authorizer, the
+  /// exchange deadline replaces the authorization deadline.
   func exchangeBegan(_ key: AccountKey, flight id: UInt64) {
     let stripe = table.stripe(for: key)
     let now = clock.now()

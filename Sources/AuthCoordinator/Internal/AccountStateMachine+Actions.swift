@@ -8,6 +8,13 @@ extension AccountStateMachine {
     var refreshLeeway: TimeInterval
     var maxForcedAuthorizations: Int
     var loopWindow: Duration
+    /// The first delay of a non-interactive authorizer's authorization beyond the loop limit.
+    var loopBackoff: Duration = .seconds(1)
+    /// The longest such delay.
+    var maxLoopBackoff: Duration = .seconds(30)
+    /// The authorizer may involve the user: the loop guard refuses instead of delaying, and
+    /// the exchange has its own deadline.
+    var interactiveAuthorizer = true
     var whenAbandoned: AuthCoordinator.AbandonPolicy
     var authorizationTimeout: Duration = .seconds(300)
     var exchangeTimeout: Duration = .seconds(30)
@@ -31,6 +38,9 @@ extension AccountStateMachine {
     case awaitLeaseHolder(until: Date)
     /// Give the lease back: the flight adopts a stored model.
     case releaseLease
+    /// Wait until `until` (on the injected clock), `delay` after the decision: the refresh-loop
+    /// guard holds back a non-interactive authorizer's authorization.
+    case backOff(until: Duration, delay: Duration)
     /// Call the authorizer.
     case authorize(AuthorizationReason, replacing: AuthModel?)
     /// Write the new model to the store before the waiters resume.
@@ -40,7 +50,8 @@ extension AccountStateMachine {
     var phase: AuthEvent.FlightPhase {
       switch self {
       case .load: return .load
-      case .awaitPredecessors, .acquireLease, .awaitLeaseHolder, .releaseLease, .authorize:
+      case .awaitPredecessors, .acquireLease, .awaitLeaseHolder, .releaseLease, .backOff,
+        .authorize:
         return .authorization
       case .persist: return .save
       }
@@ -80,9 +91,21 @@ extension AccountStateMachine {
     case leaseHolderChanged
     /// The lease was given back.
     case leaseReleased
+    /// The loop guard's back-off is over.
+    case backedOff
     /// A stopped flight's late result was stored (`nil`: it was not, because the user signed
     /// out in another process meanwhile).
     case lateResultSaved(AuthModel?)
+  }
+
+  /// What the refresh-loop guard decided about an authorization it counts.
+  enum LoopGuardDecision: Equatable {
+    /// Within the limit: start now.
+    case admitted
+    /// Beyond the limit, with an interactive authorizer: fail.
+    case refused
+    /// Beyond the limit, with a non-interactive authorizer: start after `delay`.
+    case delayed(Duration)
   }
 
   /// How a request is resolved before it is decided.

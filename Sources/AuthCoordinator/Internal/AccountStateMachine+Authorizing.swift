@@ -35,6 +35,12 @@ extension AccountStateMachine {
   ) -> AdvanceAction {
     var preparing = preparing
     switch (preparing.stage, outcome) {
+    case (.backingOff, .backedOff):
+      // Time has passed: the store is read again (another process may have refreshed).
+      return .next(
+        beginAuthorization(
+          preparing.id, reason: preparing.reason, rejecting: preparing.rejectedTokens,
+          replacing: cachedModel, justRead: false, now: now))
     case (.awaitingPredecessors, .predecessorsFinished):
       guard policy.usesLease else { return .next(reread(&preparing, now: now)) }
       preparing.stage = .acquiringLease

@@ -39,6 +39,8 @@ extension AccountStateMachine {
   /// and re-reads the store, which may hold a model another process obtained meanwhile.
   struct Preparing: Equatable {
     enum Stage: Equatable {
+      /// The refresh-loop guard holds the authorization back (a non-interactive authorizer).
+      case backingOff
       /// Waiting for stopped flights of the key whose refresh is still running: a new one
       /// would spend the same refresh token.
       case awaitingPredecessors

@@ -85,7 +85,7 @@ struct AccountStateMachine {
   /// authorization in the refresh-loop window (evicting it would reset the guard).
   func isEvictable(now: Duration) -> Bool {
     guard state == .idle, outstanding.isEmpty else { return false }
-    guard let last = loopGuardStarts.last else { return true }
+    guard let last = loopGuardStarts.max() else { return true }
     return last <= now - policy.loopWindow
   }
 
@@ -147,13 +147,16 @@ struct AccountStateMachine {
     } else {
       counted = forced
     }
-    if counted, !admitLoopGuardedAuthorization(now: now) {
-      return .refuse(loopGuardError())
-    }
+    let decision = counted ? admitLoopGuardedAuthorization(now: now) : .admitted
+    if decision == .refused { return .refuse(loopGuardError()) }
     // Drawn only for a flight that starts: the coordinator counts flights by their ids.
     let id = newFlightID()
     var rejected: Set<String> = []
     if case .token(let token) = rejection { rejected.insert(token) }
+    if case .delayed(let delay) = decision {
+      return .start(
+        flight: id, backOff(id, delay, reason: reason, rejecting: rejected, now: now))
+    }
     return .start(
       flight: id,
       beginAuthorization(
@@ -190,9 +193,11 @@ struct AccountStateMachine {
 
   /// The authorizer of flight `id` entered its exchange at `now`.
   ///
-  /// - Returns: The exchange's deadline, or `nil` if the event is stale.
+  /// - Returns: The exchange's deadline, or `nil` if the event is stale or the authorizer is
+  ///   not interactive (its authorization deadline bounds the exchange too).
   mutating func exchangeBegan(_ id: UInt64, now: Duration) -> Duration? {
-    guard case .authorizing(var authorizing) = state, authorizing.id == id,
+    guard policy.interactiveAuthorizer, case .authorizing(var authorizing) = state,
+      authorizing.id == id,
       !authorizing.exchangeBegan
     else { return nil }
     authorizing.exchangeBegan = true
@@ -332,13 +337,18 @@ struct AccountStateMachine {
     }
     let reason: AuthorizationReason =
       rejected ? .forcedRefresh : (model == nil ? .missing : .expired)
-    if loading.hasForcedRequest, !admitLoopGuardedAuthorization(now: now) {
+    let decision = loading.hasForcedRequest ? admitLoopGuardedAuthorization(now: now) : .admitted
+    if decision == .refused {
       state = .idle
       return .end(
         Ending(flight: loading.id, result: .failed(loopGuardError()), refusedByLoopGuard: true))
     }
     var rejectedTokens = loading.rejectedTokens
     if loading.rejectsStoredModel, let model { rejectedTokens.insert(model.accessToken) }
+    if case .delayed(let delay) = decision {
+      return .next(
+        backOff(loading.id, delay, reason: reason, rejecting: rejectedTokens, now: now))
+    }
     return .next(
       beginAuthorization(
         loading.id, reason: reason, rejecting: rejectedTokens, replacing: model, justRead: true,
@@ -392,17 +402,43 @@ struct AccountStateMachine {
   }
 
   /// The refresh-loop guard: records an authorization it counts unless too many started
-  /// within the window.
-  mutating func admitLoopGuardedAuthorization(now: Duration) -> Bool {
+  /// within the window. Beyond the limit, an interactive authorizer's is refused; a
+  /// non-interactive one's is delayed (the `n`-th beyond the limit by `loopBackoff · 2^(n-1)`,
+  /// at most `maxLoopBackoff`) and recorded at the instant it will start.
+  mutating func admitLoopGuardedAuthorization(now: Duration) -> LoopGuardDecision {
     let windowStart = now - policy.loopWindow
-    if let firstRecent = loopGuardStarts.firstIndex(where: { $0 > windowStart }) {
-      loopGuardStarts.removeFirst(firstRecent)
-    } else {
-      loopGuardStarts.removeAll()
+    loopGuardStarts.removeAll { $0 <= windowStart }
+    let beyond = loopGuardStarts.count - policy.maxForcedAuthorizations + 1
+    guard beyond > 0 else {
+      loopGuardStarts.append(now)
+      return .admitted
     }
-    guard loopGuardStarts.count < policy.maxForcedAuthorizations else { return false }
-    loopGuardStarts.append(now)
-    return true
+    guard !policy.interactiveAuthorizer else { return .refused }
+    let delay = Self.backoff(beyond, first: policy.loopBackoff, limit: policy.maxLoopBackoff)
+    loopGuardStarts.append(CoordinatorClock.deadline(after: delay, from: now))
+    return .delayed(delay)
+  }
+
+  /// The delay of the `n`-th authorization beyond the loop limit (`n` ≥ 1): `first · 2^(n-1)`,
+  /// at most `limit`.
+  static func backoff(_ n: Int, first: Duration, limit: Duration) -> Duration {
+    let limit = min(max(limit, .zero), CoordinatorClock.longestWait)
+    var delay = min(max(first, .zero), limit)
+    for _ in 1..<max(n, 1) where delay < limit { delay *= 2 }
+    return min(delay, limit)
+  }
+
+  /// A flight whose authorization the loop guard delayed: it waits, with no deadline (its
+  /// callers' own timeouts and cancellation apply), then prepares to authorize as usual.
+  mutating func backOff(
+    _ id: UInt64, _ delay: Duration, reason: AuthorizationReason, rejecting rejected: Set<String>,
+    now: Duration
+  ) -> Step {
+    state = .preparing(
+      Preparing(id: id, reason: reason, rejectedTokens: rejected, stage: .backingOff))
+    return Step(
+      kind: .backOff(until: CoordinatorClock.deadline(after: delay, from: now), delay: delay),
+      deadline: nil)
   }
 
   func loopGuardError() -> AuthCoordinatorError {

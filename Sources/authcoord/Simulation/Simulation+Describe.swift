@@ -41,6 +41,8 @@ extension Simulation {
       return "signed out in another process: \(mcUid ?? "everyone")"
     case .refreshLoopStopped(let key):
       return "loop guard: not bouncing \(key.mcUid) to Alipay again"
+    case .refreshLoopBackedOff(let key, let delay):
+      return "loop guard: the next authorization of \(key.mcUid) waits \(delay)"
     case .storeFailed(_, let operation, let message):
       return "store \(operation.rawValue) failed: \(message)"
     case .accountStatusChanged(let change):
