@@ -9,7 +9,7 @@ import Foundation
 /// counterpart of Go's `oauth2.Transport` and Alamofire's `AuthenticationInterceptor`.
 ///
 /// ```swift
-/// let client = BearerClient(coordinator: coordinator, key: AccountKey(mcUid: "u1"))
+/// let client = BearerClient(coordinator: coordinator, key: AccountKey(account: "reports-service"))
 /// let (data, response) = try await client.data(for: URLRequest(url: resourceURL))
 /// guard response.statusCode == 200 else { throw MyError.refused(response.statusCode) }
 /// ```

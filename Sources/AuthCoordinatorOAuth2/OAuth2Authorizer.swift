@@ -25,7 +25,7 @@ import HTTPSupport
 ///   tokenEndpoint: URL(string: "https://auth.example.com/oauth/token")!,
 ///   clientID: "reports-service", clientSecret: secret, scope: "reports:read")
 /// let coordinator = AuthCoordinator(store: store, authorizer: authorizer)
-/// let model = try await coordinator.authModel(for: AccountKey(mcUid: "reports-service"))
+/// let model = try await coordinator.authModel(for: AccountKey(account: "reports-service"))
 /// ```
 ///
 /// The request enforces the same limits as the Alipay bridge's `HTTPTokenExchanger`: at most
@@ -139,6 +139,14 @@ public struct OAuth2Authorizer: Authorizer {
     self.now = now
   }
 
+  /// Whether an authorization may involve the user: `true` only for the
+  /// ``Grant/authorizationCode(_:)`` primary grant, whose closure may send the user to a consent
+  /// page. With client credentials the authorizer is silent (`false`): the coordinator bounds it
+  /// by its ``/AuthCoordinator/AuthCoordinator/Configuration/authorizationTimeout`` alone, and
+  /// its refresh-loop guard delays a burst of forced refreshes (``/AuthCoordinator/AuthCoordinator/Configuration/loopBackoff``)
+  /// instead of failing the callers. See ``/AuthCoordinator/Authorizer/isInteractive``.
+  public var isInteractive: Bool { !primaryGrant.isClientCredentials }
+
   /// Obtains a model: a refresh token grant when the replaced model holds a refresh token,
   /// otherwise the ``primaryGrant``.
   ///
@@ -146,7 +154,7 @@ public struct OAuth2Authorizer: Authorizer {
   /// exchange of something the user brought back, so it does not call
   /// ``/AuthCoordinator/AuthorizationRequest/exchange(_:)``).
   ///
-  /// - Parameter request: The authorization; its key's `mcUid` becomes the model's.
+  /// - Parameter request: The authorization; its key's account becomes the model's ``/AuthCoordinator/AuthModel/account``.
   /// - Returns: The model: the access token, the refresh token (the new one, or the old one
   ///   when the reply has none), `expiresAt` = ``now`` + `expires_in`, `uid` from
   ///   ``userIDField``, and `scope` and `token_type` in `extraInfo` when the reply has them.
