@@ -66,11 +66,15 @@ public struct AuthorizationRequest: Sendable {
     self.exchangeBegan = exchangeBegan
   }
 
-  /// Runs the auth-code exchange under the exchange deadline instead of the authorization one.
+  /// Runs an interactive authorizer's code exchange under the exchange deadline instead of the
+  /// authorization one.
   ///
   /// Call it once the authorizer holds what it exchanges (for example, an auth code the user
   /// brought back from another app): from then on the flight is bounded by
-  /// ``AuthCoordinator/Configuration/exchangeTimeout`` counted from this call.
+  /// ``AuthCoordinator/Configuration/exchangeTimeout`` counted from this call. For a silent
+  /// authorizer (``Authorizer/isInteractive`` `false`) it changes nothing: its flight keeps
+  /// ``AuthCoordinator/Configuration/authorizationTimeout`` to the end, so a service never moves
+  /// to another deadline by calling it.
   ///
   /// ```swift
   /// let code = try await provider.authCode(for: request)

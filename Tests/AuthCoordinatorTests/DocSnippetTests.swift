@@ -62,16 +62,18 @@ actor DictionaryTokenStore: TokenStore {
   @Test func gettingStartedService() async throws {
     let backend = SnippetBackend()
 
-    let authorizer = ClosureAuthorizer { request in
-      await backend.model(for: request.key.mcUid)
+    let authorizer = ClosureAuthorizer(isInteractive: false) { request in
+      await backend.model(for: request.key.account)
     }
     let coordinator = AuthCoordinator(store: InMemoryTokenStore(), authorizer: authorizer)
 
-    let key = AccountKey(mcUid: "u1")
+    let key = AccountKey(account: "reports-service")
     let model = try await coordinator.authModel(for: key)  // authorizes
     let again = try await coordinator.authModel(for: key)  // served from memory
 
     #expect(model.accessToken == "token-1")
+    #expect(model.account == "reports-service")
+    #expect(!authorizer.isInteractive)
     #expect(again == model)
     #expect(await backend.calls == 1)
     #expect(coordinator.statistics.cacheHits == 1)
