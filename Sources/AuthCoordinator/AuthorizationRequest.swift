@@ -6,7 +6,7 @@ public enum AuthorizationReason: String, Sendable, Hashable, CustomStringConvert
   case missing
   /// The cached model expired (or is within the refresh leeway of expiring).
   case expired
-  /// The container rejected the token it was given (`NeedRefreshToken`).
+  /// A caller rejected the token it was given (an API's 401; a container's `NeedRefreshToken`).
   case forcedRefresh
 
   /// The reason's name.

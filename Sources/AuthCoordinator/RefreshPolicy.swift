@@ -2,13 +2,14 @@
 public enum RefreshPolicy: Sendable, Hashable {
   /// Serve the cached model while it is valid; authorize otherwise.
   case ifNeeded
-  /// The container rejected a token (`NeedRefreshToken = YES`): do not serve it again.
+  /// A caller's token was rejected (an API answered 401; a mini-program container said
+  /// `NeedRefreshToken = YES`): do not serve it again.
   ///
   /// Name the rejected token when you know it. With `nil`, the token cached at the time of the
   /// call is the rejected one (or, on a cold start, the one the store holds).
   case force(rejecting: String?)
 
-  /// Reads the container's `extendParams` dictionary.
+  /// Reads a mini-program container's `extendParams` dictionary.
   ///
   /// `NeedRefreshToken`, `needReAuth` and `needOpenAuth` (keys in any case) ask for a refresh
   /// when their value is `true`, a non-zero number, or the string `YES`, `true` or `1` in any case.

@@ -8,13 +8,17 @@ import SyncPrimitives
 /// ```swift
 /// let coordinator = AuthCoordinator(
 ///   store: FileTokenStore(url: storeURL),
-///   authorizer: ClosureAuthorizer { request in try await myTokenServer.token(for: request.key) },
-///   configuration: .init(authorizationTimeout: .seconds(120)))
+///   authorizer: ClosureAuthorizer(isInteractive: false) { request in
+///     try await myTokenServer.token(for: request.key)
+///   },
+///   configuration: .init(authorizationTimeout: .seconds(5)))
 ///
-/// let model = try await coordinator.authModel(for: AccountKey(mcUid: "u1"))
+/// let key = AccountKey(account: "reports-service")
+/// let model = try await coordinator.authModel(for: key)
+/// // The API rejected the token (a 401): one refresh for every caller that saw it.
 /// let fresh = try await coordinator.authModel(
-///   for: AccountKey(mcUid: "u1"), refresh: .force(rejecting: model.accessToken))
-/// await coordinator.accountStatusChanged(.logout(mcUid: "u1"))
+///   for: key, refresh: .force(rejecting: model.accessToken))
+/// await coordinator.invalidate(account: "reports-service")  // forget it: memory and store
 /// ```
 ///
 /// The behaviour contract (serial per key, coalescing, forced refresh, the refresh-loop guard,
@@ -79,8 +83,9 @@ public final class AuthCoordinator: Sendable {
   ///     this process is the store's only user.
   ///   - authorizer: What produces a new model on a cache miss.
   ///   - configuration: Timeouts, the loop guard, memory bounds, the clock.
-  ///   - onAccountStatusChange: Called after ``accountStatusChanged(_:)`` cleared the account;
-  ///     wire it to the SDK's account-status call (`ANXMCAccountStatusChangeModel`).
+  ///   - onAccountStatusChange: Called after ``accountStatusChanged(_:)`` (or
+  ///     ``invalidate(account:)``) cleared the account; in an mPaaS app, wire it to the SDK's
+  ///     account-status call (`ANXMCAccountStatusChangeModel`).
   public init(
     store: any TokenStore = InMemoryTokenStore(),
     lease: (any AuthorizationLease)? = nil,
@@ -141,7 +146,7 @@ public final class AuthCoordinator: Sendable {
   ///
   /// ```swift
   /// let model = try await coordinator.authModel(for: key)
-  /// // The container said NeedRefreshToken = YES for the token it was given:
+  /// // The API answered 401 (or the container said NeedRefreshToken = YES) for that token:
   /// let fresh = try await coordinator.authModel(
   ///   for: key, refresh: .force(rejecting: model.accessToken))
   /// ```
@@ -149,7 +154,7 @@ public final class AuthCoordinator: Sendable {
   /// - Parameters:
   ///   - key: The account.
   ///   - refresh: ``RefreshPolicy/ifNeeded`` (default), or ``RefreshPolicy/force(rejecting:)``
-  ///     when the container rejected a token.
+  ///     when a token was rejected.
   ///   - timeout: This caller's own limit on the injected clock. It affects only this caller:
   ///     the flight goes on for the others.
   /// - Returns: A valid model.
