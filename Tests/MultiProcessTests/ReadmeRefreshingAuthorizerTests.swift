@@ -7,11 +7,11 @@ import Testing
   import FoundationNetworking
 #endif
 
-/// The README's refresh-token authorizer, copied verbatim between the markers (a test compares
+/// docs/processes.md's hand-written refresh-token authorizer, copied verbatim between the markers (a test compares
 /// the two), run against the rotating token server: one new family, then only refresh grants,
 /// each spending the refresh token the previous one returned.
 @Suite(.serialized, .timeLimit(.minutes(1))) struct ReadmeRefreshingAuthorizerTests {
-  // --- from README.md ---
+  // --- from docs/processes.md ---
   struct RefreshingAuthorizer: Authorizer {
     let endpoint: URL
     let clientID: String
@@ -68,16 +68,17 @@ import Testing
     #expect(stats.revokedFamilies == 0)
   }
 
-  @Test func theSnippetIsTheReadmes() throws {
+  @Test func theSnippetIsThePages() throws {
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
       .deletingLastPathComponent().deletingLastPathComponent()
-    let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+    let page = try String(
+      contentsOf: root.appendingPathComponent("docs/processes.md"), encoding: .utf8)
     let source = try String(contentsOf: URL(fileURLWithPath: #filePath), encoding: .utf8)
-    let begin = try #require(source.range(of: "// --- from README.md ---\n"))
+    let begin = try #require(source.range(of: "// --- from docs/processes.md ---\n"))
     let end = try #require(source.range(of: "  // --- end ---"))
     let copied = source[begin.upperBound..<end.lowerBound]
       .split(separator: "\n", omittingEmptySubsequences: false)
       .map { $0.hasPrefix("  ") ? $0.dropFirst(2) : $0 }.joined(separator: "\n")
-    #expect(readme.contains(copied.trimmingCharacters(in: .newlines)))
+    #expect(page.contains(copied.trimmingCharacters(in: .newlines)))
   }
 }
