@@ -9,6 +9,10 @@ import Foundation
 /// the real ones; only the Alipay app and the server are simulated. Time is virtual: it moves only
 /// when the simulated world is idle (``VirtualWorld``), so the outcome and the timeline are the
 /// same on every machine; `--speedup` only paces the output (1000x by default).
+///
+/// `authcoord simulate --service` plays a Swift service instead (``ServiceSimulation``): one
+/// token shared by its concurrent requests, against a simulated OAuth 2 token server and a
+/// simulated API; the coordinator is the real one.
 enum SimulateCommand {
   struct Options: Equatable {
     var opens = 1_000
@@ -24,7 +28,23 @@ enum SimulateCommand {
     var quiet = false
     /// Simulated processes sharing one store and one lease: the app, then extensions.
     var processes = 1
+    /// The Swift-service demo (``ServiceSimulation``) instead of the Alipay one.
+    var service = false
+    /// `--service`: concurrent requests per wave.
+    var requests = 2_000
+    /// `--service`: how many times the token expires.
+    var expiries = 100
+    /// The flags given, to reject those of the other demo and to know which defaults apply.
+    var given: Set<String> = []
   }
+
+  /// The flags only the Alipay demo reads.
+  static let alipayOnlyFlags = [
+    "--opens", "--users", "--think-time", "--never-return", "--return-without-authorizing",
+    "--refresh-loop", "--logout-mid-flight", "--processes",
+  ]
+  /// The flags only `--service` reads.
+  static let serviceOnlyFlags = ["--requests", "--expiries"]
 
   static let usage = """
     usage: authcoord simulate [options]
@@ -52,6 +72,29 @@ enum SimulateCommand {
                                   (default 1000); changes no outcome and no timestamp
       --quiet                     print only the summary
       -h, --help                  show this help
+
+    usage: authcoord simulate --service [options]
+
+    Plays a Swift service that calls an API on its own behalf, its concurrent requests sharing
+    one token through the real coordinator (a silent authorizer: isInteractive false), against
+    a SIMULATED OAuth 2 token server (client_credentials, refresh tokens rotated on each use, a
+    reuse revokes the token family) and a SIMULATED API, both in process: no network, no setup.
+    Phases: a cold start, the token's expiries, six revocations of the access tokens in quick
+    succession (the loop guard delays the fourth to sixth refresh), and a token endpoint slower
+    than the deadline. Time is virtual, as above.
+
+    options with --service:
+      --requests N                concurrent requests per wave (default 2000)
+      --expiries N                how many times the token expires (default 100)
+      --token-lifetime SECONDS    lifetime of the tokens, at least 600 (default 3600)
+      --authorization-timeout SECONDS
+                                  the coordinator's deadline, 1 to 60 (default 2); the slow
+                                  endpoint answers in 2.5 times it
+      --speedup N                 pacing only (default 1000000: the run spans 100+ virtual hours)
+      --quiet                     print only the summary
+    --opens, --users, --think-time, --never-return, --return-without-authorizing,
+    --refresh-loop, --logout-mid-flight and --processes do not apply to --service; --requests
+    and --expiries apply only to it.
     """
 
   enum ParseError: Error, Equatable {
@@ -83,6 +126,7 @@ enum SimulateCommand {
     }
     while index < arguments.count {
       let flag = arguments[index]
+      options.given.insert(flag)
       switch flag {
       case "-h", "--help": throw .help
       case "--opens": options.opens = try positiveInt(flag, max: 1_000_000)
@@ -97,12 +141,40 @@ enum SimulateCommand {
       case "--processes": options.processes = try positiveInt(flag, max: 64)
       case "--speedup": options.speedup = try positiveInt(flag, max: 1_000_000)
       case "--quiet": options.quiet = true
+      case "--service": options.service = true
+      case "--requests": options.requests = try positiveInt(flag, max: 1_000_000)
+      case "--expiries": options.expiries = try positiveInt(flag, max: 10_000)
       default: throw .invalid("unknown option '\(flag)'")
       }
       index += 1
     }
+    if options.service { return try serviceOptions(options) }
+    if let flag = serviceOnlyFlags.first(where: options.given.contains) {
+      throw .invalid("\(flag) applies only to --service")
+    }
     if options.neverReturn && options.returnWithoutAuthorizing {
       throw .invalid("--never-return and --return-without-authorizing exclude each other")
+    }
+    return options
+  }
+
+  /// Checks the options of `--service` and applies its defaults where no flag was given.
+  private static func serviceOptions(_ parsed: Options) throws(ParseError) -> Options {
+    var options = parsed
+    if let flag = alipayOnlyFlags.first(where: options.given.contains) {
+      throw .invalid("\(flag) does not apply to --service")
+    }
+    if !options.given.contains("--token-lifetime") { options.tokenLifetime = .seconds(3_600) }
+    if !options.given.contains("--authorization-timeout") {
+      options.authorizationTimeout = .seconds(2)
+    }
+    if !options.given.contains("--speedup") { options.speedup = 1_000_000 }
+    guard options.tokenLifetime >= .seconds(600) else {
+      throw .invalid("--token-lifetime takes at least 600 seconds with --service")
+    }
+    guard options.authorizationTimeout >= .seconds(1), options.authorizationTimeout <= .seconds(60)
+    else {
+      throw .invalid("--authorization-timeout takes 1 to 60 seconds with --service")
     }
     return options
   }
@@ -129,7 +201,9 @@ enum SimulateCommand {
     let report: Simulation.Report
     do {
       report = try await VirtualWorld.shared.run(speedup: options.speedup) { clock in
-        await Simulation(options: options).run(clock: clock)
+        options.service
+          ? await ServiceSimulation(options: options).run(clock: clock)
+          : await Simulation(options: options).run(clock: clock)
       }
     } catch {
       FileHandle.standardError.write(Data("authcoord simulate: \(error)\n".utf8))
