@@ -351,23 +351,14 @@ struct IntegrationGuideSnippetsTests {
   }
 
   @Test("`authcoord doctor` runs the Info.plist checks")
-  func doctorCommandLineChecksThePlist() throws {
+  func doctorCommandLineChecksThePlist() async throws {
     let here = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
     let fixture = here.appendingPathComponent(
       "../AppConfigDoctorTests/Fixtures/placeholders.plist"
     ).standardizedFileURL
-    let binary = try #require(Self.authcoordExecutable(), "authcoord was not built")
-    let process = Process()
-    process.executableURL = binary
-    process.arguments = ["doctor", fixture.path, "--scheme", "myapp"]
-    let output = Pipe()
-    process.standardOutput = output
-    try process.run()
-    let text = String(
-      decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
-    #expect(process.terminationStatus == 1)
-    #expect(text.contains("error: MPAuthIdentity.instBizSceneCode"))
+    let run = try await AuthcoordProcess.run(["doctor", fixture.path, "--scheme", "myapp"])
+    #expect(run.status == 1)
+    #expect(run.out.contains("error: MPAuthIdentity.instBizSceneCode"))
   }
 
   /// `authcoord`, next to the test bundle in the build directory.

@@ -6,43 +6,17 @@ import Testing
 @Suite("authcoord simulate")
 struct SimulateCommandTests {
   /// Runs `authcoord simulate` with `arguments`; returns its exit status and output.
-  private static func simulate(_ arguments: [String]) throws -> (
+  private static func simulate(_ arguments: [String]) async throws -> (
     status: Int32, out: String, err: String
   ) {
-    let binary = try #require(
-      IntegrationGuideSnippetsTests.authcoordExecutable(), "authcoord was not built")
-    let process = Process()
-    process.executableURL = binary
-    process.arguments = ["simulate"] + arguments
-    let output = Pipe()
-    let errors = Pipe()
-    process.standardOutput = output
-    process.standardError = errors
-    try process.run()
-    // Read stderr on another thread while stdout is read here, so that neither pipe can fill
-    // up and block the child.
-    let errorData = DataBox()
-    let reading = DispatchGroup()
-    DispatchQueue.global().async(group: reading) {
-      errorData.data = errors.fileHandleForReading.readDataToEndOfFile()
-    }
-    let out = output.fileHandleForReading.readDataToEndOfFile()
-    reading.wait()
-    process.waitUntilExit()
-    return (
-      process.terminationStatus, String(decoding: out, as: UTF8.self),
-      String(decoding: errorData.data, as: UTF8.self)
-    )
-  }
-
-  /// Written by one thread before a `DispatchGroup.wait()` of the reader.
-  private final class DataBox: @unchecked Sendable {
-    var data = Data()
+    try await AuthcoordProcess.run(["simulate"] + arguments)
   }
 
   @Test("--processes 3: the app and two widgets share one authorization per user")
-  func threeProcessesShareOneAuthorization() throws {
-    let run = try Self.simulate(["--processes", "3", "--opens", "200", "--speedup", "1000000"])
+  func threeProcessesShareOneAuthorization() async throws {
+    let run = try await Self.simulate([
+      "--processes", "3", "--opens", "200", "--speedup", "1000000",
+    ])
     #expect(run.status == 0, "\(run.err)")
     let lines = run.out.split(separator: "\n").map(String.init)
     // The app's flight bounces to Alipay once per wave that needs a token; the widgets wait
@@ -80,8 +54,8 @@ struct SimulateCommandTests {
   }
 
   @Test("--processes 3 --users 2 --quiet: one authorization per user per wave, summary only")
-  func twoUsersInThreeProcesses() throws {
-    let run = try Self.simulate([
+  func twoUsersInThreeProcesses() async throws {
+    let run = try await Self.simulate([
       "--processes", "3", "--users", "2", "--opens", "50", "--quiet", "--speedup", "1000000",
     ])
     #expect(run.status == 0, "\(run.err)")
@@ -92,8 +66,8 @@ struct SimulateCommandTests {
   }
 
   @Test("bad --processes values exit 2", arguments: [["0"], ["x"], ["65"], ["-1"], []])
-  func badProcessCountsExitTwo(_ value: [String]) throws {
-    let run = try Self.simulate(["--processes"] + value)
+  func badProcessCountsExitTwo(_ value: [String]) async throws {
+    let run = try await Self.simulate(["--processes"] + value)
     #expect(run.status == 2)
     #expect(run.out.isEmpty)
     #expect(run.err.contains("authcoord simulate: --processes"))
@@ -101,8 +75,8 @@ struct SimulateCommandTests {
   }
 
   @Test("--help describes --processes")
-  func helpMentionsProcesses() throws {
-    let run = try Self.simulate(["--help"])
+  func helpMentionsProcesses() async throws {
+    let run = try await Self.simulate(["--help"])
     #expect(run.status == 0)
     #expect(run.out.contains("--processes N"))
   }

@@ -8,38 +8,10 @@ import Testing
 @Suite("authcoord simulate --service")
 struct SimulateServiceTests {
   /// Runs `authcoord simulate` with `arguments`; returns its exit status and output.
-  private static func simulate(_ arguments: [String]) throws -> (
+  private static func simulate(_ arguments: [String]) async throws -> (
     status: Int32, out: String, err: String
   ) {
-    let binary = try #require(
-      IntegrationGuideSnippetsTests.authcoordExecutable(), "authcoord was not built")
-    let process = Process()
-    process.executableURL = binary
-    process.arguments = ["simulate"] + arguments
-    let output = Pipe()
-    let errors = Pipe()
-    process.standardOutput = output
-    process.standardError = errors
-    try process.run()
-    // Read stderr on another thread while stdout is read here, so that neither pipe can fill
-    // up and block the child.
-    let errorData = DataBox()
-    let reading = DispatchGroup()
-    DispatchQueue.global().async(group: reading) {
-      errorData.data = errors.fileHandleForReading.readDataToEndOfFile()
-    }
-    let out = output.fileHandleForReading.readDataToEndOfFile()
-    reading.wait()
-    process.waitUntilExit()
-    return (
-      process.terminationStatus, String(decoding: out, as: UTF8.self),
-      String(decoding: errorData.data, as: UTF8.self)
-    )
-  }
-
-  /// Written by one thread before a `DispatchGroup.wait()` of the reader.
-  private final class DataBox: @unchecked Sendable {
-    var data = Data()
+    try await AuthcoordProcess.run(["simulate"] + arguments)
   }
 
   /// The summary of a default run: 110 waves of 2,000 requests.
@@ -72,8 +44,8 @@ struct SimulateServiceTests {
   ]
 
   @Test("--service --quiet: exit 0, the summary's counts, no timeline, no token")
-  func quietSummary() throws {
-    let run = try Self.simulate(["--service", "--quiet"])
+  func quietSummary() async throws {
+    let run = try await Self.simulate(["--service", "--quiet"])
     #expect(run.status == 0, "\(run.err)")
     #expect(run.err.isEmpty)
     #expect(run.out == "\n" + Self.defaultSummary.joined(separator: "\n") + "\n")
@@ -81,9 +53,11 @@ struct SimulateServiceTests {
   }
 
   @Test("--service: the same timeline on every run, with each phase in it")
-  func timelineIsDeterministic() throws {
-    let first = try Self.simulate(["--service"])
-    let second = try Self.simulate(["--service"])
+  func timelineIsDeterministic() async throws {
+    // A smaller run than the default (the summary test runs that one): the same phases.
+    let arguments = ["--service", "--requests", "200", "--expiries", "3"]
+    let first = try await Self.simulate(arguments)
+    let second = try await Self.simulate(arguments)
     #expect(first.status == 0, "\(first.err)")
     #expect(second.status == 0, "\(second.err)")
     #expect(first.out == second.out)
@@ -101,20 +75,23 @@ struct SimulateServiceTests {
     // The slow wave fails at the deadline; its late result is stored and served to the next.
     #expect(
       timeline.contains {
-        $0.hasSuffix("slow-endpoint wave done after 2 s: 0 served, 2000 failed with timed_out")
+        $0.hasSuffix("slow-endpoint wave done after 2 s: 0 served, 200 failed with timed_out")
       })
-    #expect(timeline.contains { $0.contains("the late result of flight #108 was stored") })
+    // 1 cold start + 3 expiries + 6 revocations: the slow wave is flight #11.
+    #expect(timeline.contains { $0.contains("the late result of flight #11 was stored") })
     #expect(
       timeline.contains {
-        $0.hasSuffix("flight #109 adopted the model the stopped refresh stored (no token request)")
+        $0.hasSuffix("flight #12 adopted the model the stopped refresh stored (no token request)")
       })
     #expect(!first.out.contains("simulated-access") && !first.out.contains("simulated-refresh"))
     #expect(lines.last == "Result: as expected")
   }
 
   @Test("--requests and --expiries change the counts")
-  func flagsChangeTheCounts() throws {
-    let run = try Self.simulate(["--service", "--quiet", "--requests", "10", "--expiries", "2"])
+  func flagsChangeTheCounts() async throws {
+    let run = try await Self.simulate([
+      "--service", "--quiet", "--requests", "10", "--expiries", "2",
+    ])
     #expect(run.status == 0, "\(run.err)")
     let lines = run.out.split(separator: "\n").map(String.init)
     // 1 cold start + 2 expiries + 6 revocations + slow, after it, recovery: 12 waves.
@@ -136,8 +113,8 @@ struct SimulateServiceTests {
       ["--service", "--expiries"], ["--service", "--token-lifetime", "60"],
       ["--service", "--authorization-timeout", "0.5"], ["--service", "--bogus"],
     ])
-  func badFlagsExitTwo(_ arguments: [String]) throws {
-    let run = try Self.simulate(arguments)
+  func badFlagsExitTwo(_ arguments: [String]) async throws {
+    let run = try await Self.simulate(arguments)
     #expect(run.status == 2)
     #expect(run.out.isEmpty)
     #expect(run.err.hasPrefix("authcoord simulate: "))
@@ -145,8 +122,8 @@ struct SimulateServiceTests {
   }
 
   @Test("--help describes --service and its flags")
-  func helpMentionsService() throws {
-    let run = try Self.simulate(["--help"])
+  func helpMentionsService() async throws {
+    let run = try await Self.simulate(["--help"])
     #expect(run.status == 0)
     for text in [
       "usage: authcoord simulate --service [options]", "SIMULATED OAuth 2 token server",

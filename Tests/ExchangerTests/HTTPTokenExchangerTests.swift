@@ -29,11 +29,12 @@ private func exchanger(
   encoding: HTTPTokenExchanger.Encoding = .postForm,
   parameters: [String: String] = [:],
   timeout: Duration = .seconds(5),
-  maxBodySize: Int = 1 << 20
+  maxBodySize: Int = 1 << 20,
+  session: URLSession? = nil
 ) -> HTTPTokenExchanger {
   HTTPTokenExchanger(
     endpoint: server.url(path), encoding: encoding, parameters: parameters,
-    timeout: timeout, maxBodySize: maxBodySize, now: { fixedNow })
+    timeout: timeout, maxBodySize: maxBodySize, session: session, now: { fixedNow })
 }
 
 /// Runs a failing exchange and returns its error, checking the wrapping and that no text
@@ -274,8 +275,12 @@ struct HTTPTokenExchangerTests {
   func cancellationInFlight() async throws {
     let server = try TokenServer.running()
     let echoID = UUID().uuidString
+    // A session of its own: on the exchanger's default session, shared by every test of the
+    // target, the request once queued behind other tests' slow requests (the per-host connection
+    // limit) and reached the server only after /arrived gave up (404).
     let exchanger = exchanger(
-      server, "/slow", parameters: ["delay": "8", "echo_id": echoID], timeout: .seconds(30))
+      server, "/slow", parameters: ["delay": "8", "echo_id": echoID], timeout: .seconds(30),
+      session: URLSession(configuration: .ephemeral))
     let task = Task { try await exchanger.exchange(makeCode(), for: request()) }
     // Blocks on the server until the slow request has arrived there: no sleeping in the test.
     let (status, _) = try await server.get("/arrived?id=\(echoID)")
