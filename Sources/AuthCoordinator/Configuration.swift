@@ -32,6 +32,12 @@ extension AuthCoordinator {
     /// Not used for a non-interactive authorizer (``Authorizer/isInteractive`` `false`).
     public var exchangeTimeout: Duration = .seconds(30)
     /// A model counts as expired this long before its `expiresAt`. Default 60 seconds.
+    ///
+    /// A model that arrives with a lifetime shorter than twice the leeway gets half its
+    /// lifetime as its leeway instead, so that it is served at all; renewing such a model (one
+    /// that arrived with a lifetime no longer than the leeway) counts for the refresh-loop guard
+    /// (``maxForcedAuthorizations``). A service whose tokens live seconds sets a leeway below
+    /// their lifetime.
     public var refreshLeeway: Duration = .seconds(60)
     /// How many authorizations started by forced refreshes of one key (or renewals of tokens
     /// that live shorter than the leeway) are allowed within ``loopWindow``. Beyond it, an
