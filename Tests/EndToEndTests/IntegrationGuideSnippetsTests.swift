@@ -172,6 +172,12 @@ struct IntegrationGuideSnippetsTests {
     // Tracked, so that the test can await the opens parking (which emits no event).
     let callers = CallerTracker()
     let opens = (0..<300).map { _ in callers.task { try await coordinator.authModel(for: key) } }
+    // A flight that fails before it starts the SDK (a store load past its deadline on a loaded
+    // machine) ends the stream, so that the test fails instead of waiting forever for a start.
+    let endsOnFailure = { (task: Task<AuthModel, any Error>) in
+      Task { if case .failure = await task.result { started.finish() } }
+    }
+    _ = endsOnFailure(opens[0])
     let (request, completion) = try #require(await nextStart.next())
     try await callers.waitUntil { coordinator.statistics.waitingCallers >= 300 }
     #expect(startLedger.calls == 1)
@@ -229,6 +235,7 @@ struct IntegrationGuideSnippetsTests {
     #expect(notified.outcomes == ["\(AccountStatusChange.logout(mcUid: key.mcUid))"])
     #expect(try await FileTokenStore(url: storeURL).model(for: key) == nil)
     let again = Task { try await coordinator.authModel(for: key) }
+    _ = endsOnFailure(again)
     let (_, secondCompletion) = try #require(await nextStart.next())
     #expect(startLedger.calls == 2)
     let cancelled: [AnyHashable: Any] = [InsideResult.defaultCodeKey: "account_open_auth_6000"]
