@@ -79,6 +79,25 @@ extension AuthCoordinator {
     /// holder that died is taken over at most this long after its last renewal. Default 15
     /// seconds.
     public var leaseTimeToLive: Duration = .seconds(15)
+    /// The longest a flight holds the cross-process lease, and the longest a stopped refresh
+    /// keeps later flights of its key waiting, however long its authorizer takes. After it, the
+    /// holder stops renewing and gives the lease up (a `leaseHoldEnded` event), and a stopped
+    /// refresh is abandoned (a `refreshAbandoned` event; its result, if it ever arrives, is
+    /// discarded), so a hung authorizer blocks the key in no process for longer. `nil` (the
+    /// default) derives it from the deadlines: ``authorizationTimeout`` plus ``exchangeTimeout``
+    /// (for an interactive authorizer) plus twice ``storeTimeout`` (the re-read and the save).
+    ///
+    /// A refresh abandoned this way may still have been carried out by the server: a server
+    /// that rotates refresh tokens without a grace period for reuse then revokes the family at
+    /// the next refresh, and the user authorizes anew. Set it above the longest refresh your
+    /// token endpoint can take.
+    public var maximumHold: Duration? = nil
+    /// How long after a failed save the coordinator tries it again; each further failure
+    /// doubles the delay, up to ``maxSaveRetryDelay``. The model is served and kept in memory,
+    /// marked unsaved, meanwhile. Default 1 second.
+    public var saveRetryDelay: Duration = .seconds(1)
+    /// The longest delay between two retries of a failed save. Default 30 seconds.
+    public var maxSaveRetryDelay: Duration = .seconds(30)
     /// Whether this coordinator may start an interactive authorization. Set it to `false` in an
     /// app extension or widget, which cannot send the user to another app: the coordinator
     /// then adopts what another process stored, and its authorizer gets requests with
@@ -110,6 +129,9 @@ extension AuthCoordinator {
     ///   - whenAbandoned: See ``whenAbandoned``.
     ///   - storeTimeout: See ``storeTimeout``.
     ///   - leaseTimeToLive: See ``leaseTimeToLive``.
+    ///   - maximumHold: See ``maximumHold``.
+    ///   - saveRetryDelay: See ``saveRetryDelay``.
+    ///   - maxSaveRetryDelay: See ``maxSaveRetryDelay``.
     ///   - allowsInteraction: See ``allowsInteraction``.
     ///   - clock: See ``clock``.
     ///   - now: See ``now``.
@@ -125,6 +147,9 @@ extension AuthCoordinator {
       whenAbandoned: AbandonPolicy = .cancel,
       storeTimeout: Duration = .seconds(10),
       leaseTimeToLive: Duration = .seconds(15),
+      maximumHold: Duration? = nil,
+      saveRetryDelay: Duration = .seconds(1),
+      maxSaveRetryDelay: Duration = .seconds(30),
       allowsInteraction: Bool = true,
       clock: any Clock<Duration> = ContinuousClock(),
       now: @escaping @Sendable () -> Date = { Date() }
@@ -140,6 +165,9 @@ extension AuthCoordinator {
       self.whenAbandoned = whenAbandoned
       self.storeTimeout = storeTimeout
       self.leaseTimeToLive = leaseTimeToLive
+      self.maximumHold = maximumHold
+      self.saveRetryDelay = saveRetryDelay
+      self.maxSaveRetryDelay = maxSaveRetryDelay
       self.allowsInteraction = allowsInteraction
       self.clock = clock
       self.now = now

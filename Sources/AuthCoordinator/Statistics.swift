@@ -40,6 +40,15 @@ extension AuthCoordinator {
     public var adoptedFromStore = 0
     /// Store operations that failed.
     public var storeFailures = 0
+    /// Models served whose save failed and that memory kept, unsaved, for a retry.
+    public var unsavedModels = 0
+    /// Retries of unsaved models' saves (successful or not).
+    public var saveRetries = 0
+    /// Leases a flight lost while holding them (taken over, or lapsed after failed renewals).
+    public var leasesLost = 0
+    /// Holds ended by ``AuthCoordinator/Configuration/maximumHold``, and stopped refreshes
+    /// abandoned after it.
+    public var holdsEnded = 0
     /// Idle keys evicted from memory.
     public var evictions = 0
     /// Keys held in memory now.
@@ -70,6 +79,10 @@ extension AuthCoordinator.Statistics {
     adoptedFromStore += other.adoptedFromStore
     lateResultsDiscarded += other.lateResultsDiscarded
     storeFailures += other.storeFailures
+    unsavedModels += other.unsavedModels
+    saveRetries += other.saveRetries
+    leasesLost += other.leasesLost
+    holdsEnded += other.holdsEnded
     evictions += other.evictions
     keysInMemory += other.keysInMemory
   }

@@ -786,19 +786,24 @@ extension AccountStateMachineLeaseTests {
       #expect(
         ending
           == Ending(
-            flight: 2, result: .timedOut(.authorization, error), letsRefreshFinish: true))
+            flight: 2, result: .timedOut(.authorization, error), letsRefreshFinish: true,
+            abandonAt: (policy ?? self.policy).maximumHold))
     case .exchangeDeadline:
       #expect(machine.exchangeBegan(2, now: .seconds(1)) == .seconds(21))
       ending = machine.deadlineReached(2, phase: .exchange, date: date)
       #expect(
         ending
-          == Ending(flight: 2, result: .timedOut(.exchange, error), letsRefreshFinish: true))
+          == Ending(
+            flight: 2, result: .timedOut(.exchange, error), letsRefreshFinish: true,
+            abandonAt: (policy ?? self.policy).maximumHold))
     case .lastWaiterLeft:
       #expect(machine.lastWaiterLeft(2) == .closeQueue)
       ending = machine.queueClosed(2)
       #expect(
         ending
-          == Ending(flight: 2, result: .cancelled(.lastWaiterLeft), letsRefreshFinish: true))
+          == Ending(
+            flight: 2, result: .cancelled(.lastWaiterLeft), letsRefreshFinish: true,
+            abandonAt: (policy ?? self.policy).maximumHold))
     }
     return (machine, ending ?? Ending(flight: 0, result: .cancelled(.signedOut)))
   }

@@ -12,6 +12,8 @@ extension AuthCoordinator {
     let followers: WaiterQueue.Sealed
     /// Opened once the stopped flight's work was cancelled; the key's next flight waits for it.
     let stopped: Latch?
+    /// An earlier deadline for the scheduler (a stopped refresh's abandonment was armed).
+    var wake: Duration?
   }
 
   /// Closes flight `ending.flight` of `key` under the stripe's lock: detaches it from its slot,
@@ -70,18 +72,25 @@ extension AuthCoordinator {
     }
     // A stopped refresh goes on: a flight about to spend the same refresh token waits until
     // its task ended (its result stored).
+    // It keeps them waiting for at most the maximum hold (rule 21).
+    var wake: Duration?
     if ending.letsRefreshFinish, let slot {
       slot.workFinished[ending.flight] = Latch()
+      if let at = ending.abandonAt {
+        wake = stripe.arm(
+          .init(at: at, key: key, flight: ending.flight, phase: .authorization, abandons: true))
+      }
     }
     return Closing(
       work: ending.stopsWork ? handle?.work : nil, waiters: waiters, followers: followers,
-      stopped: stopped)
+      stopped: stopped, wake: wake)
   }
 
   /// The effects of an ending, outside any lock: a stopped flight's work is cancelled, the
   /// waiters get the result in arrival order, and forced refreshes that waited for the flight
   /// ask again (or fail, after a sign-out).
   func carryOut(_ closing: Closing) {
+    if let wake = closing.wake { scheduler.wake(by: wake) }
     if let stopped = closing.stopped {
       closing.work?.cancel()
       stopped.open()
@@ -145,7 +154,16 @@ extension AuthCoordinator {
     for stripe in table.stripes {
       var closings: [Closing] = []
       stripe.lock.lock()
+      var abandoned: [(AccountKey, UInt64, Latch?)] = []
       for entry in stripe.deadlines.popDue(now: now) {
+        if entry.abandons {
+          guard let slot = stripe.accounts[entry.key], slot.machine.abandon(entry.flight)
+          else { continue }
+          stripe.counters.update { $0.holdsEnded += 1 }
+          abandoned.append(
+            (entry.key, entry.flight, slot.workFinished.removeValue(forKey: entry.flight)))
+          continue
+        }
         guard let slot = stripe.accounts[entry.key],
           let ending = slot.machine.deadlineReached(
             entry.flight, phase: entry.phase, date: date, at: entry.at)
@@ -156,6 +174,10 @@ extension AuthCoordinator {
       stripe.reportedEarliest = next
       stripe.lock.unlock()
       if let next { scheduler.wake(by: next) }
+      for (key, flight, latch) in abandoned {
+        broadcaster.emit(.refreshAbandoned(key: key, flight: flight))
+        latch?.open()
+      }
       for closing in closings { carryOut(closing) }
     }
   }

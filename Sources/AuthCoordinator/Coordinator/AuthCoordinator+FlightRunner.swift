@@ -25,6 +25,8 @@ extension AuthCoordinator {
   func runFlight(_ key: AccountKey, flight id: UInt64, first: FlightStep) async {
     var held = HeldLease()
     var authorized = false
+    // A model served whose save failed: the task retries it once the flight is over (rule 20).
+    var unsaved: AuthModel?
     var next: FlightStep? = first
     while let step = next {
       let outcome: AccountStateMachine.StepOutcome
@@ -42,7 +44,7 @@ extension AuthCoordinator {
         for latch in latches { await latch.wait() }
         outcome = .predecessorsFinished
       case .acquireLease:
-        outcome = .leaseAttempted(await acquireLease(key, into: &held))
+        outcome = .leaseAttempted(await acquireLease(key, flight: id, into: &held))
       case .awaitLeaseHolder(let until):
         // Until the holder announces a change, or its lease lapses (then it is taken over).
         let lapse = Duration.seconds(max(until.timeIntervalSince(configuration.now()), 0))
@@ -75,43 +77,54 @@ extension AuthCoordinator {
         // A failure needs the lease no more: another process may try at once.
         if case .authorized(.failure) = outcome { await release(&held, key) }
       case .persist(let model, let turn):
-        let saved = await save(model, for: key, turn: turn, under: held.grant)
+        let result = await save(model, for: key, turn: turn, under: held, flight: id)
+        switch result {
+        case .saved: outcome = .saved
+        case .signedOut: outcome = .signedOutElsewhere
+        case .leaseLost: outcome = .leaseLost
+        case .failed(let error):
+          unsaved = model
+          reportUnsaved(key, flight: id, error)
+          outcome = .saveFailed(model)
+        }
         // Stored: the lease goes back before the callers resume, since a process may exit as
-        // soon as they have the model (the others would wait for the lease to lapse).
-        await release(&held, key)
-        outcome = saved ? .saved : .signedOutElsewhere
+        // soon as they have the model (the others would wait for the lease to lapse). Not
+        // stored: the lease is kept, renewed, while the save is retried, so that no other
+        // process spends the refresh token the stored model still carries.
+        if unsaved == nil { await release(&held, key) }
       case .persistLateResult(let model, let turn):
-        let saved = await save(model, for: key, turn: turn, under: held.grant)
-        await release(&held, key)
-        outcome = .lateResultSaved(saved ? model : nil)
+        let result = await save(model, for: key, turn: turn, under: held, flight: id)
+        switch result {
+        case .saved: outcome = .lateResultSaved(model)
+        case .signedOut, .leaseLost: outcome = .lateResultSaved(nil)
+        case .failed(let error):
+          unsaved = model
+          reportUnsaved(key, flight: id, error)
+          outcome = .lateResultUnsaved(model)
+        }
+        if unsaved == nil { await release(&held, key) }
       }
       next = advance(key, flight: id, outcome)
     }
+    if let unsaved { await keepSaving(unsaved, key, flight: id, under: held) }
     await release(&held, key)
     // Only a flight that called the authorizer can have been a stopped refresh.
     if authorized { workFinished(key, flight: id) }
   }
 
-  /// Gives the lease back, if the flight holds it.
+  /// Gives the lease back, if the flight holds it (and has not given it up already).
   private func release(_ held: inout HeldLease, _ key: AccountKey) async {
     guard let grant = held.grant else { return }
     held.grant = nil
     held.renewal?.cancel()
+    guard held.hold?.isHeld != false else { return }
     do { try await lease?.release(grant) } catch { reportStoreFailure(key, .lease, error) }
   }
 
-  /// The cross-process lease a flight holds, and the task that renews it.
-  struct HeldLease {
-    var grant: LeaseGrant?
-    var renewal: Task<Void, Never>?
-    /// The lease changes counted before the last attempt: a release announced after the
-    /// attempt wakes the wait that follows it.
-    var seenVersion: UInt64 = 0
-  }
-
-  /// Tries the lease; while held, it is renewed every third of its time to live.
+  /// Tries the lease; while held, it is renewed (``LeaseHold``) until released, lost, or held
+  /// for the maximum hold.
   private func acquireLease(
-    _ key: AccountKey, into held: inout HeldLease
+    _ key: AccountKey, flight id: UInt64, into held: inout HeldLease
   ) async -> AccountStateMachine.LeaseOutcome {
     guard let lease else { return .acquired }
     held.seenVersion = leaseWatch.version
@@ -120,18 +133,10 @@ extension AuthCoordinator {
       switch try await lease.acquire(key, owner: leaseOwner, timeToLive: ttl) {
       case .acquired(let grant):
         held.grant = grant
-        let clock = self.clock
-        held.renewal = Task {
-          while !Task.isCancelled {
-            do {
-              // On the injected clock, like every other wait (tests tie the lease's wall
-              // clock to it).
-              try await clock.sleepUntil(clock.deadline(after: ttl / 3))
-              if try await lease.renew(grant, timeToLive: ttl) == nil { return }
-            } catch {
-              return
-            }
-          }
+        let hold = LeaseHold()
+        held.hold = hold
+        held.renewal = Task { [weak self] in
+          await self?.renew(grant, of: lease, flight: id, hold: hold)
         }
         return .acquired
       case .heldElsewhere(_, let until):
@@ -145,17 +150,34 @@ extension AuthCoordinator {
     }
   }
 
+  /// What became of a save.
+  enum SaveResult {
+    case saved
+    /// The store refused or failed: the model is not durable.
+    case failed(any Error)
+    /// Not made (or undone): the user signed out since the lease was taken.
+    case signedOut
+    /// Not made: the flight no longer holds the lease, whose next holder may have stored a
+    /// newer model.
+    case leaseLost
+  }
+
   /// Saves `model` in its turn, unless the user signed out in another process since the lease
-  /// was taken; a sign-out that lands during the save is undone at once (and announced again).
-  ///
-  /// - Returns: Whether the model is stored.
-  private func save(
-    _ model: AuthModel, for key: AccountKey, turn: StoreTurn, under grant: LeaseGrant?
-  ) async -> Bool {
+  /// was taken or the flight lost its lease; a sign-out that lands during the save is undone at
+  /// once (and announced again).
+  func save(
+    _ model: AuthModel, for key: AccountKey, turn: StoreTurn, under held: HeldLease,
+    flight id: UInt64
+  ) async -> SaveResult {
     await turn.waitForTurn()
     defer { turn.done.open() }
-    guard await isCurrent(grant) else { return false }
-    do { try await store.save(model, for: key) } catch { reportStoreFailure(key, .save, error) }
+    let grant = held.grant
+    guard await isCurrent(grant) else { return .signedOut }
+    guard await stillHolds(held, flight: id) else { return .leaseLost }
+    do { try await store.save(model, for: key) } catch {
+      reportStoreFailure(key, .save, error)
+      return .failed(error)
+    }
     guard await isCurrent(grant) else {
       do {
         try await store.removeModels(forMcUid: key.mcUid)
@@ -163,9 +185,9 @@ extension AuthCoordinator {
       } catch {
         reportStoreFailure(key, .remove, error)
       }
-      return false
+      return .signedOut
     }
-    return true
+    return .saved
   }
 
   /// Whether no sign-out of the grant's user happened since it was taken (in doubt, yes).

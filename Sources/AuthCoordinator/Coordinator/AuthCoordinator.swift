@@ -113,7 +113,8 @@ public final class AuthCoordinator: Sendable {
       authorizationTimeout: configuration.authorizationTimeout,
       exchangeTimeout: configuration.exchangeTimeout,
       storeTimeout: min(configuration.storeTimeout, configuration.authorizationTimeout),
-      usesLease: lease != nil)
+      usesLease: lease != nil,
+      maximumHold: Self.maximumHold(configuration, interactive: authorizer.isInteractive))
     let dueHandler = DueHandler()
     self.scheduler = DeadlineScheduler(clock: clock) { dueHandler.coordinator?.deadlinesDue() }
     // Subscribed before any flight can try the lease, so that no change is missed.
@@ -231,4 +232,17 @@ public final class AuthCoordinator: Sendable {
 private final class DueHandler: @unchecked Sendable {
   // Written once in the coordinator's initializer, before the scheduler can fire.
   weak var coordinator: AuthCoordinator?
+}
+
+extension AuthCoordinator {
+  /// ``Configuration/maximumHold``, or its default: every deadline a flight's hold can span
+  /// (the authorization, an interactive authorizer's exchange, the re-read and the save).
+  static func maximumHold(_ configuration: Configuration, interactive: Bool) -> Duration {
+    if let hold = configuration.maximumHold { return max(hold, .zero) }
+    let store = min(configuration.storeTimeout, configuration.authorizationTimeout)
+    let exchange = interactive ? CoordinatorClock.clamped(configuration.exchangeTimeout) : .zero
+    return min(
+      CoordinatorClock.clamped(configuration.authorizationTimeout) + exchange
+        + CoordinatorClock.clamped(store) * 2, CoordinatorClock.longestWait)
+  }
 }

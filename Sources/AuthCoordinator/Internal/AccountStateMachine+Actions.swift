@@ -22,6 +22,9 @@ extension AccountStateMachine {
     var storeTimeout: Duration = .seconds(10)
     /// Flights take a cross-process lease before they authorize.
     var usesLease = false
+    /// The longest a flight holds the lease, and the longest a stopped refresh keeps later
+    /// flights waiting (``AuthCoordinator/Configuration/maximumHold``, resolved).
+    var maximumHold: Duration = .seconds(400)
   }
 
   /// What a flight does next. Each kind is one phase; the flight runner carries out one step
@@ -79,8 +82,13 @@ extension AccountStateMachine {
     case loaded(AuthModel?)
     /// The authorizer answered.
     case authorized(Result<AuthModel, AuthCoordinatorError>)
-    /// The save finished (a failure is reported; the model is cached all the same, rule 10).
+    /// The model is stored.
     case saved
+    /// The model was not stored because the flight no longer holds the lease (another holder
+    /// took it over and may have stored a newer model): it is served and cached, not saved.
+    case leaseLost
+    /// The model could not be stored: it is served and kept unsaved, and its save retried.
+    case saveFailed(AuthModel)
     /// The save was not made: the user signed out in another process since the lease was taken.
     case signedOutElsewhere
     /// The stopped flights the key waited for have finished.
@@ -96,6 +104,9 @@ extension AccountStateMachine {
     /// A stopped flight's late result was stored (`nil`: it was not, because the user signed
     /// out in another process meanwhile).
     case lateResultSaved(AuthModel?)
+    /// A stopped refresh's result could not be stored: memory keeps it unsaved if it is newer,
+    /// and its save is retried.
+    case lateResultUnsaved(AuthModel)
   }
 
   /// What the refresh-loop guard decided about an authorization it counts.
@@ -180,6 +191,11 @@ extension AccountStateMachine {
     /// The flight was stopped while its authorizer was spending a refresh token: the
     /// authorizer finishes, and its result is stored.
     var letsRefreshFinish = false
+    /// The model was served but not stored: the flight's task goes on retrying its save.
+    var retriesSave = false
+    /// For a stopped refresh (``letsRefreshFinish``): when (on the injected clock) later
+    /// flights stop waiting for it (``AccountStateMachine/abandon(_:)``).
+    var abandonAt: Duration?
 
     /// Whether the flight's work must be cancelled (it was stopped before producing a result).
     var stopsWork: Bool {

@@ -86,7 +86,8 @@ extension AccountStateMachine {
   ) -> AdvanceAction {
     var preparing = preparing
     // The store is the shared truth: memory follows it (a model this process cached keeps its
-    // leeway and history).
+    // leeway and history), unless memory holds a newer model whose save failed (rule 20).
+    let model = preferred(overStored: model)
     if model != cachedModel {
       cache =
         model.map {
@@ -121,7 +122,9 @@ extension AccountStateMachine {
     deadlineArmed: Bool
   ) -> Step {
     state = .authorizing(
-      Authorizing(id: id, reason: reason, spendsRefreshToken: replacing?.refreshToken != nil))
+      Authorizing(
+        id: id, reason: reason, spendsRefreshToken: replacing?.refreshToken != nil,
+        startedAt: now))
     let kind = StepKind.authorize(reason, replacing: replacing)
     return deadlineArmed ? Step(kind: kind, deadline: nil) : step(kind, now: now)
   }

@@ -14,6 +14,7 @@ extension AccountStateMachine {
     guard authorizing.spendsRefreshToken else { return ending }
     var ending = ending
     ending.letsRefreshFinish = true
+    ending.abandonAt = authorizing.startedAt + policy.maximumHold
     outstanding[authorizing.id] = true
     return ending
   }
@@ -31,6 +32,13 @@ extension AccountStateMachine {
       // Stored, unless the user signed out meanwhile (here or elsewhere).
       guard outstanding.removeValue(forKey: id) == true, let model else { return .ignore }
       if isNewer(model, at: date) { adopt(model, obtainedAt: date) }
+      return .ignore
+    case .lateResultUnsaved(let model):
+      staleSaveFailed(model, date: date, lateResultOf: id)
+      return .ignore
+    case .saveFailed(let model):
+      // The save deadline passed before the save failed: the model was served and cached.
+      staleSaveFailed(model, date: date, lateResultOf: nil)
       return .ignore
     default:
       return .ignore

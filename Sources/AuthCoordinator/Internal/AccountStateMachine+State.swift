@@ -11,6 +11,10 @@ extension AccountStateMachine {
     /// The model was obtained by an authorization with a lifetime no longer than the leeway:
     /// renewing it counts for the refresh-loop guard.
     var arrivedInsideLeeway: Bool
+    /// The model was served but its save failed: the store may hold an older one, which a
+    /// re-read must not bring back (its refresh token may be spent). Cleared when a retry
+    /// stores it; a newer model or a logout replaces it.
+    var unsaved = false
   }
 
   struct Loading: Equatable {
@@ -77,5 +81,8 @@ extension AccountStateMachine {
     /// finish (cancelling a refresh the server may have carried out would lose the rotated
     /// token) and persists its result.
     var spendsRefreshToken = false
+    /// When (on the injected clock) the authorizer was called: a stopped refresh is abandoned
+    /// ``Policy/maximumHold`` after it.
+    var startedAt: Duration = .zero
   }
 }

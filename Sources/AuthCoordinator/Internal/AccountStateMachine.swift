@@ -70,6 +70,12 @@ struct AccountStateMachine {
     return cached.model
   }
 
+  /// Memory holds a model whose save has not landed (rule 20): the key must not be forgotten.
+  var hasUnsavedModel: Bool {
+    if case .model(let cached) = cache { return cached.unsaved }
+    return false
+  }
+
   /// The id of the flight in progress.
   var flightID: UInt64? {
     switch state {
@@ -84,7 +90,7 @@ struct AccountStateMachine {
   /// Whether the key can be forgotten without losing a decision: no flight, and no
   /// authorization in the refresh-loop window (evicting it would reset the guard).
   func isEvictable(now: Duration) -> Bool {
-    guard state == .idle, outstanding.isEmpty else { return false }
+    guard state == .idle, outstanding.isEmpty, !hasUnsavedModel else { return false }
     guard let last = loopGuardStarts.max() else { return true }
     return last <= now - policy.loopWindow
   }
@@ -180,10 +186,18 @@ struct AccountStateMachine {
     case (.authorizing, .authorized(.failure(let error))):
       state = .idle
       return .end(Ending(flight: id, result: .failed(error)))
-    case (.persisting(_, let model), .saved):
+    case (.persisting(_, let model), .saved), (.persisting(_, let model), .leaseLost):
       adopt(model, obtainedAt: date)
       state = .idle
       return .end(Ending(flight: id, result: .succeeded(model)))
+    case (.persisting(_, let model), .saveFailed):
+      // Served all the same (rule 10), and kept: the store may hold the model it replaced,
+      // whose refresh token the authorizer may have spent (rule 20).
+      adopt(model, obtainedAt: date, unsaved: true)
+      state = .idle
+      var ending = Ending(flight: id, result: .succeeded(model))
+      ending.retriesSave = true
+      return .end(ending)
     case (.persisting, .signedOutElsewhere):
       return .end(signOut(elsewhere: true)!)
     default:
@@ -377,8 +391,8 @@ struct AccountStateMachine {
     }
   }
 
-  /// Caches a model an authorization produced at `date`.
-  mutating func adopt(_ model: AuthModel, obtainedAt date: Date) {
+  /// Caches a model an authorization produced at `date`; `unsaved` when its save failed.
+  mutating func adopt(_ model: AuthModel, obtainedAt date: Date, unsaved: Bool = false) {
     cache = .model(
       Cached(
         model: model,
@@ -386,7 +400,8 @@ struct AccountStateMachine {
           policy.refreshLeeway, forModelExpiring: model.expiresAt, obtainedAt: date),
         arrivedInsideLeeway: model.expiresAt.map {
           $0.timeIntervalSince(date) <= policy.refreshLeeway
-        } ?? false))
+        } ?? false,
+        unsaved: unsaved))
   }
 
   /// The leeway for a model obtained at `date`: the configured one, but never more than half

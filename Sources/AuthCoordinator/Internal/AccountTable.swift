@@ -129,7 +129,11 @@ final class Stripe: @unchecked Sendable {
     // Entries of ended flights (and of phases a flight left) stay until due; they are dropped
     // when the heap doubled since the last pruning, so that pruning costs amortised O(1).
     if deadlines.count > pruneThreshold {
-      deadlines.prune { self.accounts[$0.key]?.machine.flightID == $0.flight }
+      deadlines.prune { entry in
+        guard let machine = self.accounts[entry.key]?.machine else { return false }
+        return entry.abandons
+          ? machine.outstanding[entry.flight] != nil : machine.flightID == entry.flight
+      }
       pruneThreshold = max(2 * deadlines.count, 64)
     }
     if let reported = reportedEarliest, reported <= entry.at { return nil }

@@ -11,6 +11,9 @@ package struct CoordinatorClock: Sendable {
   /// clocks trap when asked to sleep that long.
   package static let longestWait: Duration = .seconds(100 * 365 * 86_400)
 
+  /// `timeout`, at least zero and at most ``longestWait``.
+  static func clamped(_ timeout: Duration) -> Duration { min(max(timeout, .zero), longestWait) }
+
   /// The offset `timeout` after `start` (default: now), clamped to ``longestWait``.
   func deadline(after timeout: Duration, from start: Duration? = nil) -> Duration {
     Self.deadline(after: timeout, from: start ?? now())

@@ -13,6 +13,9 @@ struct DeadlineQueue {
     var key: AccountKey
     var flight: UInt64
     var phase: AuthEvent.FlightPhase
+    /// Not a deadline of the flight's phase: when its stopped refresh is abandoned
+    /// (``AccountStateMachine/abandon(_:)``).
+    var abandons = false
   }
 
   private(set) var entries: [Entry] = []

@@ -87,7 +87,12 @@ final class ServiceTimeline: @unchecked Sendable {
       return "loop guard: no further token request for \(key.account)"
     case .storeFailed(_, let operation, let message):
       return "store \(operation.rawValue) failed: \(message)"
-    case .signedOutElsewhere, .accountStatusChanged, .evicted:
+    case .modelUnsaved(let key, _, _):
+      return "the save for \(key.account) failed: the token stays in memory, the save is retried"
+    case .refreshAbandoned(let key, _):
+      return "a stopped token request for \(key.account) ran past the maximum hold: abandoned"
+    case .signedOutElsewhere, .accountStatusChanged, .evicted, .saveRetryFailed,
+      .unsavedModelSaved, .unsavedModelDropped, .leaseLost, .leaseHoldEnded:
       return nil
     }
   }

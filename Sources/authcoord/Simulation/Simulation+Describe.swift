@@ -47,7 +47,19 @@ extension Simulation {
       return "store \(operation.rawValue) failed: \(message)"
     case .accountStatusChanged(let change):
       return "account status changed: \(change)"
-    case .evicted:
+    case .modelUnsaved(let key, _, _):
+      return "the save of \(key.mcUid)'s model failed: kept in memory, retried"
+    case .saveRetryFailed(let key, let attempt, _):
+      return "retry \(attempt) of \(key.mcUid)'s save failed"
+    case .unsavedModelSaved(let key):
+      return "\(key.mcUid)'s unsaved model is stored"
+    case .leaseLost(let key, _):
+      return "the lease of \(key.mcUid) was lost: the result is not stored"
+    case .leaseHoldEnded(let key, _):
+      return "the lease of \(key.mcUid) was held for the maximum hold: given up"
+    case .refreshAbandoned(let key, _):
+      return "a stopped refresh of \(key.mcUid) ran past the maximum hold: abandoned"
+    case .evicted, .unsavedModelDropped:
       return nil
     }
   }

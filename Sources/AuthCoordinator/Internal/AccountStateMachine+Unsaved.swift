@@ -1,0 +1,59 @@
+import Foundation
+
+// Rule 20: a model that was served but not stored stays memory's model for its key, marked
+// unsaved, until a retry stores it, a newer model replaces it, or a logout removes it. A re-read
+// never moves memory back to an older stored model, so a refresh always spends the newest
+// refresh token the process knows. And rule 21's in-process half: a stopped refresh that runs
+// past the maximum hold no longer keeps later flights waiting.
+extension AccountStateMachine {
+  /// Whether the flight's task should retry the save of `model` now: memory still holds it,
+  /// unsaved. `false` once a newer model replaced it or a logout removed it (the retry stops).
+  func needsSave(_ model: AuthModel) -> Bool {
+    guard case .model(let cached) = cache else { return false }
+    return cached.unsaved && cached.model == model
+  }
+
+  /// A retry stored `model` (memory and store agree again), or its save was refused because
+  /// another holder of the lease may have stored a newer one (memory follows the store again).
+  mutating func unsavedModelSettled(_ model: AuthModel) {
+    guard case .model(var cached) = cache, cached.model == model else { return }
+    cached.unsaved = false
+    cache = .model(cached)
+  }
+
+  /// What a re-read should go on with, given what the store returned: the store is the shared
+  /// truth, except that an unsaved model in memory is kept over an older stored one (the
+  /// stored one's refresh token may be spent). A stored model that expires later than the
+  /// unsaved one was stored by another process after it, and wins.
+  func preferred(overStored stored: AuthModel?) -> AuthModel? {
+    guard case .model(let cached) = cache, cached.unsaved, stored != cached.model else {
+      return stored
+    }
+    guard let stored else { return cached.model }
+    let storedExpiry = stored.expiresAt ?? .distantFuture
+    return storedExpiry > (cached.model.expiresAt ?? .distantFuture) ? stored : cached.model
+  }
+
+  /// A save of a flight that is no longer current failed (its deadline passed, or it was a
+  /// stopped refresh's late result): memory keeps the model unsaved if it is what memory
+  /// serves, or newer than it.
+  mutating func staleSaveFailed(_ model: AuthModel, date: Date, lateResultOf id: UInt64?) {
+    if let id {
+      guard outstanding.removeValue(forKey: id) == true else { return }
+      if isNewer(model, at: date) { adopt(model, obtainedAt: date, unsaved: true) }
+      return
+    }
+    guard case .model(var cached) = cache, cached.model == model else { return }
+    cached.unsaved = true
+    cache = .model(cached)
+  }
+
+  /// The stopped refresh of flight `id` ran past the maximum hold: later flights stop waiting
+  /// for it, and its result, if it ever arrives, is discarded.
+  ///
+  /// - Returns: Whether the flight was still outstanding (the coordinator then opens its latch
+  ///   and reports it).
+  mutating func abandon(_ id: UInt64) -> Bool {
+    outstanding.removeValue(forKey: id) != nil
+  }
+}

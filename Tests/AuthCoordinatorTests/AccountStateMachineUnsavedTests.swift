@@ -1,0 +1,92 @@
+import Foundation
+import Testing
+
+@testable import AuthCoordinator
+
+/// Rules 20 and 21 in the state machine, without tasks: a model whose save failed is served,
+/// kept unsaved, never replaced by an older stored model, and its refresh token is the one the
+/// next refresh spends; a stopped refresh is abandoned once.
+@Suite struct AccountStateMachineUnsavedTests: StateMachineFixture {
+  /// A machine whose flight 2 refreshed `t0` (refresh token `r0`) to `t1` (`r1`) and whose save
+  /// then failed.
+  func machineWithUnsavedModel() -> (Machine, stored: AuthModel, unsaved: AuthModel) {
+    let stored = model("t0", expiresIn: -10, refreshToken: "r0")
+    let unsaved = model("t1", expiresIn: 3600, refreshToken: "r1")
+    var machine = self.machine(holding: stored)
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+    _ = machine.advance(2, .loaded(stored), date: date, now: .zero)
+    _ = machine.advance(2, .authorized(.success(unsaved)), date: date, now: .zero)
+    var ending = Ending(flight: 2, result: .succeeded(unsaved))
+    ending.retriesSave = true
+    #expect(machine.advance(2, .saveFailed(unsaved), date: date, now: .zero) == .end(ending))
+    return (machine, stored, unsaved)
+  }
+
+  @Test func aModelWhoseSaveFailedIsServedAndKeptUnsaved() {
+    var (machine, _, unsaved) = machineWithUnsavedModel()
+    #expect(machine.needsSave(unsaved))
+    #expect(machine.hasUnsavedModel)
+    #expect(!machine.isEvictable(now: .seconds(1000)), "evicting it would lose it")
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .seconds(1), newFlightID: noNewFlight())
+        == .serve(unsaved))
+    machine.unsavedModelSettled(unsaved)
+    #expect(!machine.needsSave(unsaved))
+    #expect(machine.isEvictable(now: .seconds(1000)))
+  }
+
+  @Test func theNextRefreshSpendsTheUnsavedRefreshTokenNotTheStoredOne() {
+    var (machine, stored, unsaved) = machineWithUnsavedModel()
+    let later = date.addingTimeInterval(3700)
+    #expect(
+      machine.request(.ifNeeded, date: later, now: .seconds(3700), newFlightID: 3)
+        == .start(flight: 3, load(by: .seconds(3707))))
+    // The re-read finds the older model the failed save left behind.
+    let action = machine.advance(3, .loaded(stored), date: later, now: .seconds(3700))
+    #expect(action == .next(authorize(.expired, by: .seconds(3820), replacing: unsaved)))
+    #expect(machine.needsSave(unsaved), "still unsaved: the retry goes on")
+  }
+
+  @Test func aNewerStoredModelWinsOverAnUnsavedOne() {
+    var (machine, _, unsaved) = machineWithUnsavedModel()
+    let newer = model("t9", expiresIn: 7200, refreshToken: "r9")
+    _ = machine.request(.force(rejecting: "t1"), date: date, now: .seconds(1), newFlightID: 3)
+    let action = machine.advance(3, .loaded(newer), date: date, now: .seconds(1))
+    #expect(
+      action
+        == .end(Ending(flight: 3, result: .succeeded(newer), adoptedFromStore: true)))
+    #expect(!machine.needsSave(unsaved), "another process stored after it: the retry stops")
+  }
+
+  @Test func aLogoutEndsTheRetry() {
+    var (machine, _, unsaved) = machineWithUnsavedModel()
+    _ = machine.signOut()
+    #expect(!machine.needsSave(unsaved))
+  }
+
+  @Test func aSaveThatFailsAfterItsDeadlineMarksTheServedModelUnsaved() {
+    var (machine, id) = machine(in: .persisting)
+    #expect(machine.deadlineReached(id, phase: .save, date: date) != nil)
+    #expect(!machine.needsSave(model("t2")))
+    #expect(machine.advance(id, .saveFailed(model("t2")), date: date, now: .zero) == .ignore)
+    #expect(machine.needsSave(model("t2")))
+  }
+
+  @Test func aStoppedRefreshIsAbandonedOnceAndItsLateResultDiscarded() {
+    let stale = model("t0", expiresIn: -10, refreshToken: "r0")
+    var machine = self.machine(holding: stale)
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+    _ = machine.advance(2, .loaded(stale), date: date, now: .zero)
+    let ending = machine.deadlineReached(2, phase: .authorization, date: date)
+    #expect(ending?.abandonAt == policy.maximumHold)
+    #expect(machine.predecessors == [2])
+    let first = machine.abandon(2)
+    let second = machine.abandon(2)
+    #expect(first)
+    #expect(!second, "once")
+    #expect(machine.predecessors.isEmpty)
+    #expect(
+      machine.advance(2, .authorized(.success(model("t-late"))), date: date, now: .zero)
+        == .discardLateResult)
+  }
+}

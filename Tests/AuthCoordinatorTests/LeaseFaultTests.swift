@@ -1,0 +1,192 @@
+import AuthCoordinator
+import AuthCoordinatorTestKit
+import Foundation
+import SyncPrimitives
+import Testing
+
+/// Rule 21 (docs/semantics.md): a hold always ends. SIMULATED PROCESSES: coordinators in this
+/// test process share one store and one ``InMemoryAuthorizationLease`` (wrapped to inject
+/// renewal failures), on a manual clock. Each test reproduces a fault of the faults issue that
+/// failed on the main of 2026-12-02.
+@Suite(.timeLimit(.minutes(1))) struct LeaseFaultTests {
+  /// Fault 2: an authorizer that never returns held the lease forever (its renewal ran as long
+  /// as the stopped refresh was awaited), so the other process never authorized.
+  @Test func anAuthorizerThatNeverReturnsGivesTheLeaseUpAfterTheMaximumHold() async throws {
+    let rig = await SharedLeaseTests.Rig(processes: 2, storing: .expired) {
+      $0.authorizationTimeout = .seconds(1)
+      $0.leaseTimeToLive = .milliseconds(600)
+      $0.maximumHold = .seconds(2)
+    }
+    let events = EventRecorder(rig.processes[0])
+    let first = rig.request(rig.processes[0])
+    _ = await rig.authorizer.nextCall()  // never answered
+    rig.clock.advance(by: .seconds(1))
+    await expectFailure(first, .timedOut)
+    rig.clock.advance(by: .seconds(1))
+    try await events.first { if case .leaseHoldEnded = $0 { true } else { false } }
+
+    // The other process is no longer blocked: it takes the lease and authorizes.
+    let second = rig.request(rig.processes[1])
+    let call = await rig.authorizer.nextCall()
+    let model = makeModel("at-b", clock: rig.clock, expiresIn: 3600)
+    call.succeed(with: model)
+    #expect(try await second.value == model)
+    #expect(rig.processes[0].statistics.holdsEnded >= 1)
+  }
+
+  /// Fault 2, in one process: the next flight waited for the stopped refresh for as long as it
+  /// ran. After the maximum hold it is abandoned and the next flight authorizes.
+  @Test func aStoppedRefreshStopsBlockingTheKeyAfterTheMaximumHold() async throws {
+    let store = InMemoryTokenStore()
+    let harness = Harness(store: store) {
+      $0.authorizationTimeout = .seconds(1)
+      $0.maximumHold = .seconds(2)
+    }
+    let issuer = RotatingTokenIssuer()
+    await store.save(
+      issuer.login(mcUid: "u1", at: harness.clock.date.addingTimeInterval(-7200)), for: u1)
+    let events = EventRecorder(harness.coordinator)
+    let first = harness.request()
+    let hung = await harness.authorizer.nextCall()
+    harness.clock.advance(by: .seconds(1))
+    await expectFailure(first, .timedOut)
+    #expect(!hung.isCancelled, "a refresh in progress is left to finish (rule 16)")
+
+    harness.clock.advance(by: .milliseconds(500))
+    let second = harness.request()
+    try await harness.waitForWaiters(1)
+    #expect(harness.authorizer.callCount == 1, "it waits for the stopped refresh, at first")
+    harness.clock.advance(by: .milliseconds(500))
+    try await events.first { if case .refreshAbandoned = $0 { true } else { false } }
+    let call = await harness.authorizer.nextCall()
+    let model = makeModel("at-2", clock: harness.clock, expiresIn: 3600)
+    call.succeed(with: model)
+    #expect(try await second.value == model)
+
+    // The abandoned refresh's result, arriving after all, is neither served nor stored.
+    hung.succeed(with: makeModel("at-late", clock: harness.clock, expiresIn: 7200))
+    try await events.first { if case .lateResultDiscarded = $0 { true } else { false } }
+    #expect(await store.model(for: u1) == model)
+  }
+
+  /// Fault 3: one failed renewal ended the renewal task for good; the lease lapsed and a second
+  /// holder spent the same refresh token. Now a failed renewal is retried.
+  @Test func aFailedRenewalIsRetriedAndNoOtherProcessAuthorizes() async throws {
+    let rig = await SharedLeaseTests.Rig(processes: 2, storing: .expired) {
+      $0.authorizationTimeout = .seconds(10)
+      $0.leaseTimeToLive = .milliseconds(600)
+    }
+    let faulty = FaultyLease(rig.lease)
+    let a = AuthCoordinator(
+      store: rig.store, lease: faulty, authorizer: rig.authorizer,
+      configuration: SharedLeaseTests.Rig.configuration(rig.clock) {
+        $0.leaseTimeToLive = .milliseconds(600)
+      })
+    faulty.failRenewals(1)
+    let first = rig.callers.task { try await a.authModel(for: u1) }
+    let call = await rig.authorizer.nextCall()
+    // The first renewal (a third of the time to live in) fails; its retry a twelfth later
+    // works; renewals go on every third, past twice the time to live: the lease is still A's.
+    var calls = 0
+    for step in [200, 50, 200, 200, 200, 200, 200] {
+      rig.clock.advance(by: .milliseconds(step))
+      calls += 1
+      try await faulty.waitForRenewals(calls)
+    }
+    let second = rig.request(rig.processes[1])
+    try await rig.callers.waitUntil { rig.processes[1].statistics.waitingCallers == 1 }
+    #expect(rig.authorizer.callCount == 1, "no second holder while A renews")
+
+    let rotated = try rig.issuer.refresh(
+      call.request.replacing?.refreshToken, mcUid: "u1", at: rig.clock.date)
+    call.succeed(with: rotated)
+    #expect(try await first.value == rotated)
+    #expect(try await second.value == rotated)
+    #expect(rig.issuer.reuses == 0)
+  }
+
+  /// Fault 3, the other half: a holder whose renewals fail until its grant lapses learns it
+  /// lost the lease, and its result does not overwrite the next holder's newer model.
+  @Test func aHolderThatLostItsLeaseDoesNotOverwriteTheNextHoldersModel() async throws {
+    let rig = await SharedLeaseTests.Rig(processes: 2, storing: .expired) {
+      $0.authorizationTimeout = .seconds(10)
+      $0.leaseTimeToLive = .milliseconds(600)
+    }
+    let faulty = FaultyLease(rig.lease)
+    let a = AuthCoordinator(
+      store: rig.store, lease: faulty, authorizer: rig.authorizer,
+      configuration: SharedLeaseTests.Rig.configuration(rig.clock) {
+        $0.leaseTimeToLive = .milliseconds(600)
+      })
+    let events = EventRecorder(a)
+    faulty.failRenewals(Int.max)
+    let first = rig.callers.task { try await a.authModel(for: u1) }
+    let callA = await rig.authorizer.nextCall()
+    rig.clock.advance(by: .seconds(1))
+    try await events.first { if case .leaseLost = $0 { true } else { false } }
+
+    let second = rig.request(rig.processes[1])
+    let callB = await rig.authorizer.nextCall()
+    let newer = makeModel("at-b", clock: rig.clock, expiresIn: 3600)
+    callB.succeed(with: newer)
+    #expect(try await second.value == newer)
+
+    let older = makeModel("at-a", clock: rig.clock, expiresIn: 3000)
+    callA.succeed(with: older)
+    #expect(try await first.value == older, "A's callers are served what A obtained")
+    #expect(try await rig.store.model(for: u1) == newer, "but it is not stored over B's")
+    #expect(a.statistics.leasesLost == 1)
+  }
+}
+
+extension SharedLeaseTests.Rig {
+  static func configuration(
+    _ clock: ManualClock, _ change: (inout AuthCoordinator.Configuration) -> Void
+  ) -> AuthCoordinator.Configuration {
+    var configuration = configuration(clock)
+    change(&configuration)
+    return configuration
+  }
+}
+
+/// A lease whose renewals fail (throw) a given number of times: a lease file on a full disk.
+final class FaultyLease: AuthorizationLease, @unchecked Sendable {
+  struct Failure: Error {}
+  let inner: InMemoryAuthorizationLease
+  private let state = LockedState((failures: 0, calls: 0))
+  private let renewed = ChangeSignal()
+
+  init(_ inner: InMemoryAuthorizationLease) { self.inner = inner }
+
+  func failRenewals(_ count: Int) { state.withLock { $0.failures = count } }
+  var renewalCalls: Int { state.withLock { $0.calls } }
+
+  /// Waits until `count` renewals were tried in all.
+  func waitForRenewals(_ count: Int) async throws {
+    try await renewed.waitUntil { self.renewalCalls >= count }
+  }
+
+  func acquire(_ key: AccountKey, owner: String, timeToLive: Duration) async -> LeaseAttempt {
+    await inner.acquire(key, owner: owner, timeToLive: timeToLive)
+  }
+  func renew(_ grant: LeaseGrant, timeToLive: Duration) async throws -> LeaseGrant? {
+    let fails = state.withLock { state -> Bool in
+      state.calls += 1
+      guard state.failures > 0 else { return false }
+      state.failures -= 1
+      return true
+    }
+    renewed.changed()
+    if fails { throw Failure() }
+    return await inner.renew(grant, timeToLive: timeToLive)
+  }
+  func release(_ grant: LeaseGrant) async { await inner.release(grant) }
+  func revokeGrants(ofMcUid mcUid: String) async { await inner.revokeGrants(ofMcUid: mcUid) }
+  func revokeAllGrants() async { await inner.revokeAllGrants() }
+  func signOut(mcUid: String, by owner: String) async {
+    await inner.signOut(mcUid: mcUid, by: owner)
+  }
+  func signOutAll(by owner: String) async { await inner.signOutAll(by: owner) }
+  func isCurrent(_ grant: LeaseGrant) async -> Bool { await inner.isCurrent(grant) }
+  func changes() -> AsyncStream<LeaseChange> { inner.changes() }
+}
