@@ -3,7 +3,7 @@ import Testing
 
 @testable import AuthCoordinator
 
-/// Rules 20 and 21 in the state machine, without tasks: a model whose save failed is served,
+/// Rules 21 and 22 in the state machine, without tasks: a model whose save failed is served,
 /// kept unsaved, never replaced by an older stored model, and its refresh token is the one the
 /// next refresh spends; a stopped refresh is abandoned once.
 @Suite struct AccountStateMachineUnsavedTests: StateMachineFixture {

@@ -4,7 +4,7 @@ import Foundation
 import SyncPrimitives
 import Testing
 
-/// Rule 21 (docs/semantics.md): a hold always ends. SIMULATED PROCESSES: coordinators in this
+/// Rule 22 (docs/semantics.md): a hold always ends. SIMULATED PROCESSES: coordinators in this
 /// test process share one store and one ``InMemoryAuthorizationLease`` (wrapped to inject
 /// renewal failures), on a manual clock. Each test reproduces a fault of the faults issue that
 /// failed on the main of 2026-12-02.
@@ -134,7 +134,7 @@ import Testing
     let older = makeModel("at-a", clock: rig.clock, expiresIn: 3000)
     callA.succeed(with: older)
     #expect(try await first.value == older, "A's callers are served what A obtained")
-    #expect(try await rig.store.model(for: u1) == newer, "but it is not stored over B's")
+    #expect(await rig.store.model(for: u1) == newer, "but it is not stored over B's")
     #expect(a.statistics.leasesLost == 1)
   }
 }
@@ -182,6 +182,86 @@ final class FaultyLease: AuthorizationLease, @unchecked Sendable {
   }
   func release(_ grant: LeaseGrant) async { await inner.release(grant) }
   func revokeGrants(ofMcUid mcUid: String) async { await inner.revokeGrants(ofMcUid: mcUid) }
+  func revokeAllGrants() async { await inner.revokeAllGrants() }
+  func signOut(mcUid: String, by owner: String) async {
+    await inner.signOut(mcUid: mcUid, by: owner)
+  }
+  func signOutAll(by owner: String) async { await inner.signOutAll(by: owner) }
+  func isCurrent(_ grant: LeaseGrant) async -> Bool { await inner.isCurrent(grant) }
+  func changes() -> AsyncStream<LeaseChange> { inner.changes() }
+}
+
+/// Rule 23, fault 7: a request that arrives while a logout of the same user is revoking the user's
+/// grants took the lease before the revocation; the revocation then voided its grant, its
+/// result was thrown away and its callers got `signed_out` (a needless second authorization).
+@Suite(.timeLimit(.minutes(1))) struct LogoutOrderingTests {
+  @Test func aRequestDuringALogoutIsOrderedAfterItsRevocationAndAuthorizesOnce() async throws {
+    let rig = await SharedLeaseTests.Rig(processes: 1, storing: .valid)
+    let gated = RevocationGatedLease(rig.lease)
+    let coordinator = AuthCoordinator(
+      store: rig.store, lease: gated, authorizer: rig.authorizer,
+      configuration: SharedLeaseTests.Rig.configuration(rig.clock))
+    #expect(try await coordinator.authModel(for: u1) == rig.stored)
+
+    let logout = Task { await coordinator.accountStatusChanged(.logout(mcUid: "u1")) }
+    try await gated.waitForRevocation()
+    let request = rig.callers.task { try await coordinator.authModel(for: u1) }
+    try await rig.callers.waitUntil { coordinator.statistics.waitingCallers == 1 }
+    gated.openRevocation()
+    await logout.value
+
+    let call = await rig.authorizer.nextCall()
+    #expect(call.request.reason == .missing)
+    let model = makeModel("at-next", clock: rig.clock, expiresIn: 3600)
+    call.succeed(with: model)
+    #expect(try await request.value == model, "the first request after a logout is kept")
+    #expect(rig.authorizer.callCount == 1)
+    #expect(await rig.store.model(for: u1) == model)
+  }
+}
+
+/// A lease whose user revocation waits until the test opens it: a logout in progress.
+final class RevocationGatedLease: AuthorizationLease, @unchecked Sendable {
+  let inner: InMemoryAuthorizationLease
+  private let state = LockedState(
+    (started: false, open: false, waiter: CheckedContinuation<Void, Never>?.none))
+  private let started = ChangeSignal()
+
+  init(_ inner: InMemoryAuthorizationLease) { self.inner = inner }
+
+  func waitForRevocation() async throws {
+    try await started.waitUntil { self.state.withLock { $0.started } }
+  }
+
+  func openRevocation() {
+    let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+      state.open = true
+      defer { state.waiter = nil }
+      return state.waiter
+    }
+    waiter?.resume()
+  }
+
+  func revokeGrants(ofMcUid mcUid: String) async {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+      let open = state.withLock { state -> Bool in
+        state.started = true
+        if !state.open { state.waiter = continuation }
+        return state.open
+      }
+      started.changed()
+      if open { continuation.resume() }
+    }
+    await inner.revokeGrants(ofMcUid: mcUid)
+  }
+
+  func acquire(_ key: AccountKey, owner: String, timeToLive: Duration) async -> LeaseAttempt {
+    await inner.acquire(key, owner: owner, timeToLive: timeToLive)
+  }
+  func renew(_ grant: LeaseGrant, timeToLive: Duration) async -> LeaseGrant? {
+    await inner.renew(grant, timeToLive: timeToLive)
+  }
+  func release(_ grant: LeaseGrant) async { await inner.release(grant) }
   func revokeAllGrants() async { await inner.revokeAllGrants() }
   func signOut(mcUid: String, by owner: String) async {
     await inner.signOut(mcUid: mcUid, by: owner)

@@ -72,7 +72,7 @@ extension AuthCoordinator {
     }
     // A stopped refresh goes on: a flight about to spend the same refresh token waits until
     // its task ended (its result stored).
-    // It keeps them waiting for at most the maximum hold (rule 21).
+    // It keeps them waiting for at most the maximum hold (rule 22).
     var wake: Duration?
     if ending.letsRefreshFinish, let slot {
       slot.workFinished[ending.flight] = Latch()

@@ -11,7 +11,7 @@ extension AuthCoordinator {
   enum FlightStep: Sendable {
     case load(StoreTurn)
     case awaitPredecessors([Latch])
-    case acquireLease
+    case acquireLease(StoreTurn)
     case awaitLeaseHolder(until: Date)
     case releaseLease
     case backOff(until: Duration, delay: Duration)
@@ -25,7 +25,7 @@ extension AuthCoordinator {
   func runFlight(_ key: AccountKey, flight id: UInt64, first: FlightStep) async {
     var held = HeldLease()
     var authorized = false
-    // A model served whose save failed: the task retries it once the flight is over (rule 20).
+    // A model served whose save failed: the task retries it once the flight is over (rule 21).
     var unsaved: AuthModel?
     var next: FlightStep? = first
     while let step = next {
@@ -43,7 +43,11 @@ extension AuthCoordinator {
       case .awaitPredecessors(let latches):
         for latch in latches { await latch.wait() }
         outcome = .predecessorsFinished
-      case .acquireLease:
+      case .acquireLease(let turn):
+        // After the store operations issued before it, a logout's revocation of the user's
+        // grants among them: a grant taken before that revocation would be void at once.
+        await turn.waitForTurn()
+        turn.done.open()
         outcome = .leaseAttempted(await acquireLease(key, flight: id, into: &held))
       case .awaitLeaseHolder(let until):
         // Until the holder announces a change, or its lease lapses (then it is taken over).
@@ -280,7 +284,7 @@ extension AuthCoordinator {
       return .awaitPredecessors(
         slot.map { slot in slot.machine.predecessors.compactMap { slot.workFinished[$0] } } ?? [])
     case .acquireLease:
-      return .acquireLease
+      return .acquireLease(stripe.storeOperations.reserve(key))
     case .releaseLease:
       return .releaseLease
     case .awaitLeaseHolder(let until):

@@ -1,7 +1,7 @@
 import Foundation
 import SyncPrimitives
 
-// Rule 21: a hold of the cross-process lease always ends. The holder renews its grant every
+// Rule 22: a hold of the cross-process lease always ends. The holder renews its grant every
 // third of the time to live and retries a renewal that failed until the grant would lapse; a
 // holder whose grant was taken over or lapsed learns it at once and stores nothing; and no hold
 // outlasts the maximum hold, however long the authorizer takes.

@@ -1,7 +1,7 @@
 import Foundation
 import SyncPrimitives
 
-// Rule 20: a model served whose save failed is retried, in the key's store order, with
+// Rule 21: a model served whose save failed is retried, in the key's store order, with
 // back-off, until it lands, a newer model replaces it, or a logout removes it. The flight's
 // task does it after the flight ended (its callers already have the model), holding the lease,
 // renewed, for at most the maximum hold.

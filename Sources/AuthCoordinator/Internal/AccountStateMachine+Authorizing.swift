@@ -86,7 +86,7 @@ extension AccountStateMachine {
   ) -> AdvanceAction {
     var preparing = preparing
     // The store is the shared truth: memory follows it (a model this process cached keeps its
-    // leeway and history), unless memory holds a newer model whose save failed (rule 20).
+    // leeway and history), unless memory holds a newer model whose save failed (rule 21).
     let model = preferred(overStored: model)
     if model != cachedModel {
       cache =

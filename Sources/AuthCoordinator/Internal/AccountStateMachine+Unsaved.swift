@@ -1,9 +1,9 @@
 import Foundation
 
-// Rule 20: a model that was served but not stored stays memory's model for its key, marked
+// Rule 21: a model that was served but not stored stays memory's model for its key, marked
 // unsaved, until a retry stores it, a newer model replaces it, or a logout removes it. A re-read
 // never moves memory back to an older stored model, so a refresh always spends the newest
-// refresh token the process knows. And rule 21's in-process half: a stopped refresh that runs
+// refresh token the process knows. And rule 22's in-process half: a stopped refresh that runs
 // past the maximum hold no longer keeps later flights waiting.
 extension AccountStateMachine {
   /// Whether the flight's task should retry the save of `model` now: memory still holds it,

@@ -70,7 +70,7 @@ struct AccountStateMachine {
     return cached.model
   }
 
-  /// Memory holds a model whose save has not landed (rule 20): the key must not be forgotten.
+  /// Memory holds a model whose save has not landed (rule 21): the key must not be forgotten.
   var hasUnsavedModel: Bool {
     if case .model(let cached) = cache { return cached.unsaved }
     return false
@@ -192,7 +192,7 @@ struct AccountStateMachine {
       return .end(Ending(flight: id, result: .succeeded(model)))
     case (.persisting(_, let model), .saveFailed):
       // Served all the same (rule 10), and kept: the store may hold the model it replaced,
-      // whose refresh token the authorizer may have spent (rule 20).
+      // whose refresh token the authorizer may have spent (rule 21).
       adopt(model, obtainedAt: date, unsaved: true)
       state = .idle
       var ending = Ending(flight: id, result: .succeeded(model))
