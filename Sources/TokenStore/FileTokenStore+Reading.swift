@@ -66,8 +66,8 @@ extension FileTokenStore {
     switch disk {
     case .missing:
       return Snapshot(identity: nil, models: [:])
-    case .good(let identity, let models):
-      return Snapshot(identity: identity, models: models)
+    case .good(let identity, let contents):
+      return Snapshot(identity: identity, models: contents.models, fences: contents.fences)
     case .newer(let identity, let error):
       issue = error
       report(error)
@@ -112,7 +112,7 @@ extension FileTokenStore {
 
   enum DiskState {
     case missing
-    case good(FileIdentity, [AccountKey: AuthModel])
+    case good(FileIdentity, StoreFileFormat.Contents)
     /// Corrupt, truncated or too large: to be moved aside.
     case bad(FileIdentity, TokenStoreError)
     /// Written by a newer version: to be left alone.
@@ -133,7 +133,7 @@ extension FileTokenStore {
           path: path))
     case .data(let data, let identity):
       do throws(TokenStoreError) {
-        return .good(identity, try StoreFileFormat.decode(data))
+        return .good(identity, try StoreFileFormat.decodeContents(data))
       } catch {
         var error = error
         error.path = path

@@ -20,6 +20,15 @@ extension FileTokenStore {
     deletingQuarantinedFiles: Bool = false,
     _ change: (inout [AccountKey: AuthModel]) -> Void
   ) throws(TokenStoreError) {
+    try modify(deletingQuarantinedFiles: deletingQuarantinedFiles) { models, _ in change(&models) }
+  }
+
+  /// Read-modify-write of the models and their fences (``FencedTokenStore``) under the file
+  /// lock, re-reading the file first. A fence is kept only while its key has a model.
+  func modify(
+    deletingQuarantinedFiles: Bool = false,
+    _ change: (inout [AccountKey: AuthModel], inout [AccountKey: UInt64]) -> Void
+  ) throws(TokenStoreError) {
     do throws(TokenStoreError) {
       try withFileLock { () throws(TokenStoreError) in
         removeStaleTemporaryFilesOnce()
@@ -32,9 +41,11 @@ extension FileTokenStore {
         if deletingQuarantinedFiles { try deleteQuarantinedFiles(keepingNewest: 0) }
         if let blocker = current.writeBlocker { throw blocker }
         var models = current.models
-        change(&models)
-        guard models != current.models else { return }
-        let data = try StoreFileFormat.encode(models)
+        var fences = current.fences
+        change(&models, &fences)
+        fences = fences.filter { models[$0.key] != nil }
+        guard models != current.models || fences != current.fences else { return }
+        let data = try StoreFileFormat.encode(models, fences: fences)
         // Never write what a read would reject: an oversized file would be moved aside whole
         // by the next read, and every other key with it.
         guard data.count <= maximumFileSize else {
@@ -45,7 +56,9 @@ extension FileTokenStore {
             path: path)
         }
         let identity = try replaceFile(with: data)
-        state.withLock { $0.cache = Snapshot(identity: identity, models: models) }
+        state.withLock {
+          $0.cache = Snapshot(identity: identity, models: models, fences: fences)
+        }
       }
     } catch {
       if error.code != .unsupportedVersion {

@@ -63,7 +63,7 @@ import SyncPrimitives
 ///
 /// > Important: The enclosing directory is created (mode `0700`) when missing. Symbolic links
 /// > in the directory part of the path are followed; only the final component is checked.
-public final class FileTokenStore: TokenStore {
+public final class FileTokenStore: FencedTokenStore {
   // Why a final class and not an actor: every operation is a sequence of blocking system calls
   // (fsync, and flock, which can wait for another process). On an actor they would run on, and
   // block, a thread of the cooperative pool (two threads on a two-core machine). Instead each
@@ -114,6 +114,8 @@ public final class FileTokenStore: TokenStore {
     var models: [AccountKey: AuthModel]
     /// Set when the file must not be replaced (a newer version wrote it).
     var writeBlocker: TokenStoreError?
+    /// The fences the models were saved with (``FencedTokenStore``).
+    var fences: [AccountKey: UInt64] = [:]
   }
 
   /// Creates a store backed by the file at `url`. Nothing is read until the first call.
@@ -182,6 +184,34 @@ public final class FileTokenStore: TokenStore {
   public func save(_ model: AuthModel, for key: AccountKey) async throws(TokenStoreError) {
     try await perform { store throws(TokenStoreError) in
       try store.modify { $0[key] = model }
+    }
+  }
+
+  /// Stores `model` for `key` unless a fenced save with a larger fence wrote the key's current
+  /// model (``FencedTokenStore``): checked and written in one read-modify-write under the
+  /// store's lock, so it is atomic across processes. The fence is kept in the file with the
+  /// model.
+  ///
+  /// - Parameters:
+  ///   - model: The model to keep.
+  ///   - key: The account.
+  ///   - fence: The fence of the caller's grant.
+  /// - Returns: Whether the model was stored; `false` leaves the file as it was.
+  /// - Throws: ``TokenStoreError``, as ``save(_:for:)`` does.
+  public func save(
+    _ model: AuthModel, for key: AccountKey, fence: UInt64
+  ) async throws(TokenStoreError) -> Bool {
+    try await perform { store throws(TokenStoreError) in
+      var stored = true
+      try store.modify { models, fences in
+        if models[key] != nil, let landed = fences[key], landed > fence {
+          stored = false
+          return
+        }
+        models[key] = model
+        fences[key] = fence
+      }
+      return stored
     }
   }
 

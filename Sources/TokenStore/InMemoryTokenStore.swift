@@ -4,14 +4,36 @@ import SyncPrimitives
 /// re-authorize after every restart.
 ///
 /// Calls never suspend for long and never fail.
-public final class InMemoryTokenStore: TokenStore {
+public final class InMemoryTokenStore: FencedTokenStore {
   private let models: LockedState<[AccountKey: AuthModel]>
+  /// The fence of the last fenced save per key (``FencedTokenStore``), guarded by `models`'
+  /// lock order: always taken inside it.
+  private let fences = LockedState<[AccountKey: UInt64]>([:])
 
   /// Creates a store, optionally pre-filled.
   ///
   /// - Parameter models: Models to start with.
   public init(_ models: [AccountKey: AuthModel] = [:]) {
     self.models = LockedState(models)
+  }
+
+  /// Stores `model` for `key` unless a fenced save with a larger fence landed for `key` since
+  /// its model was last removed (``FencedTokenStore``).
+  ///
+  /// - Parameters:
+  ///   - model: The model to keep.
+  ///   - key: The account.
+  ///   - fence: The fence of the caller's grant.
+  /// - Returns: Whether the model was stored.
+  public func save(_ model: AuthModel, for key: AccountKey, fence: UInt64) async -> Bool {
+    models.withLock { models in
+      fences.withLock { fences in
+        if models[key] != nil, let landed = fences[key], landed > fence { return false }
+        models[key] = model
+        fences[key] = fence
+        return true
+      }
+    }
   }
 
   /// Reads the model stored for `key`.
@@ -35,19 +57,28 @@ public final class InMemoryTokenStore: TokenStore {
   ///
   /// - Parameter key: The account.
   public func removeModel(for key: AccountKey) async {
-    _ = models.withLock { $0.removeValue(forKey: key) }
+    models.withLock { models in
+      models[key] = nil
+      fences.withLock { _ = $0.removeValue(forKey: key) }
+    }
   }
 
   /// Removes every model of the user `mcUid`, in every mode.
   ///
   /// - Parameter mcUid: The host app's user id.
   public func removeModels(forMcUid mcUid: String) async {
-    models.withLock { models in models = models.filter { $0.key.mcUid != mcUid } }
+    models.withLock { models in
+      models = models.filter { $0.key.mcUid != mcUid }
+      fences.withLock { fences in fences = fences.filter { $0.key.mcUid != mcUid } }
+    }
   }
 
   /// Removes every model.
   public func removeAll() async {
-    models.withLock { $0.removeAll() }
+    models.withLock { models in
+      models.removeAll()
+      fences.withLock { $0.removeAll() }
+    }
   }
 
   /// A synchronous copy of everything stored, for tests and diagnostics.

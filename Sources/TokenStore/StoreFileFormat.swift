@@ -54,6 +54,21 @@ package enum StoreFileFormat {
   private struct Entry: Codable {
     var key: StoredKey
     var model: StoredModel
+    /// The fence of the fenced save that wrote the model (``FencedTokenStore``); absent for
+    /// an ordinary save. An older reader ignores it (and drops it on its next write, which
+    /// weakens the fence check until the next fenced save, but loses no model).
+    var fence: UInt64?
+  }
+
+  /// What a file holds: the models, and the fence each was saved with, if any.
+  package struct Contents: Equatable, Sendable {
+    package var models: [AccountKey: AuthModel]
+    package var fences: [AccountKey: UInt64]
+
+    package init(models: [AccountKey: AuthModel] = [:], fences: [AccountKey: UInt64] = [:]) {
+      self.models = models
+      self.fences = fences
+    }
   }
 
   private struct StoredKey: Codable {
@@ -80,7 +95,7 @@ package enum StoreFileFormat {
   /// - Throws: ``TokenStoreError/Code/encodingFailed`` when a model cannot be represented
   ///   (for example an expiry date that is not finite).
   package static func encode(
-    _ models: [AccountKey: AuthModel]
+    _ models: [AccountKey: AuthModel], fences: [AccountKey: UInt64] = [:]
   ) throws(TokenStoreError) -> Data {
     let entries = models.sorted { lhs, rhs in
       (lhs.key.mcUid, lhs.key.mode.rawValue) < (rhs.key.mcUid, rhs.key.mode.rawValue)
@@ -94,7 +109,8 @@ package enum StoreFileFormat {
           expiresAt: model.expiresAt?.timeIntervalSinceReferenceDate,
           extraInfo: model.extraInfo,
           refreshToken: model.refreshToken
-        )
+        ),
+        fence: fences[key]
       )
     }
     let encoder = JSONEncoder()
@@ -130,6 +146,15 @@ package enum StoreFileFormat {
   ///   ``TokenStoreError/Code/unsupportedVersion`` when a newer version wrote it, and
   ///   ``TokenStoreError/Code/corruptFile`` for anything else that is not a valid file.
   package static func decode(_ data: Data) throws(TokenStoreError) -> [AccountKey: AuthModel] {
+    try decodeContents(data).models
+  }
+
+  /// Decodes a complete file with the fences of its models (see ``decode(_:)``).
+  ///
+  /// - Parameter data: The file's bytes.
+  /// - Returns: The stored models and fences by key.
+  /// - Throws: As ``decode(_:)`` does.
+  package static func decodeContents(_ data: Data) throws(TokenStoreError) -> Contents {
     guard !data.isEmpty else {
       throw TokenStoreError(.truncatedFile, "The file is empty.")
     }
@@ -186,6 +211,7 @@ package enum StoreFileFormat {
       throw TokenStoreError(.corruptFile, "The file's entries are not valid.")
     }
     var models: [AccountKey: AuthModel] = [:]
+    var fences: [AccountKey: UInt64] = [:]
     for entry in decoded.entries {
       let key = AccountKey(mcUid: entry.key.mcUid, mode: AuthMode(rawValue: entry.key.mode))
       var expiresAt: Date?
@@ -208,8 +234,9 @@ package enum StoreFileFormat {
       guard models.updateValue(model, forKey: key) == nil else {
         throw TokenStoreError(.corruptFile, "The file holds the same key twice.")
       }
+      fences[key] = entry.fence
     }
-    return models
+    return Contents(models: models, fences: fences)
   }
 
   // MARK: - Helpers

@@ -270,3 +270,23 @@ final class RevocationGatedLease: AuthorizationLease, @unchecked Sendable {
   func isCurrent(_ grant: LeaseGrant) async -> Bool { await inner.isCurrent(grant) }
   func changes() -> AsyncStream<LeaseChange> { inner.changes() }
 }
+
+/// Fenced saves: a holder whose grant was superseded without its knowing (its renewal still
+/// answers, as a lease on a stepped wall clock would) is refused by the store itself.
+@Suite(.timeLimit(.minutes(1))) struct FencedSaveCoordinatorTests {
+  @Test func aSaveUnderAnOlderFenceIsRefusedAndTheNewerModelKept() async throws {
+    let rig = await SharedLeaseTests.Rig(processes: 1, storing: .expired)
+    let events = EventRecorder(rig.processes[0])
+    let first = rig.request(rig.processes[0])
+    let call = await rig.authorizer.nextCall()
+    // A later holder (a larger fence than any grant of this lease so far) stored a newer model.
+    let newer = makeModel("at-later-holder", clock: rig.clock, expiresIn: 3600)
+    #expect(await rig.store.save(newer, for: u1, fence: 1_000))
+    let mine = makeModel("at-deposed", clock: rig.clock, expiresIn: 3000)
+    call.succeed(with: mine)
+    #expect(try await first.value == mine)
+    try await events.first { if case .leaseLost = $0 { true } else { false } }
+    #expect(await rig.store.model(for: u1) == newer)
+    #expect(rig.processes[0].statistics.leasesLost == 1)
+  }
+}

@@ -178,7 +178,18 @@ extension AuthCoordinator {
     let grant = held.grant
     guard await isCurrent(grant) else { return .signedOut }
     guard await stillHolds(held, flight: id) else { return .leaseLost }
-    do { try await store.save(model, for: key) } catch {
+    do {
+      // A store that takes part in the fencing refuses the save atomically if a later holder
+      // saved first; for any other, the renewal just made is the check.
+      if let grant, let fenced = store as? any FencedTokenStore {
+        guard try await fenced.save(model, for: key, fence: grant.fence) else {
+          if let hold = held.hold { lost(hold, key, flight: id) }
+          return .leaseLost
+        }
+      } else {
+        try await store.save(model, for: key)
+      }
+    } catch {
       reportStoreFailure(key, .save, error)
       return .failed(error)
     }

@@ -105,7 +105,7 @@ extension AuthCoordinator {
     return false
   }
 
-  private func lost(_ hold: LeaseHold, _ key: AccountKey, flight id: UInt64) {
+  func lost(_ hold: LeaseHold, _ key: AccountKey, flight id: UInt64) {
     guard hold.end(.lost) else { return }
     table.stripe(for: key).counters.update { $0.leasesLost += 1 }
     broadcaster.emit(.leaseLost(key: key, flight: id))

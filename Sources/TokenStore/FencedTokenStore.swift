@@ -1,0 +1,37 @@
+/// A ``TokenStore`` that takes part in the lease's fencing: it refuses a save made under a
+/// grant that a later grant's save has already superseded.
+///
+/// Every ``LeaseGrant`` has a ``LeaseGrant/fence`` larger than every earlier grant's. A holder
+/// whose grant lapsed (it was suspended, its renewals failed, the clock stepped) may not know
+/// it yet when its result arrives; the next holder may already have stored a newer model. A
+/// fenced store remembers, per key, the fence of the last fenced save that landed, and accepts
+/// a save only if its fence is at least that one, checked and written in one atomic step (the
+/// fencing token of a lock service). So a deposed holder can never overwrite a newer model,
+/// whatever the timing.
+///
+/// The coordinator uses ``save(_:for:fence:)`` for every save it makes while it holds a
+/// lease, when its store conforms; otherwise it checks that it still holds the grant (a
+/// renewal) just before an ordinary ``TokenStore/save(_:for:)``, which leaves a window as long
+/// as the save itself. `InMemoryTokenStore` and `FileTokenStore` conform.
+///
+/// What an implementation must do:
+/// - **Check and write atomically**: in one read-modify-write under the store's lock (a file),
+///   or one conditional statement (a database:
+///   `UPDATE … SET model = $1, fence = $2 WHERE key = $3 AND (fence IS NULL OR fence <= $2)`,
+///   inserting when the key has no row).
+/// - **Keep the fence with the model**: removing a key's model may forget its fence (a logout
+///   voids the older grants through ``AuthorizationLease/revokeGrants(ofMcUid:)`` anyway).
+/// - **Leave fences alone on an ordinary save**: a save without a fence neither sets nor
+///   clears the key's fence.
+public protocol FencedTokenStore: TokenStore {
+  /// Stores `model` for `key` unless a fenced save with a larger fence has landed for `key`.
+  ///
+  /// - Parameters:
+  ///   - model: The model to keep.
+  ///   - key: The account.
+  ///   - fence: The fence of the grant the caller holds.
+  /// - Returns: `true` when stored; `false` when refused (a later holder saved first), in
+  ///   which case nothing changed.
+  /// - Throws: When the store cannot be read or changed.
+  func save(_ model: AuthModel, for key: AccountKey, fence: UInt64) async throws -> Bool
+}
