@@ -5,7 +5,7 @@ import Testing
 
 /// The concurrency suites run one at a time: they load the machine, and the fan-in test times
 /// itself.
-@Suite(.serialized) enum ConcurrencySuites {}
+@Suite(.serialized, .timeLimit(.minutes(10))) enum ConcurrencySuites {}
 
 /// A positive integer from the environment, or `fallback`.
 func environmentInt(_ name: String, _ fallback: Int) -> Int {

@@ -8,7 +8,7 @@ import Testing
 /// The coordinator, the Alipay bridge and the HTTP exchanger together (see ``EndToEndRig``):
 /// a SIMULATED ALIPAY APP in process, a SIMULATED INTEGRATOR SERVER that is real HTTP on
 /// 127.0.0.1, everything else the library's real code. Time moves only on the manual clock.
-@Suite("End to end: coordinator + bridge + exchanger")
+@Suite("End to end: coordinator + bridge + exchanger", .timeLimit(.minutes(5)))
 struct EndToEndTests {
   @Test("1,000 concurrent opens: one bounce, one callback, one exchange, one model for all")
   func thousandOpensShareOneAuthorization() async throws {

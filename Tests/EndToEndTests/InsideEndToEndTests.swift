@@ -93,7 +93,7 @@ final class InsideRig: @unchecked Sendable {
   }
 }
 
-@Suite("End to end: the Inside SDK completion path")
+@Suite("End to end: the Inside SDK completion path", .timeLimit(.minutes(5)))
 struct InsideEndToEndTests {
   @Test("the guide's 9000 result (auth_code and app_id only) serves every waiter")
   func guideSuccessServesEveryWaiter() async throws {

@@ -41,7 +41,7 @@ final class Answers: @unchecked Sendable {
 }
 
 /// The compiled code of docs/integration.md, exercised.
-@Suite("docs/integration.md snippets")
+@Suite("docs/integration.md snippets", .timeLimit(.minutes(5)))
 struct IntegrationGuideSnippetsTests {
   /// A bridge over a coordinator with a scripted authorizer on a manual clock.
   struct BridgeHarness {

@@ -3,7 +3,7 @@ import Testing
 
 /// `authcoord simulate`, run as a subprocess: the demo installs a process-wide executor hook
 /// (its virtual world), so it never runs inside the test process.
-@Suite("authcoord simulate")
+@Suite("authcoord simulate", .timeLimit(.minutes(5)))
 struct SimulateCommandTests {
   /// Runs `authcoord simulate` with `arguments`; returns its exit status and output.
   private static func simulate(_ arguments: [String]) async throws -> (

@@ -5,7 +5,7 @@ import Testing
 /// executor hook, its virtual world, so it never runs inside the test process): a service whose
 /// concurrent requests share one token through the real coordinator, against a simulated OAuth 2
 /// token server and a simulated API.
-@Suite("authcoord simulate --service")
+@Suite("authcoord simulate --service", .timeLimit(.minutes(5)))
 struct SimulateServiceTests {
   /// Runs `authcoord simulate` with `arguments`; returns its exit status and output.
   private static func simulate(_ arguments: [String]) async throws -> (

@@ -81,7 +81,7 @@ private func redactedCause(
   return cause
 }
 
-@Suite("HTTPTokenExchanger against a real HTTP server")
+@Suite("HTTPTokenExchanger against a real HTTP server", .timeLimit(.minutes(5)))
 struct HTTPTokenExchangerTests {
   struct Shape: Sendable, CustomTestStringConvertible {
     var path: String
@@ -314,7 +314,7 @@ extension Result {
 
 /// A token endpoint that redirects: the first server answers 3xx with a `Location` on the second
 /// server (another port, so another origin). The exchanger must send nothing there.
-@Suite("HTTPTokenExchanger refuses redirects")
+@Suite("HTTPTokenExchanger refuses redirects", .timeLimit(.minutes(5)))
 struct HTTPTokenExchangerRedirectTests {
   struct Redirect: Sendable, CustomTestStringConvertible {
     var status: Int

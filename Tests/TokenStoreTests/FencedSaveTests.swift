@@ -5,7 +5,7 @@ import Testing
 
 /// ``FencedTokenStore``: a save under an older grant never overwrites a model a later grant
 /// saved; checked atomically in the store, and kept in the file across instances (processes).
-@Suite struct FencedSaveTests {
+@Suite(.timeLimit(.minutes(5))) struct FencedSaveTests {
   /// Made once: a model's expiry is taken from the clock.
   let models = (0...6).map { sampleModel($0) }
 

@@ -20,7 +20,7 @@ import Testing
 // is one hour, so only the kernel notification (inotify on Linux) can deliver them in time, and
 // `synchronize()` returns once its watch is in place, before the change is made.
 
-@Suite struct FileAuthorizationLeaseTests {
+@Suite(.timeLimit(.minutes(5))) struct FileAuthorizationLeaseTests {
   private let user = AccountKey(mcUid: "u1")
   private let other = AccountKey(mcUid: "u2")
 

@@ -11,7 +11,7 @@ import Testing
   import Musl
 #endif
 
-@Suite struct FileTokenStoreTests {
+@Suite(.timeLimit(.minutes(5))) struct FileTokenStoreTests {
   // MARK: - Normal operation
 
   @Test func roundTripAcrossInstances() async throws {

@@ -21,7 +21,7 @@ import Testing
 //      `.xctest` bundle (macOS, where the runner is Xcode's `xctest` tool).
 // When it is not found the tests fail with a message; they never pass silently.
 
-@Suite(.serialized) struct StoreProcessTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct StoreProcessTests {
   /// SIGKILLs a writer at random moments, over and over, and checks after every kill that the
   /// file decodes and holds the last model the writer reported as saved, or the one after it
   /// (saved, killed before it could report). Half the kills come from this process after a
