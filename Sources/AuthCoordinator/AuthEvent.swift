@@ -46,7 +46,7 @@ public enum AuthEvent: Sendable, Hashable {
   /// The save of the model flight `flight` obtained failed (`message` says why, redacted). The
   /// model was served anyway and stays memory's model for `key`, marked unsaved: a re-read never
   /// replaces it with an older stored one, the next refresh spends its refresh token, and the
-  /// save is retried with back-off (``Configuration/saveRetryDelay``).
+  /// save is retried with back-off (`Configuration.saveRetryDelay`).
   case modelUnsaved(key: AccountKey, flight: UInt64, message: String)
   /// A retry of an unsaved model's save failed too; the next one follows after a longer delay.
   case saveRetryFailed(key: AccountKey, attempt: Int, message: String)
@@ -58,10 +58,10 @@ public enum AuthEvent: Sendable, Hashable {
   /// found it gone, or failed until the grant would have lapsed): the flight stops renewing
   /// and does not store its result, which another holder may have superseded.
   case leaseLost(key: AccountKey, flight: UInt64)
-  /// The flight held the lease for ``Configuration/maximumHold`` and gave it up: another
+  /// The flight held the lease for `Configuration.maximumHold` and gave it up: another
   /// process may authorize now.
   case leaseHoldEnded(key: AccountKey, flight: UInt64)
-  /// A stopped refresh was still running ``Configuration/maximumHold`` after it began: later
+  /// A stopped refresh was still running `Configuration.maximumHold` after it began: later
   /// flights of the key stop waiting for it, and its result, if it ever arrives, is discarded.
   case refreshAbandoned(key: AccountKey, flight: UInt64)
 
