@@ -90,7 +90,10 @@ extension HTTPTokenExchanger {
       uid: reply.userID,
       accessToken: reply.accessToken,
       mcUid: reply.mcUserID ?? key.mcUid,
-      expiresAt: reply.expiresIn.map { now().addingTimeInterval($0) })
+      // A lifetime beyond a century (1e300, say) is cut to one, so the model stays storable.
+      expiresAt: reply.expiresIn.map {
+        now().addingTimeInterval(Duration.saturating(seconds: $0).seconds)
+      })
   }
 
   static func message(for failure: TokenExchangeResponse.Failure) -> String {

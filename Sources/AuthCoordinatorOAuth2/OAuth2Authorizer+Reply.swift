@@ -88,12 +88,13 @@ extension OAuth2Authorizer {
     if let scope = reply["scope"] as? String { extraInfo["scope"] = scope }
     var expiresAt: Date?
     if let value = reply["expires_in"], !(value is NSNull) {
-      guard let seconds = Self.seconds(value), seconds >= 0 else {
+      guard let seconds = Self.seconds(value), seconds.isFinite, seconds >= 0 else {
         throw Self.endpointError(
           "the token endpoint's reply has an expires_in that is not a number of seconds",
           transient: false)
       }
-      expiresAt = now().addingTimeInterval(seconds)
+      // A lifetime beyond a century (1e300, say) is cut to one, so the model stays storable.
+      expiresAt = now().addingTimeInterval(Duration.saturating(seconds: seconds).seconds)
     }
     var refreshToken = (reply["refresh_token"] as? String).flatMap { $0.isEmpty ? nil : $0 }
     if refreshToken == nil, case .refresh(let old) = form {

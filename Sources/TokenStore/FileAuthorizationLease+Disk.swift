@@ -79,7 +79,7 @@ extension FileAuthorizationLease {
           path: path))
     case .data(let data, let identity):
       do throws(TokenStoreError) {
-        return .good(identity, try LeaseRecord.decode(data))
+        return .good(identity, try LeaseRecord.decode(data, now: now()))
       } catch {
         var error = error
         error.path = path

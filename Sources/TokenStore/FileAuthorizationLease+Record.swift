@@ -11,6 +11,22 @@ struct LeaseRecord: Equatable, Sendable {
   static let version = 1
   /// A lease file is a few hundred bytes per key; anything over this is not read.
   static let maximumSize = 1 << 20
+  /// How far past the reader's wall clock a holder's expiry may lie: ten years. A later expiry
+  /// (1e300 seconds, say) is no grant any process took; the record is corrupt, since waiting
+  /// for such a holder would be waiting forever.
+  static let expiryHorizon: TimeInterval = 10 * 365.25 * 86_400
+  /// The longest time to live a grant is given (longer requests, up to `.seconds(Int64.max)`,
+  /// are shortened to it): one year, well inside ``expiryHorizon`` even for a reader whose
+  /// clock lags the writer's.
+  static let maximumTimeToLive: TimeInterval = 365.25 * 86_400
+
+  /// Whether a holder may expire at `expiresAt` (seconds since 2001-01-01) in a record read at
+  /// `now`: a finite date, not before 1970, at most ``expiryHorizon`` after `now`.
+  static func isPlausibleExpiry(_ expiresAt: Double, now: Date) -> Bool {
+    expiresAt.isFinite
+      && expiresAt >= -Date.timeIntervalBetween1970AndReferenceDate
+      && expiresAt <= now.timeIntervalSinceReferenceDate + expiryHorizon
+  }
 
   struct Holder: Equatable, Sendable {
     var owner: String
@@ -118,8 +134,11 @@ struct LeaseRecord: Equatable, Sendable {
   }
 
   /// Decodes a lease file: ``TokenStoreError/Code/unsupportedVersion`` for a newer version,
-  /// ``TokenStoreError/Code/corruptFile`` for anything that is not a consistent record.
-  static func decode(_ data: Data) throws(TokenStoreError) -> LeaseRecord {
+  /// ``TokenStoreError/Code/corruptFile`` for anything that is not a consistent record,
+  /// including a holder whose expiry is not plausible at `now` (``isPlausibleExpiry(_:now:)``).
+  static func decode(
+    _ data: Data, now: Date = Date()
+  ) throws(TokenStoreError) -> LeaseRecord {
     let decoder = JSONDecoder()
     guard let header = try? decoder.decode(Header.self, from: data), header.format == format
     else {
@@ -158,9 +177,14 @@ struct LeaseRecord: Equatable, Sendable {
     record.allRevoked = wire.allRevoked ?? 0
     consistent = consistent && record.allRevoked <= wire.generation
     for holder in wire.holders {
+      guard isPlausibleExpiry(holder.expiresAt, now: now) else {
+        throw TokenStoreError(
+          .corruptFile,
+          "The lease file's record has a holder whose expiry is not a date (non-finite, before"
+            + " 1970, or more than ten years ahead).")
+      }
       consistent =
         consistent && record.holders[holder.key] == nil && holder.fence < wire.nextFence
-        && holder.expiresAt.isFinite
       record.holders[holder.key] = Holder(
         owner: holder.owner, fence: holder.fence,
         expiresAt: Date(timeIntervalSinceReferenceDate: holder.expiresAt))

@@ -176,8 +176,10 @@ public final class FileAuthorizationLease: AuthorizationLease {
     onIssue?(issue)
   }
 
+  /// A grant's time to live in seconds: negative counts as zero, and at most
+  /// ``LeaseRecord/maximumTimeToLive`` (one year), so that every expiry written reads back as
+  /// plausible (``LeaseRecord/isPlausibleExpiry(_:now:)``).
   static func seconds(_ duration: Duration) -> TimeInterval {
-    let (seconds, attoseconds) = duration.components
-    return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
+    min(max(duration.seconds, 0), LeaseRecord.maximumTimeToLive)
   }
 }

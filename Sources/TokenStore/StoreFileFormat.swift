@@ -86,6 +86,16 @@ package enum StoreFileFormat {
     var refreshToken: String?
   }
 
+  /// Whether a model may expire at `seconds` (since 2001-01-01): a finite date from 1970 to
+  /// `Date.distantFuture` (the year 4001, a common "never"), both included. No server's
+  /// `expires_in` gives anything else, and within this range every conversion of the date (to
+  /// an integer, a `Duration`) is exact and cannot trap. Anything else in a file makes it
+  /// ``TokenStoreError/Code/corruptFile``; the encoder refuses it.
+  package static func isStorableExpiry(_ seconds: Double) -> Bool {
+    seconds.isFinite && seconds >= -Date.timeIntervalBetween1970AndReferenceDate
+      && seconds <= Date.distantFuture.timeIntervalSinceReferenceDate
+  }
+
   // MARK: - Encoding
 
   /// Encodes `models` as a complete file, header included.
@@ -93,10 +103,19 @@ package enum StoreFileFormat {
   /// - Parameter models: What to store.
   /// - Returns: The file's bytes.
   /// - Throws: ``TokenStoreError/Code/encodingFailed`` when a model cannot be represented
-  ///   (for example an expiry date that is not finite).
+  ///   (for example an expiry date that is not finite, or outside ``isStorableExpiry(_:)``).
   package static func encode(
     _ models: [AccountKey: AuthModel], fences: [AccountKey: UInt64] = [:]
   ) throws(TokenStoreError) -> Data {
+    for model in models.values {
+      if let expiresAt = model.expiresAt,
+        !isStorableExpiry(expiresAt.timeIntervalSinceReferenceDate)
+      {
+        throw TokenStoreError(
+          .encodingFailed,
+          "A model's expiry date is not storable (non-finite, before 1970 or after 4000).")
+      }
+    }
     let entries = models.sorted { lhs, rhs in
       (lhs.key.mcUid, lhs.key.mode.rawValue) < (rhs.key.mcUid, rhs.key.mode.rawValue)
     }.map { key, model in
@@ -216,7 +235,7 @@ package enum StoreFileFormat {
       let key = AccountKey(mcUid: entry.key.mcUid, mode: AuthMode(rawValue: entry.key.mode))
       var expiresAt: Date?
       if let seconds = entry.model.expiresAt {
-        guard seconds.isFinite else {
+        guard isStorableExpiry(seconds) else {
           throw TokenStoreError(.corruptFile, "An entry has an invalid expiry date.")
         }
         expiresAt = Date(timeIntervalSinceReferenceDate: seconds)

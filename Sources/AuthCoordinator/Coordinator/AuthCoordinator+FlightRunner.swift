@@ -51,7 +51,7 @@ extension AuthCoordinator {
         outcome = .leaseAttempted(await acquireLease(key, flight: id, into: &held))
       case .awaitLeaseHolder(let until):
         // Until the holder announces a change, or its lease lapses (then it is taken over).
-        let lapse = Duration.seconds(max(until.timeIntervalSince(configuration.now()), 0))
+        let lapse = Duration.saturating(seconds: until.timeIntervalSince(configuration.now()))
         await leaseWatch.wait(
           after: held.seenVersion, until: clock.deadline(after: lapse + .milliseconds(1)),
           on: clock)
