@@ -159,8 +159,8 @@ final class SaveTimedStore: TokenStore {
 
   func removeModel(for key: AccountKey) async throws { try await base.removeModel(for: key) }
 
-  func removeModels(forMcUid mcUid: String) async throws {
-    try await base.removeModels(forMcUid: mcUid)
+  func removeModels(forAccount account: String) async throws {
+    try await base.removeModels(forAccount: account)
   }
 
   func removeAll() async throws { try await base.removeAll() }
@@ -192,13 +192,13 @@ final class ReleaseTimedLease: AuthorizationLease {
     released.withLock { $0 = $0 ?? time }
   }
 
-  func signOut(mcUid: String, by owner: String) async throws {
-    try await base.signOut(mcUid: mcUid, by: owner)
+  func signOut(account: String, by owner: String) async throws {
+    try await base.signOut(account: account, by: owner)
   }
 
   func signOutAll(by owner: String) async throws { try await base.signOutAll(by: owner) }
-  func revokeGrants(ofMcUid mcUid: String) async throws {
-    try await base.revokeGrants(ofMcUid: mcUid)
+  func revokeGrants(ofAccount account: String) async throws {
+    try await base.revokeGrants(ofAccount: account)
   }
   func revokeAllGrants() async throws { try await base.revokeAllGrants() }
 

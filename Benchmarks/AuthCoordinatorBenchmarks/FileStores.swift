@@ -62,9 +62,9 @@ final class PlainFileStore: TokenStore {
     try replaceFile(with: JSONEncoder().encode(snapshot))
   }
 
-  func removeModel(for key: AccountKey) async throws {
+  func removeModels(forAccount account: String) async throws {
     let snapshot = models.withLock { models in
-      models[key.description] = nil
+      models = models.filter { !$0.key.hasPrefix(account + "/") }
       return models
     }
     try replaceFile(with: JSONEncoder().encode(snapshot))

@@ -20,7 +20,7 @@
 ///   `UPDATE … SET model = $1, fence = $2 WHERE key = $3 AND (fence IS NULL OR fence <= $2)`,
 ///   inserting when the key has no row).
 /// - **Keep the fence with the model**: removing a key's model may forget its fence (a logout
-///   voids the older grants through ``AuthorizationLease/revokeGrants(ofMcUid:)`` anyway).
+///   voids the older grants through ``SignOutGenerations/revokeGrants(ofAccount:)`` anyway).
 /// - **Leave fences alone on an ordinary save**: a save without a fence neither sets nor
 ///   clears the key's fence.
 public protocol FencedTokenStore: TokenStore {

@@ -74,16 +74,16 @@ extension FileAuthorizationLease {
     }
   }
 
-  /// Ends the current generation of `mcUid`'s grants without announcing it: changes no
+  /// Ends the current generation of `account`'s grants without announcing it: changes no
   /// sign-out mark, so no subscriber hears of it.
   ///
-  /// - Parameter mcUid: The user.
+  /// - Parameter account: The account.
   /// - Throws: ``TokenStoreError``, as ``acquire(_:owner:timeToLive:)`` does.
-  public func revokeGrants(ofMcUid mcUid: String) async throws(TokenStoreError) {
+  public func revokeGrants(ofAccount account: String) async throws(TokenStoreError) {
     try await perform { lease throws(TokenStoreError) in
       try lease.transact { record, _ in
         record.generation += 1
-        record.userRevoked[mcUid] = record.generation
+        record.userRevoked[account] = record.generation
       }
     }
   }
@@ -100,18 +100,19 @@ extension FileAuthorizationLease {
     }
   }
 
-  /// Ends the current generation of `mcUid`'s grants and announces
-  /// ``LeaseChange/signedOut(mcUid:by:)``.
+  /// Ends the current generation of `account`'s grants and announces
+  /// ``LeaseChange/signedOut(account:by:)``.
   ///
   /// - Parameters:
-  ///   - mcUid: The user.
+  ///   - account: The account.
   ///   - owner: Who signed out.
   /// - Throws: ``TokenStoreError``, as ``acquire(_:owner:timeToLive:)`` does.
-  public func signOut(mcUid: String, by owner: String) async throws(TokenStoreError) {
+  public func signOut(account: String, by owner: String) async throws(TokenStoreError) {
     try await perform { lease throws(TokenStoreError) in
       try lease.transact { record, _ in
         record.generation += 1
-        record.userSignedOut[mcUid] = LeaseRecord.SignOut(generation: record.generation, by: owner)
+        record.userSignedOut[account] = LeaseRecord.SignOut(
+          generation: record.generation, by: owner)
       }
     }
   }

@@ -92,7 +92,7 @@ struct LeaseRecord: Equatable, Sendable {
     }
     var signOuts: [(UInt64, LeaseChange)] = []
     for (mcUid, mark) in userSignedOut where old.userSignedOut[mcUid] != mark {
-      signOuts.append((mark.generation, .signedOut(mcUid: mcUid, by: mark.by)))
+      signOuts.append((mark.generation, .signedOut(account: mcUid, by: mark.by)))
     }
     if let mark = allSignedOut, mark != old.allSignedOut {
       signOuts.append((mark.generation, .signedOutAll(by: mark.by)))

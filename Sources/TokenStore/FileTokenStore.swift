@@ -45,7 +45,7 @@ import SyncPrimitives
 /// - **Quarantined copies are bounded and deleted on removal.** Such a copy may hold live
 ///   tokens, and it cannot be safely edited, so at most ``maximumQuarantinedFiles`` (3 by
 ///   default) are kept, the oldest deleted first, and ``removeModel(for:)``,
-///   ``removeModels(forMcUid:)`` and ``removeAll()`` delete all of them: after a logout no
+///   ``removeModels(forAccount:)`` and ``removeAll()`` delete all of them: after a logout no
 ///   token of the user is left on disk, not even in a copy kept for diagnosis.
 /// - **Newer versions** (``TokenStoreError/Code/unsupportedVersion``): the file is reported
 ///   and read as empty but never replaced; every change throws instead, so running an older
@@ -227,15 +227,15 @@ public final class FileTokenStore: FencedTokenStore {
     }
   }
 
-  /// Removes every model of the user `mcUid`, in every mode, in one atomic replace, and
-  /// deletes every quarantined copy of a bad file (which may hold them).
+  /// Removes every model of `account`, in every mode, in one atomic replace, and deletes every
+  /// quarantined copy of a bad file (which may hold them).
   ///
-  /// - Parameter mcUid: The host app's user id.
+  /// - Parameter account: The user id.
   /// - Throws: ``TokenStoreError``, as ``removeModel(for:)`` does.
-  public func removeModels(forMcUid mcUid: String) async throws(TokenStoreError) {
+  public func removeModels(forAccount account: String) async throws(TokenStoreError) {
     try await perform { store throws(TokenStoreError) in
       try store.modify(deletingQuarantinedFiles: true) { entries in
-        for key in entries.keys where key.mcUid == mcUid { entries[key] = nil }
+        for key in entries.keys where key.account == account { entries[key] = nil }
       }
     }
   }

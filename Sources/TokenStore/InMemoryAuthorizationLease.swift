@@ -100,13 +100,13 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
     for subscriber in subscribers { subscriber.yield(.released(grant.key)) }
   }
 
-  /// Ends the current generation of `mcUid`'s grants, silently.
+  /// Ends the current generation of `account`'s grants, silently.
   ///
-  /// - Parameter mcUid: The user.
-  public func revokeGrants(ofMcUid mcUid: String) async {
+  /// - Parameter account: The account.
+  public func revokeGrants(ofAccount account: String) async {
     state.withLock { state in
       state.generation += 1
-      state.userSignedOutAt[mcUid] = state.generation
+      state.userSignedOutAt[account] = state.generation
     }
   }
 
@@ -118,18 +118,18 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
     }
   }
 
-  /// Ends the current generation of `mcUid`'s grants and announces it.
+  /// Ends the current generation of `account`'s grants and announces it.
   ///
   /// - Parameters:
-  ///   - mcUid: The user.
+  ///   - account: The account.
   ///   - owner: Who signed out.
-  public func signOut(mcUid: String, by owner: String) async {
+  public func signOut(account: String, by owner: String) async {
     let subscribers = state.withLock { state in
       state.generation += 1
-      state.userSignedOutAt[mcUid] = state.generation
+      state.userSignedOutAt[account] = state.generation
       return state.subscribers.sorted { $0.key < $1.key }.map(\.value)
     }
-    for subscriber in subscribers { subscriber.yield(.signedOut(mcUid: mcUid, by: owner)) }
+    for subscriber in subscribers { subscriber.yield(.signedOut(account: account, by: owner)) }
   }
 
   /// Ends the current generation of every grant and announces it.

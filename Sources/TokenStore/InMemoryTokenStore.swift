@@ -63,13 +63,13 @@ public final class InMemoryTokenStore: FencedTokenStore {
     }
   }
 
-  /// Removes every model of the user `mcUid`, in every mode.
+  /// Removes every model of `account`, in every mode.
   ///
-  /// - Parameter mcUid: The host app's user id.
-  public func removeModels(forMcUid mcUid: String) async {
+  /// - Parameter account: The user id.
+  public func removeModels(forAccount account: String) async {
     models.withLock { models in
-      models = models.filter { $0.key.mcUid != mcUid }
-      fences.withLock { fences in fences = fences.filter { $0.key.mcUid != mcUid } }
+      models = models.filter { $0.key.account != account }
+      fences.withLock { fences in fences = fences.filter { $0.key.account != account } }
     }
   }
 

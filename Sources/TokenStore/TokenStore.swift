@@ -11,17 +11,20 @@
 /// actor KeychainTokenStore: TokenStore {
 ///   func model(for key: AccountKey) async throws -> AuthModel? { ... }
 ///   func save(_ model: AuthModel, for key: AccountKey) async throws { ... }
-///   func removeModel(for key: AccountKey) async throws { ... }
-///   func removeModels(forMcUid mcUid: String) async throws { ... }
+///   func removeModels(forAccount account: String) async throws { ... }
 ///   func removeAll() async throws { ... }
 /// }
 /// ```
 ///
 /// A logout must leave no model of the user behind, in any mode, including modes this process
-/// never used. The coordinator asks for that with ``removeModels(forMcUid:)``. Its default
-/// implementation calls ``removeAll()``: it never leaves a token behind, but it signs every
-/// other user of the store out too. A store that holds more than one user should implement it
-/// to remove exactly the keys whose ``AccountKey/mcUid`` matches.
+/// never used. The coordinator asks for that with ``removeModels(forAccount:)``: remove exactly
+/// the keys whose ``AccountKey/account`` matches. A database implements each requirement as one
+/// statement (`SELECT`, an upsert, `DELETE ... WHERE account = $1`, `DELETE`).
+///
+/// The requirements name an account (the user id of the app or service), not the Alipay
+/// spelling `mcUid`. A store written for an earlier version that implements
+/// `removeModels(forMcUid:)` still compiles and keeps working (the new requirement's deprecated
+/// default forwards to it), with a deprecation warning that asks for the rename.
 ///
 /// > Important: Never log the models you store: they carry access tokens.
 public protocol TokenStore: Sendable {
@@ -41,20 +44,24 @@ public protocol TokenStore: Sendable {
   /// - Throws: When the model could not be made durable.
   func save(_ model: AuthModel, for key: AccountKey) async throws
 
-  /// Removes the model stored for `key`, if any.
+  /// Removes every model stored for `account`, whatever its ``AuthMode``.
   ///
-  /// - Parameter key: The account.
+  /// When this returns without throwing, no key whose ``AccountKey/account`` is `account` may
+  /// be read back, by this process or another that shares the store. Other accounts' models
+  /// stay.
+  ///
+  /// - Parameter account: The user id (for an Alipay mini-program, the host app's `mcUid`).
   /// - Throws: When the store could not be changed.
-  func removeModel(for key: AccountKey) async throws
+  func removeModels(forAccount account: String) async throws
 
-  /// Removes every model stored for the user `mcUid`, whatever its ``AuthMode``.
+  /// The earlier name of ``removeModels(forAccount:)``.
   ///
-  /// When this returns without throwing, no key whose ``AccountKey/mcUid`` is `mcUid` may be
-  /// read back. The default implementation calls ``removeAll()``, which is correct but removes
-  /// the other users' models too.
+  /// Implement ``removeModels(forAccount:)`` instead; the coordinator never calls this one
+  /// directly. Its default implementation calls ``removeAll()``.
   ///
   /// - Parameter mcUid: The host app's user id.
   /// - Throws: When the store could not be changed.
+  @available(*, deprecated, renamed: "removeModels(forAccount:)")
   func removeModels(forMcUid mcUid: String) async throws
 
   /// Removes every stored model.
@@ -64,11 +71,22 @@ public protocol TokenStore: Sendable {
 }
 
 extension TokenStore {
-  /// Removes every stored model (see ``TokenStore/removeModels(forMcUid:)``): correct for any
-  /// store, but broader than needed. Implement the requirement to remove only `mcUid`'s keys.
+  /// Forwards to the earlier name, `removeModels(forMcUid:)`, so that a store written for an
+  /// earlier version keeps its behaviour. Implement ``TokenStore/removeModels(forAccount:)``.
+  ///
+  /// - Parameter account: The user id.
+  /// - Throws: When the store could not be changed.
+  @available(*, deprecated, message: "implement removeModels(forAccount:)")
+  public func removeModels(forAccount account: String) async throws {
+    try await removeModels(forMcUid: account)
+  }
+
+  /// Removes every stored model: correct for any store (no token of the user is left), but
+  /// broader than needed. Implement ``TokenStore/removeModels(forAccount:)`` instead.
   ///
   /// - Parameter mcUid: The host app's user id.
   /// - Throws: When the store could not be changed.
+  @available(*, deprecated, renamed: "removeModels(forAccount:)")
   public func removeModels(forMcUid mcUid: String) async throws {
     try await removeAll()
   }

@@ -43,12 +43,8 @@ actor DictionaryTokenStore: TokenStore {
     models[key] = model
   }
 
-  func removeModel(for key: AccountKey) async throws {
-    models[key] = nil
-  }
-
-  func removeModels(forMcUid mcUid: String) async throws {
-    models = models.filter { $0.key.mcUid != mcUid }
+  func removeModels(forAccount account: String) async throws {
+    models = models.filter { $0.key.account != account }
   }
 
   func removeAll() async throws {

@@ -107,9 +107,9 @@ final class GatedStore: TokenStore, @unchecked Sendable {
     changes.changed()
   }
 
-  func removeModels(forMcUid mcUid: String) async throws {
+  func removeModels(forAccount account: String) async throws {
     try await pass(.remove)
-    await inner.removeModels(forMcUid: mcUid)
+    await inner.removeModels(forAccount: account)
     changes.changed()
   }
 
@@ -117,22 +117,5 @@ final class GatedStore: TokenStore, @unchecked Sendable {
     try await pass(.remove)
     await inner.removeAll()
     changes.changed()
-  }
-}
-
-/// A custom store written before ``TokenStore/removeModels(forMcUid:)`` existed: it relies on
-/// the protocol's default implementation.
-actor LegacyDictionaryStore: TokenStore {
-  private(set) var models: [AccountKey: AuthModel]
-  private(set) var removeAllCalls = 0
-
-  init(_ models: [AccountKey: AuthModel]) { self.models = models }
-
-  func model(for key: AccountKey) async throws -> AuthModel? { models[key] }
-  func save(_ model: AuthModel, for key: AccountKey) async throws { models[key] = model }
-  func removeModel(for key: AccountKey) async throws { models[key] = nil }
-  func removeAll() async throws {
-    removeAllCalls += 1
-    models.removeAll()
   }
 }

@@ -181,10 +181,12 @@ final class FaultyLease: AuthorizationLease, @unchecked Sendable {
     return await inner.renew(grant, timeToLive: timeToLive)
   }
   func release(_ grant: LeaseGrant) async { await inner.release(grant) }
-  func revokeGrants(ofMcUid mcUid: String) async { await inner.revokeGrants(ofMcUid: mcUid) }
+  func revokeGrants(ofAccount account: String) async {
+    await inner.revokeGrants(ofAccount: account)
+  }
   func revokeAllGrants() async { await inner.revokeAllGrants() }
-  func signOut(mcUid: String, by owner: String) async {
-    await inner.signOut(mcUid: mcUid, by: owner)
+  func signOut(account: String, by owner: String) async {
+    await inner.signOut(account: account, by: owner)
   }
   func signOutAll(by owner: String) async { await inner.signOutAll(by: owner) }
   func isCurrent(_ grant: LeaseGrant) async -> Bool { await inner.isCurrent(grant) }
@@ -242,7 +244,7 @@ final class RevocationGatedLease: AuthorizationLease, @unchecked Sendable {
     waiter?.resume()
   }
 
-  func revokeGrants(ofMcUid mcUid: String) async {
+  func revokeGrants(ofAccount account: String) async {
     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
       let open = state.withLock { state -> Bool in
         state.started = true
@@ -252,7 +254,7 @@ final class RevocationGatedLease: AuthorizationLease, @unchecked Sendable {
       started.changed()
       if open { continuation.resume() }
     }
-    await inner.revokeGrants(ofMcUid: mcUid)
+    await inner.revokeGrants(ofAccount: account)
   }
 
   func acquire(_ key: AccountKey, owner: String, timeToLive: Duration) async -> LeaseAttempt {
@@ -263,8 +265,8 @@ final class RevocationGatedLease: AuthorizationLease, @unchecked Sendable {
   }
   func release(_ grant: LeaseGrant) async { await inner.release(grant) }
   func revokeAllGrants() async { await inner.revokeAllGrants() }
-  func signOut(mcUid: String, by owner: String) async {
-    await inner.signOut(mcUid: mcUid, by: owner)
+  func signOut(account: String, by owner: String) async {
+    await inner.signOut(account: account, by: owner)
   }
   func signOutAll(by owner: String) async { await inner.signOutAll(by: owner) }
   func isCurrent(_ grant: LeaseGrant) async -> Bool { await inner.isCurrent(grant) }

@@ -207,9 +207,9 @@ final class InstrumentedStore: TokenStore, @unchecked Sendable {
     changes.changed()
   }
 
-  func removeModels(forMcUid mcUid: String) async throws {
+  func removeModels(forAccount account: String) async throws {
     counts.withLock { $0.removes += 1 }
-    await inner.removeModels(forMcUid: mcUid)
+    await inner.removeModels(forAccount: account)
     changes.changed()
   }
 

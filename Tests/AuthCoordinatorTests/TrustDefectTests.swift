@@ -46,15 +46,6 @@ import Testing
     #expect(store.snapshot[u2] != nil, "other users stay signed in")
   }
 
-  @Test func aCustomStoreWithoutRemoveModelsIsClearedThroughTheDefault() async throws {
-    let key = AccountKey(mcUid: "u1", mode: Self.custom)
-    let store = LegacyDictionaryStore([key: makeModel("stored"), u2: makeModel("u2", mcUid: "u2")])
-    let h = Harness(store: store)
-    await h.coordinator.accountStatusChanged(.logout(mcUid: "u1"))
-    #expect(await store.models[key] == nil)
-    #expect(await store.removeAllCalls == 1)
-  }
-
   // MARK: Store calls are bounded
 
   @Test func aLoadThatNeverReturnsFailsTheCallersAtTheDeadline() async throws {

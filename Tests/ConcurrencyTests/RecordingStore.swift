@@ -58,12 +58,12 @@ final class RecordingStore: TokenStore, @unchecked Sendable {
     }
   }
 
-  func removeModels(forMcUid mcUid: String) async throws {
+  func removeModels(forAccount account: String) async throws {
     state.withLock {
       $0.index += 1
       $0.removals += 1
-      $0.models = $0.models.filter { $0.key.mcUid != mcUid }
-      $0.lastRemoval[mcUid] = $0.index
+      $0.models = $0.models.filter { $0.key.account != account }
+      $0.lastRemoval[account] = $0.index
     }
   }
 

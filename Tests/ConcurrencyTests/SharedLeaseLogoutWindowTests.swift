@@ -132,12 +132,14 @@ private struct SlowSignOutLease: AuthorizationLease {
     await inner.renew(grant, timeToLive: timeToLive)
   }
   func release(_ grant: LeaseGrant) async { await inner.release(grant) }
-  func signOut(mcUid: String, by owner: String) async {
+  func signOut(account: String, by owner: String) async {
     await gate.pass()
-    await inner.signOut(mcUid: mcUid, by: owner)
+    await inner.signOut(account: account, by: owner)
   }
   func signOutAll(by owner: String) async { await inner.signOutAll(by: owner) }
-  func revokeGrants(ofMcUid mcUid: String) async { await inner.revokeGrants(ofMcUid: mcUid) }
+  func revokeGrants(ofAccount account: String) async {
+    await inner.revokeGrants(ofAccount: account)
+  }
   func revokeAllGrants() async { await inner.revokeAllGrants() }
   func isCurrent(_ grant: LeaseGrant) async -> Bool { await inner.isCurrent(grant) }
   func changes() -> AsyncStream<LeaseChange> { inner.changes() }

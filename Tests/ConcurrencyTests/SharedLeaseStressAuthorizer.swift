@@ -34,13 +34,15 @@ struct SharedStressLease: AuthorizationLease {
     await inner.release(grant)
   }
 
-  func signOut(mcUid: String, by owner: String) async {
-    await inner.signOut(mcUid: mcUid, by: owner)
-    ledger.signOutRecorded(process: process, mcUid: mcUid)
+  func signOut(account: String, by owner: String) async {
+    await inner.signOut(account: account, by: owner)
+    ledger.signOutRecorded(process: process, mcUid: account)
   }
 
   func signOutAll(by owner: String) async { await inner.signOutAll(by: owner) }
-  func revokeGrants(ofMcUid mcUid: String) async { await inner.revokeGrants(ofMcUid: mcUid) }
+  func revokeGrants(ofAccount account: String) async {
+    await inner.revokeGrants(ofAccount: account)
+  }
   func revokeAllGrants() async { await inner.revokeAllGrants() }
   func isCurrent(_ grant: LeaseGrant) async -> Bool { await inner.isCurrent(grant) }
   func changes() -> AsyncStream<LeaseChange> { inner.changes() }
@@ -157,9 +159,9 @@ struct SharedStressStore: TokenStore {
     await pause()
   }
 
-  func removeModels(forMcUid mcUid: String) async {
+  func removeModels(forAccount account: String) async {
     await pause()
-    await inner.removeModels(forMcUid: mcUid)
+    await inner.removeModels(forAccount: account)
     await pause()
   }
 

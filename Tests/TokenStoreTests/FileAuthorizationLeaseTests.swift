@@ -145,8 +145,8 @@ import Testing
     #expect(try await b.isCurrent(grant))
     let atB = b.changes()
     await b.synchronize()
-    try await a.signOut(mcUid: "u1", by: "owner-A")
-    #expect(await firstChanges(atB, count: 1) == [.signedOut(mcUid: "u1", by: "owner-A")])
+    try await a.signOut(account: "u1", by: "owner-A")
+    #expect(await firstChanges(atB, count: 1) == [.signedOut(account: "u1", by: "owner-A")])
     #expect(try await !b.isCurrent(grant))
     #expect(try await b.isCurrent(otherGrant))
     try await b.release(grant)
@@ -172,8 +172,8 @@ import Testing
     let b = FileAuthorizationLease(url: leaseURL(dir), pollInterval: .seconds(3600))
     let atB = b.changes()
     await b.synchronize()
-    try await a.signOut(mcUid: "u1", by: "owner-A")
-    #expect(await firstChanges(atB, count: 1) == [.signedOut(mcUid: "u1", by: "owner-A")])
+    try await a.signOut(account: "u1", by: "owner-A")
+    #expect(await firstChanges(atB, count: 1) == [.signedOut(account: "u1", by: "owner-A")])
   }
 
   /// The first half of a logout: earlier grants stop being current in every process, and
@@ -188,12 +188,12 @@ import Testing
       try await b.acquire(other, owner: "B", timeToLive: .seconds(60)).grant)
     let atB = b.changes()
     await b.synchronize()
-    try await a.revokeGrants(ofMcUid: "u1")
+    try await a.revokeGrants(ofAccount: "u1")
     #expect(try await !b.isCurrent(grant))
     #expect(try await b.isCurrent(otherGrant))
     // Announced first is the sign-out that follows, not the revocation.
-    try await a.signOut(mcUid: "u2", by: "owner-A")
-    #expect(await firstChanges(atB, count: 1) == [.signedOut(mcUid: "u2", by: "owner-A")])
+    try await a.signOut(account: "u2", by: "owner-A")
+    #expect(await firstChanges(atB, count: 1) == [.signedOut(account: "u2", by: "owner-A")])
     try await a.revokeAllGrants()
     #expect(try await !b.isCurrent(otherGrant))
     let after = try #require(

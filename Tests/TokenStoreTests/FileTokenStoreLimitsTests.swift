@@ -34,7 +34,7 @@ import Testing
     let operations: [(String, @Sendable () async throws -> Void)] = [
       ("save", { try await store.save(sampleModel(2), for: key(2)) }),
       ("removeModel", { try await store.removeModel(for: key(1)) }),
-      ("removeModels(forMcUid:)", { try await store.removeModels(forMcUid: "u1") }),
+      ("removeModels(forAccount:)", { try await store.removeModels(forAccount: "u1") }),
       ("removeAll", { try await store.removeAll() }),
     ]
     for (name, operation) in operations {
@@ -172,7 +172,7 @@ import Testing
   @Test func removalsDeleteEveryQuarantinedCopy() async throws {
     let removals: [(String, @Sendable (FileTokenStore) async throws -> Void)] = [
       ("removeAll", { try await $0.removeAll() }),
-      ("removeModels(forMcUid:)", { try await $0.removeModels(forMcUid: "u1") }),
+      ("removeModels(forAccount:)", { try await $0.removeModels(forAccount: "u1") }),
       ("removeModel(for:)", { try await $0.removeModel(for: key(1)) }),
     ]
     for (name, remove) in removals {
@@ -204,7 +204,7 @@ import Testing
     try Data("garbage token-u1\n".utf8).write(to: dir.file())
     let issues = IssueLog()
     let store = FileTokenStore(url: dir.file(), onIssue: issues.handler)
-    try await store.removeModels(forMcUid: "u1")
+    try await store.removeModels(forAccount: "u1")
     #expect(issues.codes == [.corruptFile])
     #expect(try dir.contents() == ["tokens.store.lock"])
   }

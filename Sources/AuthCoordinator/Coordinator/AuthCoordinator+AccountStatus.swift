@@ -10,7 +10,7 @@ extension AuthCoordinator {
   ///
   /// When this returns, no request will ever be answered with the old model, including one
   /// whose authorization was still in flight: a late result is discarded. A logout or unbind
-  /// removes every mode of the user from the store (``TokenStore/removeModels(forMcUid:)``),
+  /// removes every mode of the user from the store (``TokenStore/removeModels(forAccount:)``),
   /// including modes this process never used.
   ///
   /// It returns within ``Configuration/storeTimeout`` even when the store is stuck: memory is
@@ -69,7 +69,7 @@ extension AuthCoordinator {
       var failure: (any Error)?
       do {
         switch change {
-        case .logout(let mcUid), .unbind(let mcUid): try await store.removeModels(forMcUid: mcUid)
+        case .logout(let mcUid), .unbind(let mcUid): try await store.removeModels(forAccount: mcUid)
         case .logoutAll: try await store.removeAll()
         }
       } catch {
@@ -131,7 +131,7 @@ extension AuthCoordinator {
     guard let lease else { return }
     do {
       switch change {
-      case .logout(let mcUid), .unbind(let mcUid): try await lease.revokeGrants(ofMcUid: mcUid)
+      case .logout(let mcUid), .unbind(let mcUid): try await lease.revokeGrants(ofAccount: mcUid)
       case .logoutAll: try await lease.revokeAllGrants()
       }
     } catch {
@@ -145,7 +145,7 @@ extension AuthCoordinator {
     do {
       switch change {
       case .logout(let mcUid), .unbind(let mcUid):
-        try await lease.signOut(mcUid: mcUid, by: leaseOwner)
+        try await lease.signOut(account: mcUid, by: leaseOwner)
       case .logoutAll:
         try await lease.signOutAll(by: leaseOwner)
       }

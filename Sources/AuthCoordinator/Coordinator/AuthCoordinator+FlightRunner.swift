@@ -195,8 +195,8 @@ extension AuthCoordinator {
     }
     guard await isCurrent(grant) else {
       do {
-        try await store.removeModels(forMcUid: key.mcUid)
-        try await lease?.signOut(mcUid: key.mcUid, by: leaseOwner)
+        try await store.removeModels(forAccount: key.account)
+        try await lease?.signOut(account: key.account, by: leaseOwner)
       } catch {
         reportStoreFailure(key, .remove, error)
       }

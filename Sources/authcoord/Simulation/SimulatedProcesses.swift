@@ -85,8 +85,8 @@ final class ProcessTokenStore: TokenStore {
     await shared.removeModel(for: key)
   }
 
-  func removeModels(forMcUid mcUid: String) async throws {
-    await shared.removeModels(forMcUid: mcUid)
+  func removeModels(forAccount account: String) async throws {
+    await shared.removeModels(forAccount: account)
   }
 
   func removeAll() async throws {
@@ -181,8 +181,8 @@ final class ProcessLease: AuthorizationLease {
     await shared.release(grant)
   }
 
-  func signOut(mcUid: String, by owner: String) async throws {
-    await shared.signOut(mcUid: mcUid, by: owner)
+  func signOut(account: String, by owner: String) async throws {
+    await shared.signOut(account: account, by: owner)
   }
 
   func signOutAll(by owner: String) async throws {
@@ -190,8 +190,8 @@ final class ProcessLease: AuthorizationLease {
     await shared.signOutAll(by: owner)
   }
 
-  func revokeGrants(ofMcUid mcUid: String) async throws {
-    await shared.revokeGrants(ofMcUid: mcUid)
+  func revokeGrants(ofAccount account: String) async throws {
+    await shared.revokeGrants(ofAccount: account)
   }
 
   func revokeAllGrants() async throws { await shared.revokeAllGrants() }

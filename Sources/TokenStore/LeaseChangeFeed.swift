@@ -1,0 +1,38 @@
+/// The change notices of an ``AuthorizationLease``: how a waiter learns that the key it waits
+/// for was released, or that an account signed out, without busy-waiting.
+///
+/// What every implementation promises: ``changes()`` yields after every release and sign-out,
+/// made in this process or another, to every subscription that existed when it happened. A
+/// notice may be late or duplicated, never silently lost: an implementation that cannot tell
+/// what changed (a file watcher that overflowed, a database connection that reconnected and may
+/// have missed `NOTIFY`s) yields ``LeaseChange/unknown``, and waiters then look again.
+public protocol LeaseChangeFeed: Sendable {
+  /// A new subscription to the lease's changes, from this process and others, from now on.
+  ///
+  /// - Returns: A stream that yields after each change; it ends when the subscriber stops
+  ///   iterating it or the lease is deallocated.
+  func changes() -> AsyncStream<LeaseChange>
+}
+
+/// A change announced by ``LeaseChangeFeed/changes()``.
+public enum LeaseChange: Sendable, Hashable {
+  /// A holder gave the key up; whatever it obtained is in the store.
+  case released(AccountKey)
+  /// The account signed out in the process of `owner`.
+  case signedOut(account: String, by: String)
+  /// Every user signed out in the process of `owner`.
+  case signedOutAll(by: String)
+  /// Something changed; the implementation cannot tell what.
+  case unknown
+
+  /// The earlier name of ``signedOut(account:by:)``.
+  ///
+  /// - Parameters:
+  ///   - mcUid: The user.
+  ///   - owner: Who signed the user out.
+  /// - Returns: ``signedOut(account:by:)``.
+  @available(*, deprecated, renamed: "signedOut(account:by:)")
+  public static func signedOut(mcUid: String, by owner: String) -> LeaseChange {
+    .signedOut(account: mcUid, by: owner)
+  }
+}

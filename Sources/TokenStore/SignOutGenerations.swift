@@ -1,0 +1,111 @@
+/// The sign-out record of an ``AuthorizationLease``: a logout makes every grant taken before it
+/// for that account not current, so that a holder whose result arrives after the logout can no
+/// longer store it.
+///
+/// What every implementation promises:
+/// - **Generations.** Each account has a sign-out generation, and so does "everyone"; a grant
+///   records them when it is taken (``LeaseGrant/generation``), and ``LeaseGrants/isCurrent(_:)``
+///   is `false` once either moved on.
+/// - **Two steps per logout.** ``revokeGrants(ofAccount:)`` (silent) runs before the logout
+///   empties the store, ``signOut(account:by:)`` (announced) after: a holder whose result arrives
+///   in between can no longer store it, and no other process re-reads the store before it is
+///   empty. ``revokeAllGrants()`` and ``signOutAll(by:)`` do the same for every account.
+/// - **Durable.** A generation never moves back while the lease's storage lives (for the file
+///   lease, while its file does).
+///
+/// The requirements name an account (the user id of the app or service). A lease written for an
+/// earlier version that implements `revokeGrants(ofMcUid:)` and `signOut(mcUid:by:)` still
+/// compiles and keeps its behaviour (the new requirements' deprecated defaults forward to them),
+/// with deprecation warnings that ask for the rename.
+public protocol SignOutGenerations: Sendable {
+  /// Makes every grant of `account`'s keys taken before now not current, without announcing
+  /// anything. A logout calls it before it empties the store, and ``signOut(account:by:)``
+  /// after.
+  ///
+  /// - Parameter account: The account.
+  /// - Throws: When the lease's storage cannot be read or changed.
+  func revokeGrants(ofAccount account: String) async throws
+
+  /// Makes every grant taken before now not current, without announcing anything (the first
+  /// half of ``signOutAll(by:)``, as ``revokeGrants(ofAccount:)`` is of an account's sign-out).
+  ///
+  /// - Throws: When the lease's storage cannot be read or changed.
+  func revokeAllGrants() async throws
+
+  /// Records that `account` signed out: every grant of its keys taken before now is no longer
+  /// current. Announces ``LeaseChange/signedOut(account:by:)``.
+  ///
+  /// - Parameters:
+  ///   - account: The account.
+  ///   - owner: Who signed the account out (so that it can ignore its own announcement).
+  /// - Throws: When the lease's storage cannot be read or changed.
+  func signOut(account: String, by owner: String) async throws
+
+  /// Records that every account signed out. Announces ``LeaseChange/signedOutAll(by:)``.
+  ///
+  /// - Parameter owner: Who signed everyone out.
+  /// - Throws: When the lease's storage cannot be read or changed.
+  func signOutAll(by owner: String) async throws
+
+  /// The earlier name of ``revokeGrants(ofAccount:)``; implement that one instead.
+  ///
+  /// - Parameter mcUid: The user.
+  /// - Throws: When the lease's storage cannot be read or changed.
+  @available(*, deprecated, renamed: "revokeGrants(ofAccount:)")
+  func revokeGrants(ofMcUid mcUid: String) async throws
+
+  /// The earlier name of ``signOut(account:by:)``; implement that one instead.
+  ///
+  /// - Parameters:
+  ///   - mcUid: The user.
+  ///   - owner: Who signed the user out.
+  /// - Throws: When the lease's storage cannot be read or changed.
+  @available(*, deprecated, renamed: "signOut(account:by:)")
+  func signOut(mcUid: String, by owner: String) async throws
+}
+
+extension SignOutGenerations {
+  /// Forwards to the earlier name, `revokeGrants(ofMcUid:)`. Implement
+  /// ``SignOutGenerations/revokeGrants(ofAccount:)``.
+  ///
+  /// - Parameter account: The account.
+  /// - Throws: When the lease's storage cannot be read or changed.
+  @available(*, deprecated, message: "implement revokeGrants(ofAccount:)")
+  public func revokeGrants(ofAccount account: String) async throws {
+    try await revokeGrants(ofMcUid: account)
+  }
+
+  /// Forwards to the earlier name, `signOut(mcUid:by:)`. Implement
+  /// ``SignOutGenerations/signOut(account:by:)``.
+  ///
+  /// - Parameters:
+  ///   - account: The account.
+  ///   - owner: Who signed the account out.
+  /// - Throws: When the lease's storage cannot be read or changed.
+  @available(*, deprecated, message: "implement signOut(account:by:)")
+  public func signOut(account: String, by owner: String) async throws {
+    try await signOut(mcUid: account, by: owner)
+  }
+
+  /// Revokes every account's grants: broader than needed, never too little. Implement
+  /// ``SignOutGenerations/revokeGrants(ofAccount:)`` instead.
+  ///
+  /// - Parameter mcUid: The user.
+  /// - Throws: When the lease's storage cannot be read or changed.
+  @available(*, deprecated, renamed: "revokeGrants(ofAccount:)")
+  public func revokeGrants(ofMcUid mcUid: String) async throws {
+    try await revokeAllGrants()
+  }
+
+  /// Signs every account out: broader than needed, never too little. Implement
+  /// ``SignOutGenerations/signOut(account:by:)`` instead.
+  ///
+  /// - Parameters:
+  ///   - mcUid: The user.
+  ///   - owner: Who signed the user out.
+  /// - Throws: When the lease's storage cannot be read or changed.
+  @available(*, deprecated, renamed: "signOut(account:by:)")
+  public func signOut(mcUid: String, by owner: String) async throws {
+    try await signOutAll(by: owner)
+  }
+}
