@@ -4,11 +4,14 @@ import SyncPrimitives
 
 /// One simulated process's view of the shared ``InMemoryAuthorizationLease``: passes everything
 /// through, and tells the ledger who holds which key until when, and when this process recorded
-/// a sign-out.
+/// a sign-out. With faults on, some renewals throw (a transient failure of the lease's storage).
 struct SharedStressLease: AuthorizationLease {
+  struct RenewalFault: Error {}
+
   let inner: InMemoryAuthorizationLease
   let process: Int
   let ledger: SharedStressLedger
+  let faults: SharedStressFaults
 
   func acquire(_ key: AccountKey, owner: String, timeToLive: Duration) async -> LeaseAttempt {
     let attempt = await inner.acquire(key, owner: owner, timeToLive: timeToLive)
@@ -18,7 +21,8 @@ struct SharedStressLease: AuthorizationLease {
     return attempt
   }
 
-  func renew(_ grant: LeaseGrant, timeToLive: Duration) async -> LeaseGrant? {
+  func renew(_ grant: LeaseGrant, timeToLive: Duration) async throws -> LeaseGrant? {
+    if faults.renewalFails() { throw RenewalFault() }
     let renewed = await inner.renew(grant, timeToLive: timeToLive)
     if let renewed {
       ledger.held(
@@ -53,26 +57,31 @@ struct SharedStressLease: AuthorizationLease {
 /// otherwise it logs in. Before answering it waits a random time (sometimes past this process's
 /// authorization deadline); some calls ignore cancellation (the request reaches the server
 /// anyway), others stop at it without reaching the server; some fail transiently before
-/// reaching the server.
+/// reaching the server. With faults on, some hang for `hangFor` (past the maximum hold),
+/// ignoring cancellation, and then fail without reaching the server.
 final class SharedStressAuthorizer: Authorizer {
   struct TransientFailure: Error {}
 
   let process: Int
   let seed: UInt64
   let deadline: Duration
+  let hangFor: Duration
   let issuer: SharedLeaseIssuer
   let ledger: SharedStressLedger
+  let faults: SharedStressFaults
   private let calls = LockedState(UInt64(0))
 
   init(
-    process: Int, seed: UInt64, deadline: Duration, issuer: SharedLeaseIssuer,
-    ledger: SharedStressLedger
+    process: Int, seed: UInt64, deadline: Duration, hangFor: Duration,
+    issuer: SharedLeaseIssuer, ledger: SharedStressLedger, faults: SharedStressFaults
   ) {
     self.process = process
     self.seed = seed
     self.deadline = deadline
+    self.hangFor = hangFor
     self.issuer = issuer
     self.ledger = ledger
+    self.faults = faults
   }
 
   func authorize(_ request: AuthorizationRequest) async throws -> AuthModel {
@@ -85,6 +94,11 @@ final class SharedStressAuthorizer: Authorizer {
     let family = refreshToken.flatMap(issuer.family(ofRefreshToken:))
     let flight = ledger.authorizationBegan(process: process, key: request.key, family: family)
     defer { ledger.authorizationEnded(flight) }
+    if faults.callHangs() {
+      ledger.authorizationHangs(flight)
+      await Task { [hangFor] in try? await Task.sleep(for: hangFor) }.value
+      throw TransientFailure()
+    }
 
     let deadlineMs =
       Int(deadline.components.seconds * 1000)
@@ -119,16 +133,22 @@ final class SharedStressAuthorizer: Authorizer {
 
 /// The shared ``InMemoryTokenStore`` with a random latency before and after every operation
 /// (up to `latency` in all, as a file store's reads and writes take a little time), so that a
-/// logout's removal, a holder's save and a re-read interleave across processes.
-struct SharedStressStore: TokenStore {
+/// logout's removal, a holder's save and a re-read interleave across processes. It takes part
+/// in the lease (fenced saves). With faults on, some saves throw before they write (a full disk,
+/// a lock held too long).
+struct SharedStressStore: FencedTokenStore {
+  struct SaveFault: Error {}
+
   let inner: InMemoryTokenStore
   let latency: Duration
   let rng: LockedState<SplitMix64>
+  let faults: SharedStressFaults
 
-  init(inner: InMemoryTokenStore, latency: Duration, seed: UInt64) {
+  init(inner: InMemoryTokenStore, latency: Duration, seed: UInt64, faults: SharedStressFaults) {
     self.inner = inner
     self.latency = latency
     rng = LockedState(SplitMix64(seed: seed))
+    self.faults = faults
   }
 
   private func pause() async {
@@ -147,16 +167,19 @@ struct SharedStressStore: TokenStore {
     return model
   }
 
-  func save(_ model: AuthModel, for key: AccountKey) async {
+  func save(_ model: AuthModel, for key: AccountKey) async throws {
     await pause()
+    if faults.saveFails() { throw SaveFault() }
     await inner.save(model, for: key)
     await pause()
   }
 
-  func removeModel(for key: AccountKey) async {
+  func save(_ model: AuthModel, for key: AccountKey, fence: UInt64) async throws -> Bool {
     await pause()
-    await inner.removeModel(for: key)
+    if faults.saveFails() { throw SaveFault() }
+    let saved = await inner.save(model, for: key, fence: fence)
     await pause()
+    return saved
   }
 
   func removeModels(forAccount account: String) async {

@@ -8,11 +8,16 @@ import Foundation
 /// - `SHARED_STRESS_MARGIN_MS`: how long past its deadline a call may end (default 1,000 ms).
 /// - `SHARED_STRESS_STORE_LATENCY_US`: the most a store operation takes (default 2,000 µs; 1
 ///   for none).
+/// - `SHARED_STRESS_FAULTS`: which faults (``SharedStressFaults``): all by default, `0` for
+///   none, or a comma-separated list of `saves`, `renewals`, `hangs`, `clock`. 5% of saves and
+///   5% of lease renewals fail, 2% of authorizer calls hang past the maximum hold (and never
+///   reach the server), and 1% of operations step the processes' wall clock by up to ±2 s.
 struct SharedStressParameters: Sendable, CustomStringConvertible {
   var seed: UInt64
   var operations: Int
   var margin: Duration
   var storeLatency: Duration
+  var faults: Set<SharedStressFaults.Kind>
   /// Calls and logouts outstanding at most before the driver waits for some to end.
   var window = 200
 
@@ -23,13 +28,22 @@ struct SharedStressParameters: Sendable, CustomStringConvertible {
         ?? UInt64.random(in: 1...UInt64.max),
       operations: environmentInt("SHARED_STRESS_OPS", 3_000),
       margin: .milliseconds(environmentInt("SHARED_STRESS_MARGIN_MS", 1_000)),
-      storeLatency: .microseconds(environmentInt("SHARED_STRESS_STORE_LATENCY_US", 2_000)))
+      storeLatency: .microseconds(environmentInt("SHARED_STRESS_STORE_LATENCY_US", 2_000)),
+      faults: faultKinds(environment["SHARED_STRESS_FAULTS"]))
+  }
+
+  static func faultKinds(_ text: String?) -> Set<SharedStressFaults.Kind> {
+    switch text {
+    case nil, "1": Set(SharedStressFaults.Kind.allCases)
+    case "0": []
+    case let list?: Set(list.split(separator: ",").compactMap { .init(rawValue: String($0)) })
+    }
   }
 
   var seedText: String { "0x" + String(seed, radix: 16) }
 
   var description: String {
-    "seed=\(seedText) operations=\(operations) store latency \(storeLatency) (rerun: SHARED_STRESS_SEED=\(seedText))"
+    "seed=\(seedText) operations=\(operations) store latency \(storeLatency) faults \(faults.isEmpty ? "none" : faults.map(\.rawValue).sorted().joined(separator: ",")) (rerun: SHARED_STRESS_SEED=\(seedText))"
   }
 }
 
@@ -56,6 +70,9 @@ final class SharedLeaseStressDriver {
   let store = InMemoryTokenStore()
   let lease = InMemoryAuthorizationLease()
   let ledger: SharedStressLedger
+  /// The faults injected, and the wall clock every simulated process reads (the host's; the
+  /// lease keeps its expiries on the real clock, as a lease on a clock that never steps does).
+  let faults: SharedStressFaults
   let processes: [SharedStressProcess]
   let users: [AccountKey]
   private var rng: SplitMix64
@@ -68,8 +85,11 @@ final class SharedLeaseStressDriver {
     var rng = SplitMix64(seed: parameters.seed)
     let ledger = SharedStressLedger(seedText: parameters.seedText)
     self.ledger = ledger
+    let faults = SharedStressFaults(kinds: parameters.faults, seed: parameters.seed)
+    self.faults = faults
     let shared = SharedStressStore(
-      inner: store, latency: parameters.storeLatency, seed: SplitMix64.hash(parameters.seed, 2))
+      inner: store, latency: parameters.storeLatency, seed: SplitMix64.hash(parameters.seed, 2),
+      faults: faults)
     let count = Int.random(in: 2...6, using: &rng)
     users = (0..<Int.random(in: 1...3, using: &rng)).map { AccountKey(mcUid: "u\($0)") }
     var processes: [SharedStressProcess] = []
@@ -80,10 +100,16 @@ final class SharedLeaseStressDriver {
         authorizationTimeout: timeout, exchangeTimeout: timeout, refreshLeeway: .milliseconds(20))
       configuration.leaseTimeToLive = timeToLive
       configuration.maxForcedAuthorizations = 1_000_000
+      configuration.maximumHold = timeout * 3
+      configuration.saveRetryDelay = .milliseconds(20)
+      configuration.maxSaveRetryDelay = .milliseconds(200)
+      configuration.now = faults.wallClock
       let authorizer = SharedStressAuthorizer(
-        process: index, seed: parameters.seed, deadline: timeout, issuer: issuer, ledger: ledger)
+        process: index, seed: parameters.seed, deadline: timeout, hangFor: timeout * 5,
+        issuer: issuer, ledger: ledger, faults: faults)
       let coordinator = AuthCoordinator(
-        store: shared, lease: SharedStressLease(inner: lease, process: index, ledger: ledger),
+        store: shared,
+        lease: SharedStressLease(inner: lease, process: index, ledger: ledger, faults: faults),
         authorizer: authorizer, configuration: configuration)
       processes.append(
         SharedStressProcess(
@@ -138,6 +164,7 @@ final class SharedLeaseStressDriver {
     }
     report.users = users.count
     report.kinds = kinds
+    report.faults = faults.counts
     report.drained = drained
     await finalChecks(&report)
     report.seconds = secondsSince(began)
@@ -183,6 +210,9 @@ final class SharedLeaseStressDriver {
     case ..<76:
       count("logout")
       logout(process, user)
+    case ..<77:
+      count("wall clock step")
+      faults.stepWallClock(by: Double.random(in: -2...2, using: &rng))
     default:
       count("burst of 3-10 callers over the processes")
       let forced = rng.chance(30)
@@ -321,9 +351,10 @@ struct SharedStressReport: Sendable {
   var logouts = 0
   var heardSignOuts = 0
   var kinds: [String: Int] = [:]
+  var faults = SharedStressFaults.Counts()
   var outcomes: [String: Int] = [:]
   var issuer = (logins: 0, refreshes: 0, invalidGrants: 0)
-  var overlaps = (afterLapse: 0, withAbandoned: 0, withoutLiveLease: 0)
+  var overlaps = (afterLapse: 0, withAbandoned: 0, withHung: 0, withoutLiveLease: 0)
   var worstOvershoot = Duration.zero
   var worstInDeadlines = 0.0
   var statistics: [AuthCoordinator.Statistics] = []
@@ -346,6 +377,11 @@ struct SharedStressReport: Sendable {
       \(String(format: "%.2f", seconds)) s
         calls \(calls), logouts \(logouts) (heard elsewhere \(heardSignOuts) times)
         operations by kind: \(list(kinds))
+        faults: saves failed \(faults.failedSaves), renewals failed \(faults.failedRenewals), \
+      authorizer calls hung \(faults.hungCalls), wall clock steps \(faults.clockSteps) (offset \
+      \(String(format: "%+.2f", faults.offset)) s at the end); unsaved models \
+      \(sum(\.unsavedModels)), save retries \(sum(\.saveRetries)), leases lost \
+      \(sum(\.leasesLost)), holds ended \(sum(\.holdsEnded))
         outcomes: \(list(outcomes))
         issuer: logins \(issuer.logins) refreshes \(issuer.refreshes) invalid grants \
       \(issuer.invalidGrants)
@@ -353,7 +389,8 @@ struct SharedStressReport: Sendable {
       \(sum(\.adoptedFromStore)), late results saved \(sum(\.lateResultsSaved)) discarded \
       \(sum(\.lateResultsDiscarded)), flights timed out \(sum(\.flightsTimedOut))
         refresh overlaps across processes after the holder's lease lapsed \
-      \(overlaps.afterLapse), with an abandoned call \(overlaps.withAbandoned); authorizer calls \
+      \(overlaps.afterLapse), with an abandoned call \(overlaps.withAbandoned), with a hung call \
+      \(overlaps.withHung); authorizer calls \
       begun without this process holding a live lease \(overlaps.withoutLiveLease)
         worst overshoot of a caller's own timeout \(worstOvershoot); longest call without one \
       \(String(format: "%.2f", worstInDeadlines)) deadlines; drained \(drained)

@@ -34,6 +34,8 @@ final class SharedStressLedger: Sendable {
     var family: Int?
     var began: ContinuousClock.Instant
     var cancelled = false
+    /// The call hangs past the maximum hold and never reaches the server (a fault).
+    var hung = false
   }
 
   private struct State {
@@ -57,6 +59,7 @@ final class SharedStressLedger: Sendable {
     var flights: [Int: Flight] = [:]
     var overlapsAfterLapse = 0
     var overlapsWithAbandoned = 0
+    var overlapsWithHung = 0
     var authorizedWithoutLiveLease = 0
     var worstOvershoot: Duration = .zero
     var worstInDeadlines = 0.0
@@ -255,7 +258,10 @@ final class SharedStressLedger: Sendable {
             "process \(process) began refreshing family \(family) of \(key.mcUid) while process "
             + "\(other.process)'s refresh of it (began \(other.began.duration(to: began)) earlier, "
             + "cancelled: \(other.cancelled)) was in flight"
-          if other.process == process {
+          if other.hung {
+            // Abandoned after the maximum hold; it never reaches the server.
+            state.overlapsWithHung += 1
+          } else if other.process == process {
             Self.note([("refresh overlap", text + ", in the same process")], in: &state)
           } else if otherLive {
             Self.note([("refresh overlap", text + ", under its live lease")], in: &state)
@@ -272,6 +278,8 @@ final class SharedStressLedger: Sendable {
   }
 
   func authorizationCancelled(_ id: Int) { state.withLock { $0.flights[id]?.cancelled = true } }
+
+  func authorizationHangs(_ id: Int) { state.withLock { $0.flights[id]?.hung = true } }
 
   func authorizationEnded(_ id: Int) { _ = state.withLock { $0.flights.removeValue(forKey: id) } }
 
@@ -301,9 +309,12 @@ final class SharedStressLedger: Sendable {
     state.withLock { ($0.logoutsStarted, $0.logoutsFinished, $0.heardSignOuts) }
   }
   var outcomes: [String: Int] { state.withLock { $0.outcomes } }
-  var overlaps: (afterLapse: Int, withAbandoned: Int, withoutLiveLease: Int) {
+  var overlaps: (afterLapse: Int, withAbandoned: Int, withHung: Int, withoutLiveLease: Int) {
     state.withLock {
-      ($0.overlapsAfterLapse, $0.overlapsWithAbandoned, $0.authorizedWithoutLiveLease)
+      (
+        $0.overlapsAfterLapse, $0.overlapsWithAbandoned, $0.overlapsWithHung,
+        $0.authorizedWithoutLiveLease
+      )
     }
   }
   var worstOvershoot: Duration { state.withLock { $0.worstOvershoot } }

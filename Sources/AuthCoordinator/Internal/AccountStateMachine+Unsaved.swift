@@ -22,16 +22,14 @@ extension AccountStateMachine {
   }
 
   /// What a re-read should go on with, given what the store returned: the store is the shared
-  /// truth, except that an unsaved model in memory is kept over an older stored one (the
-  /// stored one's refresh token may be spent). A stored model that expires later than the
-  /// unsaved one was stored by another process after it, and wins.
+  /// truth, except that an unsaved model in memory is kept over any stored one, until it is
+  /// settled (stored, or refused by the fence because a later holder of the lease saved) or
+  /// replaced. While it is unsaved its flight holds the lease, so no other process can have
+  /// stored a newer model; the stored one is older and its refresh token may be spent. (An
+  /// expiry says nothing of which is newer: lifetimes vary from one grant to the next.)
   func preferred(overStored stored: AuthModel?) -> AuthModel? {
-    guard case .model(let cached) = cache, cached.unsaved, stored != cached.model else {
-      return stored
-    }
-    guard let stored else { return cached.model }
-    let storedExpiry = stored.expiresAt ?? .distantFuture
-    return storedExpiry > (cached.model.expiresAt ?? .distantFuture) ? stored : cached.model
+    guard case .model(let cached) = cache, cached.unsaved else { return stored }
+    return cached.model
   }
 
   /// A save of a flight that is no longer current failed (its deadline passed, or it was a
