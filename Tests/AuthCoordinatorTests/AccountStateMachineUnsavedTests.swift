@@ -104,4 +104,22 @@ import Testing
       machine.advance(2, .authorized(.success(model("t-late"))), date: date, now: .zero)
         == .discardLateResult)
   }
+
+  /// Found by the shared-lease stress with failing saves: a forced refresh of a valid model was
+  /// stopped at its deadline, its late result's save failed, and memory did not take it because
+  /// the old model expired later. The result was forgotten, the lease released, and the next
+  /// refresh spent the old refresh token again. A late result whose save failed spent the
+  /// newest refresh token this process knew, so memory takes it, unsaved, whatever the expiries.
+  @Test func aLateResultWhoseSaveFailedIsKeptUnsavedWhateverItsExpiry() {
+    let valid = model("t0", expiresIn: 7200, refreshToken: "r0")
+    var machine = self.machine(holding: valid)
+    _ = machine.request(.force(rejecting: "t0"), date: date, now: .zero, newFlightID: 2)
+    _ = machine.advance(2, .loaded(valid), date: date, now: .zero)
+    _ = machine.deadlineReached(2, phase: .authorization, date: date)
+    let late = model("t1", expiresIn: 60, refreshToken: "r1")
+    #expect(machine.advance(2, .authorized(.success(late)), date: date, now: .zero) != .ignore)
+    _ = machine.advance(2, .lateResultUnsaved(late), date: date, now: .zero)
+    #expect(machine.needsSave(late), "kept, unsaved, and its save retried")
+    #expect(machine.hasUnsavedModel)
+  }
 }

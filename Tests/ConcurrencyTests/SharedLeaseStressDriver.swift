@@ -100,12 +100,13 @@ final class SharedLeaseStressDriver {
         authorizationTimeout: timeout, exchangeTimeout: timeout, refreshLeeway: .milliseconds(20))
       configuration.leaseTimeToLive = timeToLive
       configuration.maxForcedAuthorizations = 1_000_000
-      configuration.maximumHold = timeout * 3
+      // Well above the slowest authorizer call (1.5 deadlines): only hung calls outlast it.
+      configuration.maximumHold = timeout * 6
       configuration.saveRetryDelay = .milliseconds(20)
       configuration.maxSaveRetryDelay = .milliseconds(200)
       configuration.now = faults.wallClock
       let authorizer = SharedStressAuthorizer(
-        process: index, seed: parameters.seed, deadline: timeout, hangFor: timeout * 5,
+        process: index, seed: parameters.seed, deadline: timeout, hangFor: timeout * 8,
         issuer: issuer, ledger: ledger, faults: faults)
       let coordinator = AuthCoordinator(
         store: shared,

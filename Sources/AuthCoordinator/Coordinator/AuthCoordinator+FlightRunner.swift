@@ -51,10 +51,11 @@ extension AuthCoordinator {
         outcome = .leaseAttempted(await acquireLease(key, flight: id, into: &held))
       case .awaitLeaseHolder(let until):
         // Until the holder announces a change, or its lease lapses (then it is taken over).
-        let lapse = Duration.saturating(seconds: until.timeIntervalSince(configuration.now()))
+        let wait = LeaseHolderWait.duration(
+          holderExpiresAt: until, now: configuration.now(),
+          timeToLive: configuration.leaseTimeToLive)
         await leaseWatch.wait(
-          after: held.seenVersion, until: clock.deadline(after: lapse + .milliseconds(1)),
-          on: clock)
+          after: held.seenVersion, until: clock.deadline(after: wait), on: clock)
         outcome = .leaseHolderChanged
       case .releaseLease:
         await release(&held, key)

@@ -32,6 +32,9 @@ extension AuthCoordinator {
     /// The grant is neither lost nor given up.
     var isHeld: Bool { state.withLock { $0 == .held } }
 
+    /// The maximum hold passed and the lease was given up; nobody deposed the holder.
+    var wasGivenUp: Bool { state.withLock { $0 == .over } }
+
     /// Ends the hold; `false` when it had ended already.
     func end(_ reason: State) -> Bool {
       state.withLock { state in
@@ -88,8 +91,13 @@ extension AuthCoordinator {
 
   /// Whether the flight may store its result under its lease: it still holds the grant (a
   /// renewal just before the save confirms it). A store that is not shared needs no lease.
+  ///
+  /// A grant given up at the maximum hold (not lost: nobody took it over before) still may, in a
+  /// store that takes part in the fencing: the fence refuses the save if a later holder saved
+  /// first, and otherwise it keeps the newest refresh token instead of forgetting it.
   func stillHolds(_ held: HeldLease, flight id: UInt64) async -> Bool {
     guard let grant = held.grant, let lease, let hold = held.hold else { return true }
+    if hold.wasGivenUp { return store is any FencedTokenStore }
     guard hold.isHeld else { return false }
     do {
       if try await lease.renew(grant, timeToLive: configuration.leaseTimeToLive) != nil {

@@ -34,11 +34,13 @@ extension AccountStateMachine {
 
   /// A save of a flight that is no longer current failed (its deadline passed, or it was a
   /// stopped refresh's late result): memory keeps the model unsaved if it is what memory
-  /// serves, or newer than it.
+  /// serves. A stopped refresh's late result is taken whatever the expiries: it spent the
+  /// newest refresh token this process knew (every later refresh waited for it), so the model
+  /// memory holds carries a spent one, and forgetting the result would spend that again.
   mutating func staleSaveFailed(_ model: AuthModel, date: Date, lateResultOf id: UInt64?) {
     if let id {
       guard outstanding.removeValue(forKey: id) == true else { return }
-      if isNewer(model, at: date) { adopt(model, obtainedAt: date, unsaved: true) }
+      adopt(model, obtainedAt: date, unsaved: true)
       return
     }
     guard case .model(var cached) = cache, cached.model == model else { return }
