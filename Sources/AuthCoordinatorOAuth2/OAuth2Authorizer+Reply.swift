@@ -17,7 +17,8 @@ extension OAuth2Authorizer {
     switch outcome {
     case .failed(let urlCode) where urlCode == .timedOut:
       throw AuthCoordinatorError(
-        .networkError, "the \(grant) request to the token endpoint timed out after \(timeout)",
+        .networkError,
+        "the \(grant) request to the token endpoint timed out after \(timeout(for: form))",
         underlying: URLError(urlCode))
     case .failed(let urlCode):
       throw AuthCoordinatorError(

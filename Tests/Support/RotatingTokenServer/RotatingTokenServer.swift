@@ -78,7 +78,7 @@ public final class RotatingTokenServer: @unchecked Sendable {
   }
 
   /// Sets any of the server's `/config` values by name (see the script's header): `delay`,
-  /// `expires_in`, `resource_delay`, `client_id`, `client_secret`, `fail_count`, `fail_status`,
+  /// `reply_delay`, `expires_in`, `resource_delay`, `client_id`, `client_secret`, `fail_count`, `fail_status`,
   /// `fail_body`, `redirect_to`, `huge_reply`.
   ///
   /// - Parameter settings: The values, by name.

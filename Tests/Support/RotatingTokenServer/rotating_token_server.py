@@ -22,6 +22,9 @@ Routes:
                  The request waits `delay` seconds first (see /config). When the client hangs up
                  during the delay (its socket reads end of file), nothing rotates and the
                  request counts as `aborted`: that models a holder killed mid-request.
+                 After the grant (the tokens have rotated), the answer waits `reply_delay` seconds
+                 (see /config): a server that rotated and is slow to say so. A client that hangs
+                 up then has lost the new tokens.
                  A request may carry `X-Worker-Pid`; /stats lists the requests in flight with it.
   GET /stats     JSON counts: grants (successful, by grant type), refreshes, issued (every
                  successful grant), requests (by grant type), reuses, revoked_families,
@@ -74,6 +77,7 @@ HARD_TIMEOUT = float(os.environ.get("ROTATING_TOKEN_SERVER_TIMEOUT", "300"))
 LOCK = threading.Lock()
 CONFIG = {
     "delay": 0.0,
+    "reply_delay": 0.0,
     "expires_in": 3600,
     "resource_delay": 0.0,
     "client_id": "",
@@ -345,6 +349,7 @@ class Handler(BaseHTTPRequestHandler):
             STATS["in_flight"] += 1
             IN_FLIGHT[number] = (self.headers.get("X-Worker-Pid", ""), time.monotonic())
             delay = CONFIG["delay"]
+            reply_delay = CONFIG["reply_delay"]
         try:
             completed = self.wait_delay(delay) if delay > 0 else True
             with LOCK:
@@ -352,6 +357,8 @@ class Handler(BaseHTTPRequestHandler):
                     status, reply = grant(params)
                 else:
                     STATS["aborted"] += 1
+            if completed and reply_delay > 0:
+                time.sleep(reply_delay)
         finally:
             with LOCK:
                 STATS["in_flight"] -= 1
