@@ -41,6 +41,11 @@ A protected resource, for the bearer-client tests:
   GET /resource  with `Authorization: Bearer <access token>`: 200 {"ok": true, "family": N} when
                  the token is active; otherwise 401 with
                  `WWW-Authenticate: Bearer error="invalid_token"`. Waits `resource_delay` s first.
+                 A request without an `Authorization` header counts as `resource_no_token`.
+  GET /redirect?to=<url>&status=<code>
+                 answers `status` (default 302) with `Location: <url>` (absolute or relative): an
+                 API that moved a resource, for the bearer client's redirect tests. Counted in
+                 `redirects`.
   GET /revoke-access
                  revokes every access token issued so far (their refresh tokens stay valid, as
                  when a resource server's key rotates); answers {"revoked": n}.
@@ -105,6 +110,8 @@ STATS = {
     "resource_ok": 0,
     "resource_unauthorized": 0,
     "access_revocations": 0,
+    "resource_no_token": 0,
+    "redirects": 0,
 }
 IN_FLIGHT = {}  # request number -> (pid header, monotonic arrival time)
 FAMILIES = {}  # family id -> {"revoked": bool, "current": refresh token}
@@ -263,6 +270,11 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(200, {"active": active})
         elif parsed.path == "/resource":
             self.resource()
+        elif parsed.path == "/redirect":
+            with LOCK:
+                STATS["redirects"] += 1
+            status = int(params.get("status", "302"))
+            self.send_raw(status, [("Location", params.get("to", "/resource"))], b"")
         elif parsed.path == "/revoke-access":
             with LOCK:
                 fresh = [token for token in ACCESS_TOKENS if token not in REVOKED_ACCESS]
@@ -282,6 +294,8 @@ class Handler(BaseHTTPRequestHandler):
         with LOCK:
             active = is_active(token)
             STATS["resource_ok" if active else "resource_unauthorized"] += 1
+            if not header:
+                STATS["resource_no_token"] += 1
             family = ACCESS_TOKENS.get(token)
         if active:
             self.send_json(200, {"ok": True, "family": family})
