@@ -10,7 +10,8 @@ import SyncPrimitives
 ///
 /// Every task has a ``BearerClientTransfer`` as its delegate, which decides each redirect (the
 /// token is set again for the client's origin and removed for any other: swift-corelibs-foundation
-/// would copy it) and collects the answer. On Apple platforms it is a per-task delegate on the client's session,
+/// would copy it), answers HTTP authentication challenges (see `AuthenticationChallenges`) and
+/// collects the answer. On Apple platforms it is a per-task delegate on the client's session,
 /// whose own delegate still sees every other event (server trust, metrics). On Linux, where
 /// swift-corelibs-foundation ignores per-task delegates, the tasks run on one session this
 /// object makes from the given session's configuration, with a delegate that hands each event to
@@ -83,6 +84,20 @@ final class BearerClientTransport: Sendable {
         transfer.urlSession(
           session, task: task, willPerformHTTPRedirection: response, newRequest: request,
           completionHandler: completionHandler)
+      }
+
+      func urlSession(
+        _ session: URLSession,
+        task: URLSessionTask,
+        didReceive challenge: URLAuthenticationChallenge,
+        completionHandler: @escaping (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+      ) {
+        guard let transfer = transfer(for: task) else {
+          completionHandler(AuthenticationChallenges.disposition(for: challenge), nil)
+          return
+        }
+        transfer.urlSession(
+          session, task: task, didReceive: challenge, completionHandler: completionHandler)
       }
 
       func urlSession(
@@ -212,6 +227,23 @@ final class BearerClientTransfer: NSObject, URLSessionDataDelegate, Sendable {
     }
     completionHandler(next)
   }
+
+  #if canImport(FoundationNetworking)
+    // Linux only: on Apple platforms the session's own delegate, or the default handling,
+    // answers challenges, and a 401 comes back as the response (no stall to work around).
+    func urlSession(
+      _ session: URLSession,
+      task: URLSessionTask,
+      didReceive challenge: URLAuthenticationChallenge,
+      completionHandler: @escaping (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+    ) {
+      let disposition = AuthenticationChallenges.disposition(for: challenge)
+      if disposition == .cancelAuthenticationChallenge {
+        state.withLock { $0.declinedChallenge = true }
+      }
+      completionHandler(disposition, nil)
+    }
+  #endif
 
   func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
     state.withLock { $0.body.append(data) }

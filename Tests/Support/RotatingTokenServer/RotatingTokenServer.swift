@@ -79,7 +79,7 @@ public final class RotatingTokenServer: @unchecked Sendable {
 
   /// Sets any of the server's `/config` values by name (see the script's header): `delay`,
   /// `reply_delay`, `expires_in`, `resource_delay`, `client_id`, `client_secret`, `fail_count`, `fail_status`,
-  /// `fail_body`, `redirect_to`, `huge_reply`.
+  /// `fail_body`, `redirect_to`, `huge_reply`, `token_challenge`, `resource_challenge`.
   ///
   /// - Parameter settings: The values, by name.
   public func configure(_ settings: [String: String]) async throws {

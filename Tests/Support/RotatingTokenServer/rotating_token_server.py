@@ -40,7 +40,7 @@ A protected resource, for the bearer-client tests:
 
   GET /resource  with `Authorization: Bearer <access token>`: 200 {"ok": true, "family": N} when
                  the token is active; otherwise 401 with
-                 `WWW-Authenticate: Bearer error="invalid_token"`. Waits `resource_delay` s first.
+                 `WWW-Authenticate: <resource_challenge>` (below). Waits `resource_delay` s first.
                  A request without an `Authorization` header counts as `resource_no_token`.
   GET /redirect?to=<url>&status=<code>
                  answers `status` (default 302) with `Location: <url>` (absolute or relative): an
@@ -56,8 +56,13 @@ Client authentication and scripted failures (all set through /config, all off by
                  when both are set, POST /token requires them, either as HTTP Basic
                  (`Authorization: Basic base64(id:secret)`, form-urlencoded per RFC 6749 2.3.1) or
                  as `client_id` and `client_secret` form fields; otherwise 401
-                 {"error": "invalid_client"} with `WWW-Authenticate: Basic`. /stats counts
+                 {"error": "invalid_client"} with `WWW-Authenticate: <token_challenge>`, by
+                 default `Basic realm="rotating-token-server"` (RFC 7617 requires the realm;
+                 set it to any header value, several challenges included). /stats counts
                  `client_auth` by method ("basic", "post", "none").
+  resource_challenge
+                 the `WWW-Authenticate` of /resource's 401, by default
+                 `Bearer realm="rotating-token-server", error="invalid_token"`.
   fail_count, fail_status, fail_body
                  the next `fail_count` token requests are answered `fail_status` with the raw
                  `fail_body` (JSON or not) instead of a grant; nothing rotates.
@@ -92,6 +97,8 @@ CONFIG = {
     "fail_body": "",
     "redirect_to": "",
     "huge_reply": 0,
+    "token_challenge": 'Basic realm="rotating-token-server"',
+    "resource_challenge": 'Bearer realm="rotating-token-server", error="invalid_token"',
 }
 STATS = {
     "grants": {},
@@ -301,9 +308,11 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(200, {"ok": True, "family": family})
             return
         data = json.dumps({"error": "invalid_token"}).encode("utf-8")
+        with LOCK:
+            challenge = CONFIG["resource_challenge"]
         try:
             self.send_response(401)
-            self.send_header("WWW-Authenticate", 'Bearer error="invalid_token"')
+            self.send_header("WWW-Authenticate", challenge)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
@@ -350,9 +359,10 @@ class Handler(BaseHTTPRequestHandler):
         params = dict(urllib.parse.parse_qsl(body.decode("utf-8"), keep_blank_values=True))
         with LOCK:
             refused = client_authentication(self.headers, params)
+            challenge = CONFIG["token_challenge"]
         if refused:
             data = json.dumps(refused[1]).encode("utf-8")
-            self.send_raw(refused[0], [("WWW-Authenticate", "Basic"),
+            self.send_raw(refused[0], [("WWW-Authenticate", challenge),
                                        ("Content-Type", "application/json")], data)
             return
         if self.scripted_reply():
