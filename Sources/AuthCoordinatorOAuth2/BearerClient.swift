@@ -25,8 +25,10 @@ import HTTPSupport
 /// (``RefreshPolicy/force(rejecting:)``) and sends the request once more with the new token.
 /// Whatever that retry answers, a second 401 included, is returned as it is: there is never a
 /// second refresh or a third send for one call. The answer to the first send is returned
-/// without a retry when the refreshed token is the rejected one, or when the request has an
-/// `httpBodyStream` (a stream can be read only once, so the request cannot be replayed).
+/// without a refresh when its `WWW-Authenticate` says `error="insufficient_scope"` (RFC 6750
+/// §3.1: a new token would not have more scope), and without a retry when the refreshed token
+/// is the rejected one, or when the request has an `httpBodyStream` (a stream can be read only
+/// once, so the request cannot be replayed).
 ///
 /// The client is made for one API, its ``origin`` (scheme, host and port), and its token never
 /// goes anywhere else: a request for a URL of another origin throws
@@ -151,7 +153,7 @@ public struct BearerClient: Sendable {
     let rejected = model.accessToken
     let first = try await send(request, bearer: rejected)
     guard rejectedStatuses.contains(first.1.statusCode), request.httpBodyStream == nil,
-      isFromOrigin(first.1)
+      isFromOrigin(first.1), !Self.isInsufficientScope(first.1)
     else {
       return first
     }
@@ -178,6 +180,16 @@ public struct BearerClient: Sendable {
   private func isFromOrigin(_ response: HTTPURLResponse) -> Bool {
     guard let url = response.url else { return true }
     return RedirectPolicy.sameOrigin(origin, url)
+  }
+
+  /// Whether the answer's `WWW-Authenticate` says `error="insufficient_scope"` (RFC 6750
+  /// §3.1): the token is valid but does not grant the request, and a new token would not either.
+  static func isInsufficientScope(_ response: HTTPURLResponse) -> Bool {
+    guard let header = response.value(forHTTPHeaderField: "WWW-Authenticate") else {
+      return false
+    }
+    return header.range(
+      of: #"(?i)(^|[\s,])error\s*=\s*"?insufficient_scope"?"#, options: .regularExpression) != nil
   }
 
   /// Runs `body`, ending it when ``deadline`` passes.

@@ -56,3 +56,42 @@ import Testing
     #expect(try await harness.server.stats().resourceUnauthorized == 2)
   }
 }
+
+/// RFC 6750 §3.1: `insufficient_scope` means the token is valid but does not grant the
+/// request; a new token would not either, so the rejection is returned without a refresh.
+@Suite(.timeLimit(.minutes(5))) struct BearerClientInsufficientScopeTests {
+  @Test(arguments: [
+    #"Bearer realm="api", error="insufficient_scope", scope="reports:write""#,
+    #"Bearer error=insufficient_scope"#,
+    #"Basic realm="api", Bearer realm="api", error="insufficient_scope""#,
+  ])
+  func anInsufficientScopeRejectionRefreshesNothing(_ challenge: String) async throws {
+    let harness = try BearerHarness()
+    _ = try await harness.client.data(from: harness.resource)
+    try await harness.server.configure(["resource_challenge": challenge])
+    try await harness.server.revokeAccessTokens()
+
+    let (_, response) = try await harness.client.data(from: harness.resource)
+
+    #expect(response.statusCode == 401)
+    let stats = try await harness.server.stats()
+    #expect(stats.refreshes == 0)
+    #expect(stats.resourceUnauthorized == 1)
+  }
+
+  /// `error="invalid_token"` next to a scope parameter still refreshes.
+  @Test func anInvalidTokenRejectionStillRefreshes() async throws {
+    let harness = try BearerHarness()
+    _ = try await harness.client.data(from: harness.resource)
+    try await harness.server.configure([
+      "resource_challenge":
+        #"Bearer realm="api", error="invalid_token", scope="insufficient_scope""#
+    ])
+    try await harness.server.revokeAccessTokens()
+
+    let (_, response) = try await harness.client.data(from: harness.resource)
+
+    #expect(response.statusCode == 200)
+    #expect(try await harness.server.stats().refreshes == 1)
+  }
+}
