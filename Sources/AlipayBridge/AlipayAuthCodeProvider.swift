@@ -28,7 +28,8 @@ import SyncPrimitives
 /// ``appDidBecomeActive()``. If a request's URL was opened and no matching callback arrives
 /// within ``returnGracePeriod`` (on the injected clock), the request fails at once with
 /// ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/abandoned`` instead of waiting for the
-/// deadline (the vendor SDK would wait forever). A callback arriving within the grace period wins.
+/// deadline (the vendor's guide says its SDK reports an authorization timeout only after a few
+/// minutes, "过几分钟会出现授权超时失败"). A callback arriving within the grace period wins.
 /// ``appWillResignActive()`` disarms the timers (the user left again, for example to answer
 /// the system's "Open in Alipay?" prompt).
 ///

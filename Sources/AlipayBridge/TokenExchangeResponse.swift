@@ -1,5 +1,6 @@
 import AuthCoordinator
 import Foundation
+import HTTPSupport
 
 /// The fields ``HTTPTokenExchanger`` reads from the integrator server's reply.
 ///
@@ -141,9 +142,9 @@ struct TokenExchangeResponse: Equatable, Sendable {
     return nil
   }
 
-  /// Whether JSONSerialization produced this number from `true` or `false` (a `char` number,
-  /// which JSON integers and reals never are, on Darwin and in swift-corelibs-foundation).
+  /// Whether JSONSerialization produced this number from `true` or `false`, not from the
+  /// numbers 0 or 1 (which swift-corelibs-foundation also bridges to `Bool`): see `JSONValues`.
   private static func isBoolean(_ number: NSNumber) -> Bool {
-    String(cString: number.objCType) == "c"
+    JSONValues.isBoolean(number)
   }
 }

@@ -12,8 +12,13 @@ public enum AuthEvent: Sendable, Hashable {
   case authorizationStarted(key: AccountKey, flight: UInt64, reason: AuthorizationReason)
   /// The flight produced a model and served its waiters.
   case flightSucceeded(key: AccountKey, flight: UInt64, waiters: Int)
-  /// The flight failed; its waiters got `code`.
-  case flightFailed(key: AccountKey, flight: UInt64, code: AuthCoordinatorError.Code)
+  /// The flight failed; its waiters got an error with `code`. `message` is that error's
+  /// description (`AuthCoordinatorError(code): message (underlying: ...)`), as redacted as the
+  /// error itself: error messages never carry a token, an auth code or a secret, and the URLs of
+  /// the underlying error are printed without user info, query and fragment (the same text
+  /// ``storeFailed(key:operation:message:)`` and ``modelUnsaved(key:flight:message:)`` carry).
+  case flightFailed(
+    key: AccountKey, flight: UInt64, code: AuthCoordinatorError.Code, message: String)
   /// The flight ran past its deadline.
   case flightTimedOut(key: AccountKey, flight: UInt64, phase: FlightPhase)
   /// The flight was cancelled: its last waiter left, or the account signed out.

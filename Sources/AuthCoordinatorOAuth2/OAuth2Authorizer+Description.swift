@@ -33,7 +33,8 @@ extension OAuth2Authorizer: CustomStringConvertible, CustomDebugStringConvertibl
       ("clientAuthentication", clientAuthentication.rawValue), ("scope", scope ?? "nil"),
       ("parameters", "\(parameters.keys.sorted())"), ("primaryGrant", primaryGrant.description),
       ("fallbackOnInvalidGrant", "\(fallbackOnInvalidGrant)"), ("userIDField", userIDField),
-      ("timeout", "\(timeout)"), ("maxBodySize", "\(maxBodySize)"),
+      ("timeout", "\(timeout)"), ("refreshTimeout", "\(refreshTimeout)"),
+      ("maxBodySize", "\(maxBodySize)"),
       ("allowsSameOriginHTTPSRedirects", "\(allowsSameOriginHTTPSRedirects)"),
     ]
   }

@@ -17,7 +17,8 @@ extension OAuth2Authorizer {
     switch outcome {
     case .failed(let urlCode) where urlCode == .timedOut:
       throw AuthCoordinatorError(
-        .networkError, "the \(grant) request to the token endpoint timed out after \(timeout)",
+        .networkError,
+        "the \(grant) request to the token endpoint timed out after \(timeout(for: form))",
         underlying: URLError(urlCode))
     case .failed(let urlCode):
       throw AuthCoordinatorError(
@@ -138,19 +139,17 @@ extension OAuth2Authorizer {
     AuthCoordinatorError(.tokenEndpointError, message, transient: transient)
   }
 
-  /// A number, or a string holding one.
+  /// A number (0 and 1 included on every platform: see `JSONValues`), or a string holding one.
   static func seconds(_ value: Any) -> TimeInterval? {
-    if let number = value as? NSNumber, !(value is Bool) { return number.doubleValue }
+    if let number = JSONValues.number(value) { return number }
     if let text = value as? String {
       return TimeInterval(text.trimmingCharacters(in: .whitespaces))
     }
     return nil
   }
 
-  /// A string, or a number written as text.
+  /// A string, or a number (0 and 1 included) written as text; `nil` for a boolean.
   static func text(_ value: Any?) -> String? {
-    if let string = value as? String { return string }
-    if let number = value as? NSNumber, !(value is Bool) { return number.stringValue }
-    return nil
+    JSONValues.text(value)
   }
 }

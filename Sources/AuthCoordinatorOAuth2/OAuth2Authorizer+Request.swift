@@ -80,7 +80,7 @@ extension OAuth2Authorizer {
   func makeRequest(_ form: TokenForm) -> URLRequest {
     var request = URLRequest(
       url: tokenEndpoint, cachePolicy: .reloadIgnoringLocalCacheData,
-      timeoutInterval: timeout.seconds)
+      timeoutInterval: timeout(for: form).seconds)
     request.httpMethod = "POST"
     request.setValue(
       "application/x-www-form-urlencoded; charset=utf-8", forHTTPHeaderField: "Content-Type")

@@ -29,7 +29,9 @@ import HTTPSupport
 /// ```
 ///
 /// The request enforces the same limits as the Alipay bridge's `HTTPTokenExchanger`: at most
-/// ``maxBodySize`` reply bytes are read, the whole request is bounded by ``timeout``, and no
+/// ``maxBodySize`` reply bytes are read, the whole request is bounded by ``timeout`` (a refresh-token request by the much longer
+/// ``refreshTimeout``, so a rotation the server made is never lost to the authorizer's own
+/// timer), and no
 /// redirect is followed (see ``allowsSameOriginHTTPSRedirects``). A token request is never
 /// retried: the caller decides, with ``/AuthCoordinator/AuthCoordinatorError/isTransient``.
 ///
@@ -69,10 +71,21 @@ public struct OAuth2Authorizer: Authorizer {
   /// or a number written as text); the uid is empty when the reply has no such field. Default
   /// `user_id`.
   public var userIDField: String
-  /// How long one token request may take, from its start to the last byte of the reply.
-  /// Default 5 seconds. When it passes the request is cancelled and the authorizer throws
-  /// ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/networkError``.
+  /// How long one client-credentials or authorization-code request may take, from its start to
+  /// the last byte of the reply. Default 5 seconds. When it passes the request is cancelled and
+  /// the authorizer throws ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/networkError``.
+  /// It does not apply to a refresh-token grant, which ``refreshTimeout`` bounds.
   public var timeout: Duration
+  /// How long one refresh-token request may take, from its start to the last byte of the reply.
+  /// Default 15 minutes: far beyond the coordinator's deadlines
+  /// (``/AuthCoordinator/AuthCoordinator/Configuration/authorizationTimeout``, 300 s, and the
+  /// maximum hold derived from it), so the authorizer never cancels a refresh the server may
+  /// already have answered by rotating the refresh token. The coordinator's deadline governs
+  /// the callers; a refresh that outlives it keeps running and its result is stored. When this
+  /// passes the request is cancelled and the authorizer throws
+  /// ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/networkError``; it only bounds
+  /// a connection that never answers.
+  public var refreshTimeout: Duration
   /// The most reply bytes read; a longer reply fails with
   /// ``AuthCoordinatorError/Code-swift.struct/tokenEndpointError``. Default
   /// 1 MiB.
@@ -101,7 +114,11 @@ public struct OAuth2Authorizer: Authorizer {
   ///   - fallbackOnInvalidGrant: Whether a refused refresh runs the primary grant; by default
   ///     only when that is client credentials.
   ///   - userIDField: The reply field that holds the user id; `user_id` by default.
-  ///   - timeout: How long one request may take; 5 seconds by default.
+  ///   - timeout: How long one client-credentials or authorization-code request may take;
+  ///     5 seconds by default.
+  ///   - refreshTimeout: How long one refresh-token request may take; 15 minutes by default,
+  ///     well above the coordinator's deadlines, so a refresh is never cancelled by the
+  ///     authorizer after the server may have rotated the token.
   ///   - maxBodySize: The most reply bytes read; 1 MiB by default.
   ///   - allowsSameOriginHTTPSRedirects: Whether a same-origin HTTPS redirect is followed;
   ///     `false` by default.
@@ -118,6 +135,7 @@ public struct OAuth2Authorizer: Authorizer {
     fallbackOnInvalidGrant: Bool? = nil,
     userIDField: String = "user_id",
     timeout: Duration = .seconds(5),
+    refreshTimeout: Duration = .seconds(900),
     maxBodySize: Int = 1 << 20,
     allowsSameOriginHTTPSRedirects: Bool = false,
     session: URLSession = .shared,
@@ -133,6 +151,7 @@ public struct OAuth2Authorizer: Authorizer {
     self.fallbackOnInvalidGrant = fallbackOnInvalidGrant ?? primaryGrant.isClientCredentials
     self.userIDField = userIDField
     self.timeout = timeout
+    self.refreshTimeout = refreshTimeout
     self.maxBodySize = maxBodySize
     self.allowsSameOriginHTTPSRedirects = allowsSameOriginHTTPSRedirects
     self.session = session
@@ -190,6 +209,14 @@ public struct OAuth2Authorizer: Authorizer {
     }
   }
 
+  /// The bound of one request: ``refreshTimeout`` for a refresh-token grant (a request the
+  /// server may act on by rotating the token must not be abandoned by the authorizer),
+  /// ``timeout`` otherwise.
+  func timeout(for form: TokenForm) -> Duration {
+    if case .refresh = form { return refreshTimeout }
+    return timeout
+  }
+
   /// Sends one token request and turns its reply into a model.
   func send(_ form: TokenForm, for request: AuthorizationRequest) async throws -> AuthModel {
     let urlRequest = makeRequest(form)
@@ -197,7 +224,7 @@ public struct OAuth2Authorizer: Authorizer {
     let redirects = RedirectPolicy(
       endpoint: tokenEndpoint, allowsSameOriginHTTPS: allowsSameOriginHTTPSRedirects)
     let outcome = try await BoundedDataTask.run(
-      urlRequest, on: session, limit: maxBodySize, timeout: timeout.seconds,
+      urlRequest, on: session, limit: maxBodySize, timeout: timeout(for: form).seconds,
       redirects: redirects)
     return try model(from: outcome, form: form, key: request.key)
   }

@@ -20,6 +20,13 @@ import SyncPrimitives
 /// platforms call on the task's delegate (swift-corelibs-foundation calls it on the session
 /// delegate, which the one-off session's is). A refused redirect ends the task at once as
 /// `.redirectRefused`: nothing is sent to the new location.
+///
+/// On Linux this object also answers the one-off session's authentication challenges (see
+/// ``AuthenticationChallenges``): an HTTP authentication challenge is declined, and the 401 that
+/// raised it, which has arrived by then, is the outcome. Without that, swift-corelibs-foundation
+/// stalls on a 401 whose `WWW-Authenticate` holds `Basic realm="…"` until the timeout, and a
+/// refused client reads as a network failure. On Apple platforms the session's own delegate, or
+/// the default handling, answers challenges, and the 401 comes back as the response.
 package final class BoundedDataTask: NSObject, URLSessionDataDelegate, @unchecked Sendable {
   /// How the task ended.
   package enum Outcome {
@@ -43,6 +50,7 @@ package final class BoundedDataTask: NSObject, URLSessionDataDelegate, @unchecke
     var tooLarge = false
     var cancelled = false
     var timedOut = false
+    var declinedChallenge = false
     var timer: DispatchWorkItem?
     var finished = false
   }
@@ -186,6 +194,21 @@ package final class BoundedDataTask: NSObject, URLSessionDataDelegate, @unchecke
     task.cancel()
   }
 
+  #if canImport(FoundationNetworking)
+    package func urlSession(
+      _ session: URLSession,
+      task: URLSessionTask,
+      didReceive challenge: URLAuthenticationChallenge,
+      completionHandler: @escaping (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+    ) {
+      let disposition = AuthenticationChallenges.disposition(for: challenge)
+      if disposition == .cancelAuthenticationChallenge {
+        state.withLock { $0.declinedChallenge = true }
+      }
+      completionHandler(disposition, nil)
+    }
+  #endif
+
   package func urlSession(
     _ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data
   ) {
@@ -220,8 +243,11 @@ package final class BoundedDataTask: NSObject, URLSessionDataDelegate, @unchecke
     task: URLSessionTask,
     didCompleteWithError error: (any Error)?
   ) {
-    let (response, body, tooLarge, cancelled, timedOut) = state.withLock {
-      ($0.response ?? task.response, $0.body, $0.tooLarge, $0.cancelled, $0.timedOut)
+    let (response, body, tooLarge, cancelled, timedOut, declined) = state.withLock {
+      (
+        $0.response ?? task.response, $0.body, $0.tooLarge, $0.cancelled, $0.timedOut,
+        $0.declinedChallenge
+      )
     }
     if tooLarge {
       finish(.tooLarge(response, body))
@@ -229,6 +255,10 @@ package final class BoundedDataTask: NSObject, URLSessionDataDelegate, @unchecke
       finish(.failed(.cancelled))
     } else if timedOut {
       finish(.failed(.timedOut))
+    } else if declined, (error as? URLError)?.code == .cancelled, let response {
+      // The declined challenge cancelled the task after its 401 (head and body) arrived: that
+      // 401 is the endpoint's answer.
+      finish(.complete(response, body))
     } else if let error {
       finish(.failed((error as? URLError)?.code ?? .unknown))
     } else {

@@ -8,8 +8,8 @@ import Foundation
 /// Its ``open(_:)`` stands in for `UIApplication.open`: it reads the request id (`state`) from
 /// the integrator's auth URL and, following its script, produces the callback URL that the real
 /// Alipay would open the host app with, handing it to the router as the app delegate would.
-/// It talks to no real Alipay and proves nothing about the real app's URL formats beyond what
-/// PROTOCOL.md documents.
+/// It talks to no real Alipay and proves nothing about the real app's URL formats beyond the
+/// shapes the bridge reads (docs/alipay-bridge.md, "URL flow": `<scheme>://safepay/?<JSON>`).
 final class FakeAlipayApp: @unchecked Sendable {
   enum Script: Sendable {
     /// The user authorizes; the callback carries `code` and (if `echoID`) the request id.

@@ -21,9 +21,9 @@ import Testing
     let token = try await harness.currentToken()
     let listener = try SilentListener()
     defer { listener.close() }
-    let client = BearerClient(
-      coordinator: harness.coordinator, key: harness.key, session: harness.session)
     let url = URL(string: "http://127.0.0.1:\(listener.port)/resource")!
+    let client = BearerClient(
+      coordinator: harness.coordinator, key: harness.key, origin: url, session: harness.session)
     let clock = ContinuousClock()
 
     let call = Task { try await client.data(from: url) }

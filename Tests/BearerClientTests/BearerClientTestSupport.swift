@@ -40,7 +40,8 @@ struct BearerHarness {
     configuration.timeoutIntervalForRequest = 120
     session = URLSession(configuration: configuration)
     client = BearerClient(
-      coordinator: coordinator, key: key, session: session, rejectedStatuses: rejectedStatuses)
+      coordinator: coordinator, key: key, origin: server.baseURL, session: session,
+      rejectedStatuses: rejectedStatuses)
   }
 
   /// The server's protected resource.

@@ -73,7 +73,7 @@ extension ConcurrencySuites {
             violations.append("\(key): flight \(flight) started before \(running) ended")
           }
           open[key] = flight
-        case .flightSucceeded(let key, let flight, _), .flightFailed(let key, let flight, _),
+        case .flightSucceeded(let key, let flight, _), .flightFailed(let key, let flight, _, _),
           .flightTimedOut(let key, let flight, _), .flightCancelled(let key, let flight, _):
           if open[key] != flight {
             violations.append(

@@ -10,10 +10,11 @@ import LoopbackTokenServer
 /// ``cancelledCallback(for:)``, ``forgedCallback(targetID:)``) and hands that URL to the real
 /// `AlipayCallbackRouter`, as the app delegate's `application(_:open:options:)` would.
 ///
-/// The callback URLs follow PROTOCOL.md: `<scheme>://safepay/?<percent-encoded JSON>` with
+/// The callback URLs have the shape the bridge reads (docs/alipay-bridge.md, "URL flow"):
+/// `<scheme>://safepay/?<percent-encoded JSON>` with
 /// `{"memo": {"result": "success=true&result_code=200&app_id=...&auth_code=...&user_id=2088...
 /// &target_id=<request id>", "ResultStatus": "9000", "memo": ""}, "requestType": "safepay"}`.
-/// They prove nothing about the real app beyond what PROTOCOL.md documents.
+/// They prove nothing about the real app beyond that inferred shape.
 final class SimulatedAlipayApp: @unchecked Sendable {
   /// One bounce: the URL the host app opened and the request id it carries.
   struct Bounce: Sendable {

@@ -22,6 +22,23 @@ struct ExchangeDecodingTests {
     #expect(reply.mcUserID == "m")
   }
 
+  /// 0 and 1 are numbers on every platform (swift-corelibs-foundation bridges them to `Bool`);
+  /// `true` is not.
+  @Test(arguments: [0, 1])
+  func zeroAndOneAreNumbers(_ value: Int) throws {
+    let reply = try decode(
+      #"{"user_id":\#(value),"access_token":"t","expires_in":\#(value),"mc_user_id":\#(value)}"#)
+    #expect(reply.userID == "\(value)")
+    #expect(reply.expiresIn == TimeInterval(value))
+    #expect(reply.mcUserID == "\(value)")
+  }
+
+  @Test func aBooleanUserIDIsInvalid() {
+    #expect(throws: TokenExchangeResponse.Failure.self) {
+      try decode(#"{"user_id":true,"access_token":"t"}"#)
+    }
+  }
+
   @Test func flatCamelWinsOverSnake() throws {
     let reply = try decode(#"{"userId":"a","user_id":"b","accessToken":"t","expiresIn":1.5}"#)
     #expect(reply.userID == "a")

@@ -214,6 +214,25 @@ struct HTTPTokenExchangerTests {
     #expect(excerpt.contains("<redacted>"))
   }
 
+  @Test(
+    "a 401 with a challenge is an HTTP status failure at once",
+    arguments: [
+      #"Basic realm="integrator""#, #"Bearer realm="api", error="invalid_token""#,
+      #"Bearer realm="api", error="invalid_token", Basic realm="api""#,
+    ])
+  func challenged(_ challenge: String) async throws {
+    let server = try TokenServer.running()
+    // A timeout far above the bound below: a stall would end as timed_out after 60 s.
+    let exchanger = exchanger(
+      server, "/unauthorized", parameters: ["challenge": challenge], timeout: .seconds(60))
+    let started = ContinuousClock.now
+    let cause = try await failure(exchanger, code: makeCode())
+    #expect(cause.code == .httpStatus)
+    #expect(cause.statusCode == 401)
+    // Real time is the property, with a wide margin for a loaded machine.
+    #expect(ContinuousClock.now - started < .seconds(30))
+  }
+
   @Test("a body that is not JSON")
   func badJSON() async throws {
     let server = try TokenServer.running()

@@ -35,13 +35,13 @@ func authorizer(
   _ server: RotatingTokenServer, clientID: String = "reports", secret: String? = nil,
   authentication: OAuth2Authorizer.ClientAuthentication? = nil,
   grant: OAuth2Authorizer.Grant = .clientCredentials, fallback: Bool? = nil,
-  timeout: Duration = .seconds(5), maxBodySize: Int = 1 << 20,
-  now: @escaping @Sendable () -> Date = { Date() }
+  timeout: Duration = .seconds(5), refreshTimeout: Duration = .seconds(900),
+  maxBodySize: Int = 1 << 20, now: @escaping @Sendable () -> Date = { Date() }
 ) -> OAuth2Authorizer {
   OAuth2Authorizer(
     tokenEndpoint: server.url("/token"), clientID: clientID, clientSecret: secret,
     clientAuthentication: authentication, primaryGrant: grant, fallbackOnInvalidGrant: fallback,
-    timeout: timeout, maxBodySize: maxBodySize, now: now)
+    timeout: timeout, refreshTimeout: refreshTimeout, maxBodySize: maxBodySize, now: now)
 }
 
 /// The `AuthCoordinatorError` that `body` throws; records an issue when it returns or throws

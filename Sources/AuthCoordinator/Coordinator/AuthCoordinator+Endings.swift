@@ -119,7 +119,8 @@ extension AuthCoordinator {
       broadcaster.emit(.flightSucceeded(key: key, flight: id, waiters: served))
     case .failed(let error):
       if ending.refusedByLoopGuard { broadcaster.emit(.refreshLoopStopped(key: key)) }
-      broadcaster.emit(.flightFailed(key: key, flight: id, code: error.code))
+      broadcaster.emit(
+        .flightFailed(key: key, flight: id, code: error.code, message: "\(error)"))
     case .timedOut(let phase, _):
       broadcaster.emit(.flightTimedOut(key: key, flight: id, phase: phase))
     case .cancelled(let reason):

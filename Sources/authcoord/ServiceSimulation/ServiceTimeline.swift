@@ -66,7 +66,7 @@ final class ServiceTimeline: @unchecked Sendable {
         "flight #\(flight): the authorizer asks the token endpoint for \(key.account) (\(reason))"
     case .flightSucceeded(_, let flight, let waiters):
       return "flight #\(flight) succeeded: \(waiters) waiting callers served"
-    case .flightFailed(_, let flight, let code):
+    case .flightFailed(_, let flight, let code, _):
       return "flight #\(flight) failed: \(code)"
     case .flightTimedOut(_, let flight, let phase):
       return

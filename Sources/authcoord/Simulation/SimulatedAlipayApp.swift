@@ -4,8 +4,13 @@ import Foundation
 
 /// A SIMULATION of the Alipay app, in process. It stands in for `UIApplication.open`: it reads
 /// the request id from the integrator's auth URL, lets the simulated user think for a while on
-/// the demo's clock, and then opens the host app with a `safepay` callback URL built as
-/// PROTOCOL.md documents. The URL goes through the real router and parser.
+/// the demo's clock, and then opens the host app with a `safepay` callback URL, which goes
+/// through the real router and parser. The URL has the shape the bridge reads (inferred from
+/// integrations, not from a vendor specification; docs/alipay-bridge.md, "URL flow"):
+/// `<scheme>://safepay/?<percent-encoded JSON>`, the JSON being `{"memo": {"result":
+/// "success=\"true\"&result_code=\"200\"&app_id=...&auth_code=...&user_id=2088...&target_id=<id>",
+/// "ResultStatus": "9000", "memo": ""}, "requestType": "safepay"}`, where `target_id` echoes the
+/// request id (see `callbackURL(scheme:requestID:bounce:)`).
 final class SimulatedAlipayApp: Sendable {
   enum UserBehaviour: Sendable {
     /// Authorizes after `after` on the clock.

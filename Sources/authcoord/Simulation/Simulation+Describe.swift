@@ -25,7 +25,7 @@ extension Simulation {
       return "flight #\(flight): authorizing \(key.mcUid) (\(reason))"
     case .flightSucceeded(let key, let flight, let waiters):
       return "flight #\(flight) for \(key.mcUid) succeeded: \(waiters) waiting callers served"
-    case .flightFailed(let key, let flight, let code):
+    case .flightFailed(let key, let flight, let code, _):
       return "flight #\(flight) for \(key.mcUid) failed: \(code)"
     case .flightTimedOut(let key, let flight, let phase):
       return "flight #\(flight) for \(key.mcUid) timed out in the \(phase.rawValue) phase"

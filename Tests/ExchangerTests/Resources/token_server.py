@@ -19,6 +19,9 @@ server outlives the tests. Routes, by path (any method):
   /huge           status 200, `mb` MB (default 4); with chunked=1 no Content-Length is sent
   /mismatch       the envelope with a different mc_user_id
   /rejected       Alipay's error_response (the code was already used)
+  /unauthorized   status 401 with `WWW-Authenticate: <challenge>` (default
+                  `Basic realm="integrator"`, the realm RFC 7617 requires) and a JSON error: a
+                  server that refuses the app's credentials
   /echo           answers like /ok and records the request under its `echo_id` parameter
   /record         returns the recorded request for ?id=<echo_id> as JSON
   /redirect       answers `status` (default 302) with `Location: <to>` and a body holding a
@@ -170,6 +173,12 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(200, {"error_response": {
                 "code": "40002", "msg": "Invalid Arguments",
                 "sub_code": "isv.code-invalid", "sub_msg": "auth_code %s used" % code}})
+        elif path == "/unauthorized":
+            data = json.dumps({"error": "unauthorized"}).encode("utf-8")
+            self.send_bytes(
+                401, data, "application/json",
+                extra_headers=[("WWW-Authenticate",
+                                params.get("challenge", 'Basic realm="integrator"'))])
         elif path == "/redirect":
             status = int(params.get("status", "302"))
             data = json.dumps(envelope(params)).encode("utf-8")

@@ -78,8 +78,8 @@ public final class RotatingTokenServer: @unchecked Sendable {
   }
 
   /// Sets any of the server's `/config` values by name (see the script's header): `delay`,
-  /// `expires_in`, `resource_delay`, `client_id`, `client_secret`, `fail_count`, `fail_status`,
-  /// `fail_body`, `redirect_to`, `huge_reply`.
+  /// `reply_delay`, `expires_in`, `resource_delay`, `client_id`, `client_secret`, `fail_count`, `fail_status`,
+  /// `fail_body`, `redirect_to`, `huge_reply`, `token_challenge`, `resource_challenge`.
   ///
   /// - Parameter settings: The values, by name.
   public func configure(_ settings: [String: String]) async throws {
@@ -168,6 +168,10 @@ public final class RotatingTokenServer: @unchecked Sendable {
     public var resourceUnauthorized: Int
     /// `/revoke-access` calls.
     public var accessRevocations: Int
+    /// `/resource` requests that carried no `Authorization` header.
+    public var resourceNoToken: Int
+    /// `/redirect` requests answered.
+    public var redirects: Int
 
     init(_ object: [String: Any]) {
       func int(_ name: String) -> Int { (object[name] as? NSNumber)?.intValue ?? 0 }
@@ -196,6 +200,8 @@ public final class RotatingTokenServer: @unchecked Sendable {
       resourceOK = int("resource_ok")
       resourceUnauthorized = int("resource_unauthorized")
       accessRevocations = int("access_revocations")
+      resourceNoToken = int("resource_no_token")
+      redirects = int("redirects")
     }
 
     public var description: String {

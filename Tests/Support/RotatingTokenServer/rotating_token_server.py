@@ -22,6 +22,9 @@ Routes:
                  The request waits `delay` seconds first (see /config). When the client hangs up
                  during the delay (its socket reads end of file), nothing rotates and the
                  request counts as `aborted`: that models a holder killed mid-request.
+                 After the grant (the tokens have rotated), the answer waits `reply_delay` seconds
+                 (see /config): a server that rotated and is slow to say so. A client that hangs
+                 up then has lost the new tokens.
                  A request may carry `X-Worker-Pid`; /stats lists the requests in flight with it.
   GET /stats     JSON counts: grants (successful, by grant type), refreshes, issued (every
                  successful grant), requests (by grant type), reuses, revoked_families,
@@ -37,7 +40,12 @@ A protected resource, for the bearer-client tests:
 
   GET /resource  with `Authorization: Bearer <access token>`: 200 {"ok": true, "family": N} when
                  the token is active; otherwise 401 with
-                 `WWW-Authenticate: Bearer error="invalid_token"`. Waits `resource_delay` s first.
+                 `WWW-Authenticate: <resource_challenge>` (below). Waits `resource_delay` s first.
+                 A request without an `Authorization` header counts as `resource_no_token`.
+  GET /redirect?to=<url>&status=<code>
+                 answers `status` (default 302) with `Location: <url>` (absolute or relative): an
+                 API that moved a resource, for the bearer client's redirect tests. Counted in
+                 `redirects`.
   GET /revoke-access
                  revokes every access token issued so far (their refresh tokens stay valid, as
                  when a resource server's key rotates); answers {"revoked": n}.
@@ -48,8 +56,13 @@ Client authentication and scripted failures (all set through /config, all off by
                  when both are set, POST /token requires them, either as HTTP Basic
                  (`Authorization: Basic base64(id:secret)`, form-urlencoded per RFC 6749 2.3.1) or
                  as `client_id` and `client_secret` form fields; otherwise 401
-                 {"error": "invalid_client"} with `WWW-Authenticate: Basic`. /stats counts
+                 {"error": "invalid_client"} with `WWW-Authenticate: <token_challenge>`, by
+                 default `Basic realm="rotating-token-server"` (RFC 7617 requires the realm;
+                 set it to any header value, several challenges included). /stats counts
                  `client_auth` by method ("basic", "post", "none").
+  resource_challenge
+                 the `WWW-Authenticate` of /resource's 401, by default
+                 `Bearer realm="rotating-token-server", error="invalid_token"`.
   fail_count, fail_status, fail_body
                  the next `fail_count` token requests are answered `fail_status` with the raw
                  `fail_body` (JSON or not) instead of a grant; nothing rotates.
@@ -74,6 +87,7 @@ HARD_TIMEOUT = float(os.environ.get("ROTATING_TOKEN_SERVER_TIMEOUT", "300"))
 LOCK = threading.Lock()
 CONFIG = {
     "delay": 0.0,
+    "reply_delay": 0.0,
     "expires_in": 3600,
     "resource_delay": 0.0,
     "client_id": "",
@@ -83,6 +97,8 @@ CONFIG = {
     "fail_body": "",
     "redirect_to": "",
     "huge_reply": 0,
+    "token_challenge": 'Basic realm="rotating-token-server"',
+    "resource_challenge": 'Bearer realm="rotating-token-server", error="invalid_token"',
 }
 STATS = {
     "grants": {},
@@ -101,6 +117,8 @@ STATS = {
     "resource_ok": 0,
     "resource_unauthorized": 0,
     "access_revocations": 0,
+    "resource_no_token": 0,
+    "redirects": 0,
 }
 IN_FLIGHT = {}  # request number -> (pid header, monotonic arrival time)
 FAMILIES = {}  # family id -> {"revoked": bool, "current": refresh token}
@@ -259,6 +277,11 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(200, {"active": active})
         elif parsed.path == "/resource":
             self.resource()
+        elif parsed.path == "/redirect":
+            with LOCK:
+                STATS["redirects"] += 1
+            status = int(params.get("status", "302"))
+            self.send_raw(status, [("Location", params.get("to", "/resource"))], b"")
         elif parsed.path == "/revoke-access":
             with LOCK:
                 fresh = [token for token in ACCESS_TOKENS if token not in REVOKED_ACCESS]
@@ -278,14 +301,18 @@ class Handler(BaseHTTPRequestHandler):
         with LOCK:
             active = is_active(token)
             STATS["resource_ok" if active else "resource_unauthorized"] += 1
+            if not header:
+                STATS["resource_no_token"] += 1
             family = ACCESS_TOKENS.get(token)
         if active:
             self.send_json(200, {"ok": True, "family": family})
             return
         data = json.dumps({"error": "invalid_token"}).encode("utf-8")
+        with LOCK:
+            challenge = CONFIG["resource_challenge"]
         try:
             self.send_response(401)
-            self.send_header("WWW-Authenticate", 'Bearer error="invalid_token"')
+            self.send_header("WWW-Authenticate", challenge)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
@@ -332,9 +359,10 @@ class Handler(BaseHTTPRequestHandler):
         params = dict(urllib.parse.parse_qsl(body.decode("utf-8"), keep_blank_values=True))
         with LOCK:
             refused = client_authentication(self.headers, params)
+            challenge = CONFIG["token_challenge"]
         if refused:
             data = json.dumps(refused[1]).encode("utf-8")
-            self.send_raw(refused[0], [("WWW-Authenticate", "Basic"),
+            self.send_raw(refused[0], [("WWW-Authenticate", challenge),
                                        ("Content-Type", "application/json")], data)
             return
         if self.scripted_reply():
@@ -345,6 +373,7 @@ class Handler(BaseHTTPRequestHandler):
             STATS["in_flight"] += 1
             IN_FLIGHT[number] = (self.headers.get("X-Worker-Pid", ""), time.monotonic())
             delay = CONFIG["delay"]
+            reply_delay = CONFIG["reply_delay"]
         try:
             completed = self.wait_delay(delay) if delay > 0 else True
             with LOCK:
@@ -352,6 +381,8 @@ class Handler(BaseHTTPRequestHandler):
                     status, reply = grant(params)
                 else:
                     STATS["aborted"] += 1
+            if completed and reply_delay > 0:
+                time.sleep(reply_delay)
         finally:
             with LOCK:
                 STATS["in_flight"] -= 1

@@ -10,7 +10,7 @@ import Foundation
   import FoundationNetworking  // URLSession on Linux
 #endif
 
-func makeReportsClient(tokenEndpoint: URL, clientSecret: String) -> BearerClient {
+func makeReportsClient(tokenEndpoint: URL, api: URL, clientSecret: String) -> BearerClient {
   let authorizer = OAuth2Authorizer(
     tokenEndpoint: tokenEndpoint, clientID: "reports-service", clientSecret: clientSecret)
   // Callers fail after 2 s rather than wait; a token is renewed 1 s before it expires.
@@ -19,9 +19,10 @@ func makeReportsClient(tokenEndpoint: URL, clientSecret: String) -> BearerClient
     configuration: .init(authorizationTimeout: .seconds(2), refreshLeeway: .seconds(1)))
   let connections = URLSessionConfiguration.ephemeral
   connections.httpMaximumConnectionsPerHost = 32  // concurrent calls to one host
+  // The token goes to the API's origin only; every call ends within 10 s.
   return BearerClient(
-    coordinator: coordinator, key: AccountKey(account: "reports-service"),
-    session: URLSession(configuration: connections))
+    coordinator: coordinator, key: AccountKey(account: "reports-service"), origin: api,
+    session: URLSession(configuration: connections), deadline: .seconds(10))
 }
 
 // One token for every concurrent call; a 401 refreshes it once and retries once.

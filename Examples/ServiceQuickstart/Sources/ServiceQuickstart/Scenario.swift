@@ -34,7 +34,7 @@ struct Scenario {
       "delay": "0",
     ])
     let client = makeReportsClient(
-      tokenEndpoint: server.tokenEndpoint, clientSecret: Self.clientSecret)
+      tokenEndpoint: server.tokenEndpoint, api: server.resource, clientSecret: Self.clientSecret)
     let resource = server.resource
     self.client = client
     call = { try await fetch(resource, with: client).1.statusCode }
