@@ -133,7 +133,7 @@ public final class FileAuthorizationLease: AuthorizationLease {
     self.url = url
     self.lockTimeout = max(.zero, lockTimeout)
     self.pollInterval = max(.milliseconds(10), pollInterval)
-    let file = DurableFile(url: url, noun: "the lease file")
+    let file = DurableFile(url: url, noun: "the lease file", onIssue: onIssue)
     self.file = file
     self.clock = clock
     self.onIssue = onIssue
