@@ -23,9 +23,10 @@ import Foundation
 ///   lock or one transaction at most; nothing stays locked while the holder authorizes, which can
 ///   take minutes. On iOS a suspended app that holds a file lock in a shared container is
 ///   terminated (0xdead10cc).
-/// - **Expiries on one clock.** Every participant compares expiries on the same clock: the
-///   package's file lease uses wall-clock `Date`s today; a database lease should use the
-///   database's own clock (`now()`), never the replicas'.
+/// - **Expiries on one clock that never steps.** Every participant compares expiries on the
+///   same clock: the package's file lease uses the host's boot clock; a database lease should
+///   use the database's own clock (`now()`), never the replicas'. The `Date`s it reports are the
+///   time left, counted from the caller's wall clock.
 /// - **Fenced saves.** A store that takes part in the lease (``FencedTokenStore``) refuses a save
 ///   whose grant a later grant's save superseded.
 ///

@@ -1,4 +1,5 @@
 import Foundation
+import SyncPrimitives
 
 #if canImport(Darwin)
   import Darwin
@@ -22,14 +23,29 @@ struct DurableFile: Sendable {
   let lockPath: String
   /// How messages name the file: "the store", "the lease file".
   let noun: String
+  /// Whether the file holds tokens: then group and others may not even read it.
+  let holdsSecrets: Bool
+  /// What an untrusted owner or mode leads to (``OwnershipPolicy/platformDefault``).
+  let ownershipPolicy: OwnershipPolicy
+  /// Where ``OwnershipPolicy/report`` reports.
+  let onIssue: (@Sendable (TokenStoreError) -> Void)?
+  /// The ownership problems already reported (path and message), so each is reported once.
+  let reportedOwnership = LockedState<Set<String>>([])
 
-  init(url: URL, noun: String) {
+  init(
+    url: URL, noun: String, holdsSecrets: Bool = false,
+    ownershipPolicy: OwnershipPolicy = .platformDefault,
+    onIssue: (@Sendable (TokenStoreError) -> Void)? = nil
+  ) {
     path = url.path(percentEncoded: false)
     let directory = url.deletingLastPathComponent().path(percentEncoded: false)
     directoryPath = directory.isEmpty ? "." : directory
     fileName = url.lastPathComponent
     lockPath = path + ".lock"
     self.noun = noun
+    self.holdsSecrets = holdsSecrets
+    self.ownershipPolicy = ownershipPolicy
+    self.onIssue = onIssue
   }
 
   // MARK: - Atomic replace
@@ -151,12 +167,18 @@ struct DurableFile: Sendable {
   }
 
   /// Reads the whole file, without following a symbolic link and without ever holding more
-  /// than `maximumSize` bytes (the file may grow while it is read).
+  /// than `maximumSize` bytes (the file may grow while it is read). The file is opened
+  /// relative to its directory's descriptor once the directory passed its owner and mode
+  /// checks, and checked itself through its own descriptor (`fstat`).
   ///
   /// - Throws: ``TokenStoreError/Code/notARegularFile`` for a link, a directory or a FIFO;
+  ///   ``TokenStoreError/Code/insecurePermissions`` for a directory or file another user owns
+  ///   or group or others may write (a file holding tokens: read);
   ///   the code of `errno` when it cannot be opened, examined or read.
   func read(maximumSize: Int) throws(TokenStoreError) -> Contents {
-    let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+    guard let directory = try openCheckedDirectory() else { return .missing }
+    defer { close(directory) }
+    let fd = openat(directory, fileName, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
     if fd < 0 {
       let code = errno
       if code == ENOENT { return .missing }
@@ -178,6 +200,7 @@ struct DurableFile: Sendable {
       throw TokenStoreError(
         .notARegularFile, "The path of \(noun) is not a regular file.", path: path)
     }
+    try check(info, as: .file, path: path, fd: fd)
     guard identity.size <= Int64(maximumSize) else { return .tooLarge(identity) }
     var data = Data()
     data.reserveCapacity(Int(identity.size))
@@ -208,13 +231,44 @@ struct DurableFile: Sendable {
     #endif
   }
 
-  private var capitalizedNoun: String { noun.prefix(1).uppercased() + noun.dropFirst() }
+  var capitalizedNoun: String { noun.prefix(1).uppercased() + noun.dropFirst() }
 
   // MARK: - The sidecar lock
 
-  /// Opens `<path>.lock` (never through a symbolic link), creating it with mode 0600.
+  /// Opens `<path>.lock` (never through a symbolic link), creating it with mode 0600, once
+  /// its directory passed its checks; then checks the lock file itself.
+  ///
+  /// - Returns: The descriptor, or -1 (with `errno` set) when it cannot be opened.
+  /// - Throws: ``TokenStoreError/Code/insecurePermissions`` (the directory or the lock file),
+  ///   or the code of a directory that cannot be opened or examined.
+  func openCheckedLockFile() throws(TokenStoreError) -> Int32 {
+    guard let directory = try openCheckedDirectory() else {
+      errno = ENOENT
+      return -1
+    }
+    defer { close(directory) }
+    let lockName = fileName + ".lock"
+    let fd = openat(directory, lockName, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode_t(0o600))
+    guard fd >= 0 else { return -1 }
+    var info = stat()
+    guard fstat(fd, &info) == 0 else {
+      let code = errno
+      close(fd)
+      throw Self.systemError(
+        "fstat", code, "The lock file of \(noun) cannot be examined.", path: lockPath)
+    }
+    do throws(TokenStoreError) {
+      try check(info, as: .lockFile, path: lockPath, fd: fd)
+    } catch {
+      close(fd)
+      throw error
+    }
+    return fd
+  }
+
+  /// ``openCheckedLockFile()``, -1 for any failure (for callers that go on without the lock).
   func openLockFile() -> Int32 {
-    open(lockPath, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode_t(0o600))
+    (try? openCheckedLockFile()) ?? -1
   }
 
   enum LockOutcome: Equatable {
@@ -251,10 +305,10 @@ struct DurableFile: Sendable {
   func withExclusiveLock<T>(
     timeout: Duration, _ body: () throws(TokenStoreError) -> T
   ) throws(TokenStoreError) -> T {
-    var fd = openLockFile()
+    var fd = try openCheckedLockFile()
     if fd < 0 && errno == ENOENT {
       try createDirectory()
-      fd = openLockFile()
+      fd = try openCheckedLockFile()
     }
     guard fd >= 0 else {
       let code = errno

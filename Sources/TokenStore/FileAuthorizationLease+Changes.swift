@@ -32,7 +32,7 @@ extension FileAuthorizationLease {
     let changes: [LeaseChange]
     switch (previous.content, observation.content) {
     case (.record(let old), .record(let new)):
-      changes = new.changes(since: old, now: now())
+      changes = new.changes(since: old, at: clock.now())
     case (.record, .missing), (.record, .unreadable), (.missing, .unreadable):
       changes = [.unknown]
     case (.unreadable, .unreadable):
@@ -44,7 +44,7 @@ extension FileAuthorizationLease {
       base.floor = new.floor
       base.generation = new.floor
       base.nextFence = 0
-      changes = new.changes(since: base, now: now())
+      changes = new.changes(since: base, at: clock.now())
     case (.missing, _), (.unreadable, _):
       // Recreated after garbage: `.unknown` was already announced for the garbage.
       changes = []

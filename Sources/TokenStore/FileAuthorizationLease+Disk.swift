@@ -22,11 +22,12 @@ extension FileAuthorizationLease {
     case newer(FileIdentity, TokenStoreError)
   }
 
-  /// Reads the record under the lock, lets `change` edit it, and replaces the file when the
+  /// Reads the record under the lock, lets `change` edit it (given the time of the change, on
+  /// both clocks), and replaces the file when the
   /// record changed (or the file was missing or bad and had to be recreated). The lock is held
   /// for the read, the write and nothing else; it is released before this returns.
   func transact<T>(
-    _ change: (inout LeaseRecord, Date) -> T
+    _ change: (inout LeaseRecord, HostTime) -> T
   ) throws(TokenStoreError) -> T {
     try withFileLock { () throws(TokenStoreError) -> T in
       removeStaleTemporaryFilesOnce()
@@ -36,7 +37,7 @@ extension FileAuthorizationLease {
       switch try readDisk() {
       case .missing:
         absorb(Observation(identity: nil, content: .missing))
-        base = LeaseRecord.fresh(after: known, wallClock: Date())
+        base = LeaseRecord.fresh(after: known, wallClock: clock.wall())
       case .good(let identity, let record):
         base = record
         absorb(Observation(identity: identity, content: .record(record)))
@@ -45,13 +46,13 @@ extension FileAuthorizationLease {
           " It is replaced by an empty record; every earlier grant is no longer current."
         report(problem)
         absorb(Observation(identity: identity, content: .unreadable))
-        base = LeaseRecord.fresh(after: known, wallClock: Date())
+        base = LeaseRecord.fresh(after: known, wallClock: clock.wall())
         mustWrite = true
       case .newer(_, let error):
         throw error
       }
       var record = base
-      let result = change(&record, now())
+      let result = change(&record, clock.now())
       if mustWrite || record != base {
         let identity = try replaceFile(with: try record.encoded())
         absorb(Observation(identity: identity, content: .record(record)))
@@ -79,7 +80,7 @@ extension FileAuthorizationLease {
           path: path))
     case .data(let data, let identity):
       do throws(TokenStoreError) {
-        return .good(identity, try LeaseRecord.decode(data, now: now()))
+        return .good(identity, try LeaseRecord.decode(data, at: clock.now()))
       } catch {
         var error = error
         error.path = path

@@ -4,7 +4,8 @@ import Foundation
 // under the brief lock) run on the lease's queue, with the semantics of
 // `InMemoryAuthorizationLease`.
 extension FileAuthorizationLease {
-  /// Takes the lease of `key` unless a grant that has not expired (on `now`) exists.
+  /// Takes the lease of `key` unless a grant that has not expired (on the host's boot clock, or
+  /// on the clock given to the initializer) exists.
   ///
   /// - Parameters:
   ///   - key: The account.
@@ -20,19 +21,18 @@ extension FileAuthorizationLease {
     _ key: AccountKey, owner: String, timeToLive: Duration
   ) async throws(TokenStoreError) -> LeaseAttempt {
     try await perform { lease throws(TokenStoreError) in
-      try lease.transact { record, date in
-        if let holder = record.holders[key], holder.expiresAt > date {
-          return .heldElsewhere(owner: holder.owner, expiresAt: holder.expiresAt)
+      try lease.transact { record, time in
+        if let holder = record.holders[key], holder.isLive(at: time) {
+          return .heldElsewhere(owner: holder.owner, expiresAt: holder.expiry(at: time))
         }
-        let holder = LeaseRecord.Holder(
-          owner: owner, fence: record.nextFence,
-          expiresAt: date.addingTimeInterval(Self.seconds(timeToLive)))
+        let holder = LeaseRecord.Holder.lasting(
+          Self.seconds(timeToLive), owner: owner, fence: record.nextFence, from: time)
         record.nextFence += 1
         record.holders[key] = holder
         return .acquired(
           LeaseGrant(
             key: key, owner: owner, fence: holder.fence, generation: record.generation,
-            expiresAt: holder.expiresAt))
+            expiresAt: holder.expiry(at: time)))
       }
     }
   }
@@ -48,15 +48,16 @@ extension FileAuthorizationLease {
     _ grant: LeaseGrant, timeToLive: Duration
   ) async throws(TokenStoreError) -> LeaseGrant? {
     try await perform { lease throws(TokenStoreError) in
-      try lease.transact { record, date in
-        guard var holder = record.holders[grant.key], holder.fence == grant.fence else {
+      try lease.transact { record, time in
+        guard let held = record.holders[grant.key], held.fence == grant.fence else {
           return nil
         }
-        holder.expiresAt = date.addingTimeInterval(Self.seconds(timeToLive))
+        let holder = LeaseRecord.Holder.lasting(
+          Self.seconds(timeToLive), owner: held.owner, fence: held.fence, from: time)
         record.holders[grant.key] = holder
         return LeaseGrant(
           key: grant.key, owner: grant.owner, fence: grant.fence, generation: grant.generation,
-          expiresAt: holder.expiresAt)
+          expiresAt: holder.expiry(at: time))
       }
     }
   }

@@ -4,8 +4,15 @@ import Foundation
 ///
 /// On disk it is one JSON object (keys sorted):
 /// `{"allSignedOut":{"by":"…","generation":3},"floor":0,"format":"authcoordinator.lease",`
-/// `"generation":3,"holders":[{"expiresAt":…,"fence":7,"key":{…},"owner":"…"}],"nextFence":8,`
+/// `"generation":3,"holders":[{"boot":"…","bootExpiresAt":…,"expiresAt":…,"fence":7,`
+/// `"key":{…},"owner":"…"}],"nextFence":8,`
 /// `"userSignedOut":[{"by":"…","generation":2,"mcUid":"u1"}],"version":1}`.
+///
+/// A holder's expiry is kept twice: `boot` and `bootExpiresAt` (nanoseconds on the host's boot
+/// clock, ``BootInstant``), which is what readers compare, and `expiresAt` (wall clock), for
+/// readers without a boot clock and for the versions before it, which ignore the two newer
+/// fields. A holder without them (written by such a version) is compared on the wall clock, as
+/// before. A holder of another boot has expired: every process of that boot is gone.
 struct LeaseRecord: Equatable, Sendable {
   static let format = "authcoordinator.lease"
   static let version = 1
@@ -19,6 +26,11 @@ struct LeaseRecord: Equatable, Sendable {
   /// are shortened to it): one year, well inside ``expiryHorizon`` even for a reader whose
   /// clock lags the writer's.
   static let maximumTimeToLive: TimeInterval = 365.25 * 86_400
+  /// The longest boot identity recorded (Linux and Apple systems use 36-character UUIDs).
+  static let maximumBootLength = 128
+  /// The wall-clock expiry of a holder compared on the boot clock is not compared at all, but
+  /// must still be a date `Date` arithmetic handles: within about 3,000 years of 2001.
+  static let wallExpiryLimit: TimeInterval = 1e11
 
   /// Whether a holder may expire at `expiresAt` (seconds since 2001-01-01) in a record read at
   /// `now`: a finite date, not before 1970, at most ``expiryHorizon`` after `now`.
@@ -28,10 +40,57 @@ struct LeaseRecord: Equatable, Sendable {
       && expiresAt <= now.timeIntervalSinceReferenceDate + expiryHorizon
   }
 
+  /// Whether a holder read at `time` is one some process could have written: its boot-clock
+  /// expiry, when it is of the reader's boot, at most ``expiryHorizon`` ahead (one of another
+  /// boot has lapsed, whatever its value); its wall-clock expiry plausible
+  /// (``isPlausibleExpiry(_:now:)``) when that is what the reader compares, and a date within
+  /// ``wallExpiryLimit`` of 2001 in any case.
+  static func isPlausible(_ holder: Holder, at time: HostTime) -> Bool {
+    let wall = holder.expiresAt.timeIntervalSinceReferenceDate
+    guard wall.isFinite, abs(wall) <= wallExpiryLimit else { return false }
+    if let boot = holder.bootExpiry?.boot, boot.isEmpty || boot.utf8.count > maximumBootLength {
+      return false
+    }
+    guard let expiry = holder.bootExpiry, let now = time.boot else {
+      return isPlausibleExpiry(wall, now: time.wall)
+    }
+    guard expiry.boot == now.boot else { return true }
+    return expiry.nanoseconds <= now.advanced(bySeconds: expiryHorizon).nanoseconds
+  }
+
   struct Holder: Equatable, Sendable {
     var owner: String
     var fence: UInt64
+    /// The expiry on the writer's wall clock: compared only when the holder has no boot-clock
+    /// expiry (an older writer's) or the reader has no boot clock.
     var expiresAt: Date
+    /// The expiry on the host's boot clock, with the boot's identity.
+    var bootExpiry: BootInstant? = nil
+
+    /// A holder whose grant lasts `seconds` from `time`, on both clocks.
+    static func lasting(
+      _ seconds: TimeInterval, owner: String, fence: UInt64, from time: HostTime
+    ) -> Holder {
+      Holder(
+        owner: owner, fence: fence, expiresAt: time.wall.addingTimeInterval(seconds),
+        bootExpiry: time.boot?.advanced(bySeconds: seconds))
+    }
+
+    /// Whether the grant has not lapsed at `time`. On the boot clock when both the holder and
+    /// the reader have one: a holder of another boot has lapsed. Else on the wall clock.
+    func isLive(at time: HostTime) -> Bool {
+      guard let expiry = bootExpiry, let now = time.boot else { return expiresAt > time.wall }
+      return expiry.boot == now.boot && expiry.nanoseconds > now.nanoseconds
+    }
+
+    /// When the grant lapses, as a date on the reader's wall clock: the time left on the boot
+    /// clock counted from the reader's wall clock, so that a reader whose wall clock stepped
+    /// still waits for as long as the grant has left.
+    func expiry(at time: HostTime) -> Date {
+      guard let expiry = bootExpiry, let now = time.boot else { return expiresAt }
+      guard expiry.boot == now.boot else { return min(expiresAt, time.wall) }
+      return time.wall.addingTimeInterval(now.seconds(to: expiry))
+    }
   }
 
   struct SignOut: Equatable, Sendable {
@@ -76,16 +135,16 @@ struct LeaseRecord: Equatable, Sendable {
   }
 
   /// What changed from `old` to `self`, as announcements. A holder gone (unless it expired
-  /// before `now` and was taken over) is a release; a changed sign-out mark is a sign-out; a
+  /// before `time` and was taken over) is a release; a changed sign-out mark is a sign-out; a
   /// raised floor (the file was recreated) is ``LeaseChange/unknown`` only.
-  func changes(since old: LeaseRecord, now: Date) -> [LeaseChange] {
+  func changes(since old: LeaseRecord, at time: HostTime) -> [LeaseChange] {
     if floor != old.floor || generation < old.generation || nextFence < old.nextFence {
       return [.unknown]
     }
     var result: [LeaseChange] = []
     let released = old.holders.filter { key, holder in
       guard let current = holders[key] else { return true }
-      return current.fence != holder.fence && holder.expiresAt > now
+      return current.fence != holder.fence && holder.isLive(at: time)
     }
     for key in released.keys.sorted(by: { $0.description < $1.description }) {
       result.append(.released(key))
@@ -116,7 +175,8 @@ struct LeaseRecord: Equatable, Sendable {
       holders: holders.sorted { $0.key.description < $1.key.description }.map { key, holder in
         WireHolder(
           key: key, owner: holder.owner, fence: holder.fence,
-          expiresAt: holder.expiresAt.timeIntervalSinceReferenceDate)
+          expiresAt: holder.expiresAt.timeIntervalSinceReferenceDate,
+          boot: holder.bootExpiry?.boot, bootExpiresAt: holder.bootExpiry?.nanoseconds)
       },
       userRevoked: userRevoked.isEmpty
         ? nil
@@ -135,9 +195,10 @@ struct LeaseRecord: Equatable, Sendable {
 
   /// Decodes a lease file: ``TokenStoreError/Code/unsupportedVersion`` for a newer version,
   /// ``TokenStoreError/Code/corruptFile`` for anything that is not a consistent record,
-  /// including a holder whose expiry is not plausible at `now` (``isPlausibleExpiry(_:now:)``).
+  /// including a holder whose expiry is not plausible at `time` (``isPlausible(_:at:)``), or
+  /// with only one of `boot` and `bootExpiresAt`.
   static func decode(
-    _ data: Data, now: Date = Date()
+    _ data: Data, at time: HostTime = HostClock.system.now()
   ) throws(TokenStoreError) -> LeaseRecord {
     let decoder = JSONDecoder()
     guard let header = try? decoder.decode(Header.self, from: data), header.format == format
@@ -177,7 +238,19 @@ struct LeaseRecord: Equatable, Sendable {
     record.allRevoked = wire.allRevoked ?? 0
     consistent = consistent && record.allRevoked <= wire.generation
     for holder in wire.holders {
-      guard isPlausibleExpiry(holder.expiresAt, now: now) else {
+      var bootExpiry: BootInstant?
+      switch (holder.boot, holder.bootExpiresAt) {
+      case (nil, nil): bootExpiry = nil
+      case (let boot?, let nanoseconds?):
+        bootExpiry = BootInstant(boot: boot, nanoseconds: nanoseconds)
+      default:
+        throw TokenStoreError(
+          .corruptFile, "The lease file's record has a holder with half a boot-clock expiry.")
+      }
+      let decoded = Holder(
+        owner: holder.owner, fence: holder.fence,
+        expiresAt: Date(timeIntervalSinceReferenceDate: holder.expiresAt), bootExpiry: bootExpiry)
+      guard isPlausible(decoded, at: time) else {
         throw TokenStoreError(
           .corruptFile,
           "The lease file's record has a holder whose expiry is not a date (non-finite, before"
@@ -185,9 +258,7 @@ struct LeaseRecord: Equatable, Sendable {
       }
       consistent =
         consistent && record.holders[holder.key] == nil && holder.fence < wire.nextFence
-      record.holders[holder.key] = Holder(
-        owner: holder.owner, fence: holder.fence,
-        expiresAt: Date(timeIntervalSinceReferenceDate: holder.expiresAt))
+      record.holders[holder.key] = decoded
     }
     guard consistent else {
       throw TokenStoreError(
@@ -232,5 +303,10 @@ struct LeaseRecord: Equatable, Sendable {
     var fence: UInt64
     /// Seconds since 2001-01-01T00:00:00Z, so a `Date` round-trips bit for bit.
     var expiresAt: Double
+    /// The boot of ``bootExpiresAt``; absent in files of earlier versions (and from writers
+    /// without a boot clock), as is ``bootExpiresAt``.
+    var boot: String?
+    /// Nanoseconds since that boot on the host's boot clock.
+    var bootExpiresAt: UInt64?
   }
 }

@@ -20,9 +20,20 @@ import SyncPrimitives
 ///   `fsync`, `rename`, directory `fsync`). While a grant is held no kernel lock is: on iOS a
 ///   suspended app holding a file lock in a shared container is terminated (0xdead10cc), and an
 ///   authorization can take minutes.
-/// - **Semantics of ``InMemoryAuthorizationLease``.** Expiries are measured on the injected
-///   wall clock `now`; a holder that died is taken over once its grant expired, with a larger
-///   fence.
+/// - **Semantics of ``InMemoryAuthorizationLease``.** A holder that died is taken over once
+///   its grant expired, with a larger fence.
+/// - **Expiries on the host's boot clock.** Processes compare expiries on a clock that never
+///   steps and that every process of the host shares (Linux: `CLOCK_BOOTTIME`; Apple
+///   platforms: the continuous clock of `mach_continuous_time`), recorded with the boot's
+///   identity (Linux: `/proc/sys/kernel/random/boot_id`; Apple platforms:
+///   `kern.bootsessionuuid`). Setting the wall clock, by hand or by NTP, forwards or backwards,
+///   neither lets another process take a live grant over nor delays the takeover of a dead
+///   holder's; a holder recorded in an earlier boot has expired. The dates the lease reports
+///   (``LeaseGrant/expiresAt``, ``LeaseAttempt/heldElsewhere(owner:expiresAt:)``) are the time
+///   left on that clock counted from the wall clock. Where there is no boot clock, or when a
+///   clock is given to ``init(url:lockTimeout:pollInterval:now:onIssue:)``, expiries are
+///   compared on the wall clock, as are those of holders written by earlier versions of this
+///   package (their records have no boot-clock expiry).
 /// - **A bad file** (garbage, an inconsistent record) never crashes: it is reported to
 ///   `onIssue` and replaced by an empty record whose generation floor makes every earlier
 ///   grant not current, and subscribers get ``LeaseChange/unknown``. A file of a newer format
@@ -65,7 +76,8 @@ public final class FileAuthorizationLease: AuthorizationLease {
   var directoryPath: String { file.directoryPath }
   var fileName: String { file.fileName }
   var lockPath: String { file.lockPath }
-  let now: @Sendable () -> Date
+  /// The clocks expiries are measured on (``HostClock/system`` unless a test injects one).
+  let clock: HostClock
   let onIssue: (@Sendable (TokenStoreError) -> Void)?
   let queue = DispatchQueue(label: "AuthCoordinator.FileAuthorizationLease", qos: .utility)
   let state = LockedState(State())
@@ -91,24 +103,39 @@ public final class FileAuthorizationLease: AuthorizationLease {
   ///     Negative values count as zero.
   ///   - pollInterval: How often, while ``changes()`` has subscribers, the file is checked in
   ///     case a notification was missed; ``defaultPollInterval`` by default (at least 10 ms).
-  ///   - now: The wall clock that expiries are measured on; tests inject one. Processes that
-  ///     share the file must share the clock.
+  ///   - now: `nil` (the default): expiries are compared on the host's boot clock, which never
+  ///     steps. A clock: expiries are measured on it instead, as an ``InMemoryAuthorizationLease``
+  ///     measures them (tests inject one); processes that share the file must then share it.
   ///   - onIssue: Called (on the lease's private queue) with every problem the lease handles
   ///     itself instead of throwing: a bad file replaced, a newer-version file seen by the
   ///     watcher, a directory that cannot be watched or synced.
-  public init(
+  public convenience init(
     url: URL,
     lockTimeout: Duration = FileTokenStore.defaultLockTimeout,
     pollInterval: Duration = FileAuthorizationLease.defaultPollInterval,
-    now: @escaping @Sendable () -> Date = { Date() },
+    now: (@Sendable () -> Date)? = nil,
+    onIssue: (@Sendable (TokenStoreError) -> Void)? = nil
+  ) {
+    self.init(
+      url: url, lockTimeout: lockTimeout, pollInterval: pollInterval,
+      clock: now.map(HostClock.wallOnly) ?? .system, onIssue: onIssue)
+  }
+
+  /// Creates a lease on the given clocks: the seam through which a test steps the wall clock
+  /// and moves the boot clock on its own.
+  package init(
+    url: URL,
+    lockTimeout: Duration = FileTokenStore.defaultLockTimeout,
+    pollInterval: Duration = FileAuthorizationLease.defaultPollInterval,
+    clock: HostClock,
     onIssue: (@Sendable (TokenStoreError) -> Void)? = nil
   ) {
     self.url = url
     self.lockTimeout = max(.zero, lockTimeout)
     self.pollInterval = max(.milliseconds(10), pollInterval)
-    let file = DurableFile(url: url, noun: "the lease file")
+    let file = DurableFile(url: url, noun: "the lease file", onIssue: onIssue)
     self.file = file
-    self.now = now
+    self.clock = clock
     self.onIssue = onIssue
     watcher = LeaseFileWatcher(
       queue: queue, directoryPath: file.directoryPath, fileName: file.fileName,
@@ -127,7 +154,7 @@ public final class FileAuthorizationLease: AuthorizationLease {
     nextTo store: FileTokenStore,
     lockTimeout: Duration = FileTokenStore.defaultLockTimeout,
     pollInterval: Duration = FileAuthorizationLease.defaultPollInterval,
-    now: @escaping @Sendable () -> Date = { Date() },
+    now: (@Sendable () -> Date)? = nil,
     onIssue: (@Sendable (TokenStoreError) -> Void)? = nil
   ) {
     self.init(

@@ -145,7 +145,7 @@ public final class FileTokenStore: FencedTokenStore {
     self.maximumFileSize = max(0, maximumFileSize)
     self.lockTimeout = max(.zero, lockTimeout)
     self.maximumQuarantinedFiles = max(0, maximumQuarantinedFiles)
-    file = DurableFile(url: url, noun: "the store")
+    file = DurableFile(url: url, noun: "the store", holdsSecrets: true, onIssue: onIssue)
     self.onIssue = onIssue
     queue = DispatchQueue(label: "AuthCoordinator.FileTokenStore", qos: .utility)
   }

@@ -10,7 +10,7 @@ import Foundation
 ///   of any key of the lease, so a store can tell a deposed holder's save from its successor's
 ///   (``FencedTokenStore``).
 /// - **Renewal tells the truth.** ``renew(_:timeToLive:)`` extends only a grant that is still
-///   the key's current one and returns `nil` once it lapsed or was taken over; a throw means
+///   the key's current one and returns `nil` once it was released or taken over (it may refuse a lapsed one too); a throw means
 ///   "unknown" and the holder retries until its grant would lapse.
 /// - **Release is idempotent** and announces the release (``LeaseChangeFeed``).
 /// - **Current means not signed out.** ``isCurrent(_:)`` is `false` once the grant's account

@@ -44,6 +44,12 @@ public struct TokenStoreError: Error, Hashable, Sendable, CustomStringConvertibl
     /// The store's lock file stayed locked (by another process, or another open file
     /// description in this one) for longer than the store's lock timeout; nothing was changed.
     public static let lockTimeout = Code(rawValue: "lock_timeout")
+    /// The file, its lock file or its directory is owned by another user, or group or others
+    /// may write it (the store's file: read it either): another local user could have planted
+    /// what it holds, so it is not used. Thrown on Linux, macOS and other platforms; on iOS,
+    /// tvOS, watchOS and visionOS (the sandbox keeps apps apart; app group containers' modes
+    /// are the system's) it is reported to `onIssue` instead. See docs/token-store.md.
+    public static let insecurePermissions = Code(rawValue: "insecure_permissions")
 
     /// The code's name.
     public var description: String { rawValue }

@@ -69,7 +69,7 @@ import Testing
     let dir = try TemporaryDirectory()
     defer { dir.remove() }
     let garbage = Data("{\"format\": not a store}\n".utf8)
-    try garbage.write(to: dir.file())
+    try garbage.writePrivately(to: dir.file())
     let holder = try LockHolder(path: dir.file("tokens.store.lock"))
     defer { holder.release() }
     let issues = IssueLog()
@@ -133,7 +133,7 @@ import Testing
     var lastGarbage = Data()
     for round in 0..<6 {
       lastGarbage = Data("garbage \(round) with token-\(round)\n".utf8)
-      try lastGarbage.write(to: dir.file())
+      try lastGarbage.writePrivately(to: dir.file())
       let store = FileTokenStore(url: dir.file(), maximumQuarantinedFiles: 2)
       #expect(try await store.model(for: key(1)) == nil)
       let aside = try dir.contents().filter { $0.hasPrefix("tokens.store.corrupt-") }
@@ -150,7 +150,7 @@ import Testing
     defer { dir.remove() }
     #expect(FileTokenStore.defaultMaximumQuarantinedFiles == 3)
     for round in 0..<5 {
-      try Data("garbage \(round)\n".utf8).write(to: dir.file())
+      try Data("garbage \(round)\n".utf8).writePrivately(to: dir.file())
       #expect(try await FileTokenStore(url: dir.file()).model(for: key(1)) == nil)
     }
     #expect(try dir.contents().filter { $0.contains(".corrupt-") }.count == 3)
@@ -159,7 +159,7 @@ import Testing
   @Test func zeroQuarantinedCopiesDeletesABadFileInsteadOfKeepingIt() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.remove() }
-    try Data("garbage token-u1\n".utf8).write(to: dir.file())
+    try Data("garbage token-u1\n".utf8).writePrivately(to: dir.file())
     let issues = IssueLog()
     let store = FileTokenStore(
       url: dir.file(), maximumQuarantinedFiles: -1, onIssue: issues.handler)
@@ -180,7 +180,7 @@ import Testing
       defer { dir.remove() }
       // Two bad files moved aside (holding what may be live tokens), then a good file.
       for round in 0..<2 {
-        try Data("garbage \(round) token-u1\n".utf8).write(to: dir.file())
+        try Data("garbage \(round) token-u1\n".utf8).writePrivately(to: dir.file())
         #expect(try await FileTokenStore(url: dir.file()).model(for: key(1)) == nil)
       }
       let store = FileTokenStore(url: dir.file())
@@ -201,7 +201,7 @@ import Testing
   @Test func aRemovalThatFindsABadFileDeletesItInsteadOfKeepingIt() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.remove() }
-    try Data("garbage token-u1\n".utf8).write(to: dir.file())
+    try Data("garbage token-u1\n".utf8).writePrivately(to: dir.file())
     let issues = IssueLog()
     let store = FileTokenStore(url: dir.file(), onIssue: issues.handler)
     try await store.removeModels(forAccount: "u1")

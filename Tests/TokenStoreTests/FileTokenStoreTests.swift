@@ -76,8 +76,8 @@ import Testing
   @Test func staleTemporaryFilesOfACrashedWriterAreRemoved() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.remove() }
-    try Data("half a file".utf8).write(to: dir.file("tokens.store.tmp-4242-deadbeef"))
-    try Data("unrelated".utf8).write(to: dir.file("other.store.tmp-1-1"))
+    try Data("half a file".utf8).writePrivately(to: dir.file("tokens.store.tmp-4242-deadbeef"))
+    try Data("unrelated".utf8).writePrivately(to: dir.file("other.store.tmp-1-1"))
     try await FileTokenStore(url: dir.file()).save(sampleModel(1), for: key(1))
     #expect(try dir.contents() == ["other.store.tmp-1-1", "tokens.store", "tokens.store.lock"])
   }
@@ -129,7 +129,7 @@ import Testing
     let dir = try TemporaryDirectory()
     defer { dir.remove() }
     let garbage = Data("{\"format\": this is not a token store}\n\u{0}\u{1}".utf8)
-    try garbage.write(to: dir.file())
+    try garbage.writePrivately(to: dir.file())
     let issues = IssueLog()
     let store = FileTokenStore(url: dir.file(), onIssue: issues.handler)
     #expect(try await store.model(for: key(1)) == nil)
@@ -150,7 +150,7 @@ import Testing
     let dir = try TemporaryDirectory()
     defer { dir.remove() }
     let full = try StoreFileFormat.encode([key(1): sampleModel(1), key(2): sampleModel(2)])
-    try full.prefix(full.count - 10).write(to: dir.file())
+    try full.prefix(full.count - 10).writePrivately(to: dir.file())
     let store = FileTokenStore(url: dir.file())
     await #expect(throws: TokenStoreError(.truncatedFile, "")) { try await store.validate() }
     await #expect(throws: TokenStoreError(.truncatedFile, "")) { try await store.loadAll() }
@@ -164,7 +164,7 @@ import Testing
     defer { dir.remove() }
     for round in 0..<20 {
       let bytes = randomBytes(Int.random(in: 0...4096, using: &generator), using: &generator)
-      try bytes.write(to: dir.file())
+      try bytes.writePrivately(to: dir.file())
       let issues = IssueLog()
       let store = FileTokenStore(url: dir.file(), onIssue: issues.handler)
       #expect(try await store.model(for: key(1)) == nil, "round \(round)")
@@ -217,7 +217,7 @@ import Testing
     let newer = Data(
       (#"{"format":"authcoordinator.tokenstore","version":7,"shards":3}"# + "\nnew stuff\n")
         .utf8)
-    try newer.write(to: dir.file())
+    try newer.writePrivately(to: dir.file())
     let issues = IssueLog()
     let store = FileTokenStore(url: dir.file(), onIssue: issues.handler)
     #expect(try await store.model(for: key(1)) == nil)
@@ -323,9 +323,10 @@ import Testing
       let dir = try TemporaryDirectory()
       defer { dir.remove() }
       let garbage = Data("garbage".utf8)
-      try garbage.write(to: dir.file())
-      try garbage.write(to: dir.file("locked.store"))
-      try Data().write(to: dir.file("locked.store.lock"))  // the lock can be taken, not the move
+      try garbage.writePrivately(to: dir.file())
+      try garbage.writePrivately(to: dir.file("locked.store"))
+      // The lock can be taken, not the move.
+      try Data().writePrivately(to: dir.file("locked.store.lock"))
       #expect(setImmutable(dir.url, true))
       defer { setImmutable(dir.url, false) }
       for name in ["tokens.store", "locked.store"] {
@@ -371,7 +372,7 @@ import Testing
     defer { dir.remove() }
     let store = FileTokenStore(url: dir.file())
     try await store.validate()  // a missing file is an empty store
-    try Data("garbage".utf8).write(to: dir.file())
+    try Data("garbage".utf8).writePrivately(to: dir.file())
     await #expect(throws: TokenStoreError(.corruptFile, "")) { try await store.validate() }
     await #expect(throws: TokenStoreError(.corruptFile, "")) { try await store.validate() }
     #expect(try dir.contents() == ["tokens.store"])

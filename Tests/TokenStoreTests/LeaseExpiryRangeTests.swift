@@ -42,7 +42,7 @@ import Testing
     #expect(grant.owner == "here")
     #expect(issues.codes == [.corruptFile])
     #expect(throws: TokenStoreError(.corruptFile, "")) {
-      try LeaseRecord.decode(Self.record(expiresAt: expiresAt), now: Date())
+      try LeaseRecord.decode(Self.record(expiresAt: expiresAt), at: HostClock.system.now())
     }
   }
 

@@ -147,7 +147,7 @@ import Testing
     let dir = try TemporaryDirectory()
     defer { dir.remove() }
     let original = try Data(contentsOf: fixture("version1.store"))
-    try original.write(to: dir.file())
+    try original.writePrivately(to: dir.file())
     let issues = IssueLog()
     let store = FileTokenStore(url: dir.file(), onIssue: issues.handler)
     #expect(try await store.loadAll() == Self.version1Models)
@@ -193,7 +193,7 @@ import Testing
     // A file store leaves it alone.
     let dir = try TemporaryDirectory()
     defer { dir.remove() }
-    try version3.write(to: dir.file())
+    try version3.writePrivately(to: dir.file())
     let store = FileTokenStore(url: dir.file())
     await #expect(throws: TokenStoreError(.unsupportedVersion, "")) {
       try await store.save(withoutRefresh, for: key(8))

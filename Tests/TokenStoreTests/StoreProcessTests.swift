@@ -150,7 +150,9 @@ import Testing
   }
 
   /// As root, `chmod 000` would not stop the store from reading; a child process that drops to
-  /// the `nobody` user id (65534) before opening the store is refused like any other user.
+  /// the `nobody` user id (65534) before opening the store is refused like any other user:
+  /// before it even tries to open the 0600 file, since the directory is not its own
+  /// (`insecure_permissions`, the ownership check).
   @Test(.enabled(if: getuid() == 0, "needs root to switch to another user id"))
   func unreadableFileIsPermissionDeniedForAnotherUser() async throws {
     let crasher = try requireCrasher()
@@ -161,7 +163,7 @@ import Testing
     let before = try Data(contentsOf: dir.file())
     let path = dir.file().path(percentEncoded: false)
     let asNobody = try CrasherRun(crasher, ["read", path, "--as-uid", "65534"])
-    #expect(asNobody.remainingLines() == ["error permission_denied"])
+    #expect(asNobody.remainingLines() == ["error insecure_permissions"])
     #expect(asNobody.wait().status == 0)
     let asRoot = try CrasherRun(crasher, ["read", path])
     #expect(asRoot.remainingLines() == ["ok 1"])

@@ -142,3 +142,15 @@ func randomBytes(_ count: Int, using generator: inout SeededGenerator) -> Data {
       atPath: dir.file("probe").path(percentEncoded: false), contents: nil)
   }
 #endif
+
+extension Data {
+  /// Writes a fixture as the store writes its files (mode 0600): a store file that group or
+  /// others may read is made 0600 and reported (`insecurePermissions`), which a test of
+  /// something else should not have to expect.
+  func writePrivately(to url: URL) throws {
+    try write(to: url)
+    guard chmod(url.path(percentEncoded: false), 0o600) == 0 else {
+      throw CocoaError(.fileWriteNoPermission)
+    }
+  }
+}
