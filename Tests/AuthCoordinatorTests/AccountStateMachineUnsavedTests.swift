@@ -72,7 +72,6 @@ import Testing
         == .end(Ending(flight: 3, result: .succeeded(newer), adoptedFromStore: true)))
   }
 
-
   @Test func aLogoutEndsTheRetry() {
     var (machine, _, unsaved) = machineWithUnsavedModel()
     _ = machine.signOut()

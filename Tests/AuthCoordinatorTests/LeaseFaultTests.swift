@@ -69,6 +69,34 @@ import Testing
     #expect(await store.model(for: u1) == model)
   }
 
+  /// Fault 2, the callers' side: a caller that waits for a stopped refresh fails at its own
+  /// deadline, not when the refresh ends or the maximum hold passes (a service saw 2.1-2.7 s
+  /// against a 2 s deadline in that wait).
+  @Test func aCallerWaitingForAStoppedRefreshFailsAtItsOwnDeadline() async throws {
+    let store = InMemoryTokenStore()
+    let harness = Harness(store: store) {
+      $0.authorizationTimeout = .seconds(1)
+      $0.maximumHold = .seconds(60)
+    }
+    let issuer = RotatingTokenIssuer()
+    await store.save(
+      issuer.login(mcUid: "u1", at: harness.clock.date.addingTimeInterval(-7200)), for: u1)
+    let first = harness.request()
+    let hung = await harness.authorizer.nextCall()
+    harness.clock.advance(by: .seconds(1))
+    await expectFailure(first, .timedOut)
+
+    let second = harness.request()
+    let third = harness.request(timeout: .milliseconds(300))
+    try await harness.waitForWaiters(2)
+    harness.clock.advance(by: .milliseconds(300))
+    await expectFailure(third, .timedOut)
+    harness.clock.advance(by: .milliseconds(700))
+    await expectFailure(second, .timedOut)
+    #expect(harness.authorizer.callCount == 1, "both waited for the stopped refresh")
+    #expect(!hung.isCancelled, "which is left to finish (rule 16)")
+  }
+
   /// Fault 3: one failed renewal ended the renewal task for good; the lease lapsed and a second
   /// holder spent the same refresh token. Now a failed renewal is retried.
   @Test func aFailedRenewalIsRetriedAndNoOtherProcessAuthorizes() async throws {
