@@ -6,9 +6,18 @@ import SyncPrimitives
 /// The stress test uses the numbers to check logout against the store's own order: once the
 /// removal a logout issued has run, a caller that starts afterwards may only be given a model
 /// that was saved after that removal (rule 9), and every model a caller gets was saved before
-/// the caller was resumed (rule 10, the store never fails here).
+/// the caller was resumed (rule 10), unless its save failed: then it must be stored by a retry,
+/// superseded by a newer model of the user that was stored, or removed by a logout (rule 21).
+///
+/// `failingSaves` percent of saves throw before they write (a fault; drawn from `seed`).
 final class RecordingStore: TokenStore, @unchecked Sendable {
+  struct SaveFault: Error {}
+
   private struct State {
+    var rng: SplitMix64
+    var failedSaves = 0
+    /// Per user, the highest model number stored.
+    var newestSaved: [String: UInt64] = [:]
     var models: [AccountKey: AuthModel] = [:]
     var index = 0
     var lastRemoval: [String: Int] = [:]
@@ -20,7 +29,23 @@ final class RecordingStore: TokenStore, @unchecked Sendable {
     var removeAlls = 0
   }
 
-  private let state = LockedState(State())
+  private let state: LockedState<State>
+  let failingSaves: Double
+
+  init(failingSaves: Double = 0, seed: UInt64 = 0) {
+    self.failingSaves = failingSaves
+    state = LockedState(State(rng: SplitMix64(seed: seed)))
+  }
+
+  /// The store's operation count so far.
+  var index: Int { state.withLock { $0.index } }
+
+  var failedSaves: Int { state.withLock { $0.failedSaves } }
+
+  /// Whether a model of `mcUid` numbered above `seq` was stored.
+  func storedNewer(than seq: UInt64, for mcUid: String) -> Bool {
+    state.withLock { ($0.newestSaved[mcUid] ?? 0) > seq }
+  }
 
   /// The index of the latest removal that covered `mcUid` (0: none).
   func removalMark(for mcUid: String) -> Int {
@@ -42,11 +67,20 @@ final class RecordingStore: TokenStore, @unchecked Sendable {
   }
 
   func save(_ model: AuthModel, for key: AccountKey) async throws {
-    state.withLock {
-      $0.index += 1
-      $0.models[key] = model
-      if let seq = model.extraInfo["seq"].flatMap(UInt64.init) { $0.saves[seq] = $0.index }
+    let failed = state.withLock { state -> Bool in
+      if failingSaves > 0, state.rng.chance(failingSaves) {
+        state.failedSaves += 1
+        return true
+      }
+      state.index += 1
+      state.models[key] = model
+      if let seq = model.extraInfo["seq"].flatMap(UInt64.init) {
+        state.saves[seq] = state.index
+        state.newestSaved[key.mcUid] = max(state.newestSaved[key.mcUid] ?? 0, seq)
+      }
+      return false
     }
+    if failed { throw SaveFault() }
   }
 
   func removeModel(for key: AccountKey) async throws {

@@ -7,10 +7,12 @@ import Foundation
 /// - `STRESS_SEED`: the seed (decimal or `0x` hex); a fresh random one otherwise.
 /// - `STRESS_OPS`: how many operations; `STRESS_SOAK=1` makes the default 1,000,000.
 /// - `STRESS_KEYS`: how many account keys (default 100).
+/// - `STRESS_FAILING_SAVES`: the percentage of saves that fail (default 2; 0 for none).
 struct StressParameters: Sendable, CustomStringConvertible {
   var seed: UInt64
   var operations: Int
   var keys: Int
+  var failingSaves: Double
   /// Calls and logouts outstanding at most before the driver waits for some to end.
   var window = 512
   /// The clock moves every this many operations.
@@ -22,7 +24,8 @@ struct StressParameters: Sendable, CustomStringConvertible {
     return StressParameters(
       seed: environment["STRESS_SEED"].flatMap(parseSeed) ?? UInt64.random(in: 1...UInt64.max),
       operations: environmentInt("STRESS_OPS", soak ? 1_000_000 : 100_000),
-      keys: environmentInt("STRESS_KEYS", 100))
+      keys: environmentInt("STRESS_KEYS", 100),
+      failingSaves: Double(environmentInt("STRESS_FAILING_SAVES", 2)))
   }
 
   static func parseSeed(_ text: String) -> UInt64? {
@@ -34,7 +37,7 @@ struct StressParameters: Sendable, CustomStringConvertible {
   var seedText: String { "0x" + String(seed, radix: 16) }
 
   var description: String {
-    "seed=\(seedText) operations=\(operations) keys=\(keys) (rerun: STRESS_SEED=\(seedText))"
+    "seed=\(seedText) operations=\(operations) keys=\(keys) failing saves \(failingSaves)% (rerun: STRESS_SEED=\(seedText))"
   }
 }
 
@@ -56,6 +59,7 @@ struct StressReport: Sendable {
   var firstImbalance: AuthCoordinator.Statistics?
   var pacingAdvances = 0
   var storeCounts = (reads: 0, saves: 0, removals: 0, removeAlls: 0)
+  var failedSaves = 0
   var drainRounds = 0
   var servedBeforeSaved = 0
   var seconds = 0.0
@@ -90,7 +94,8 @@ struct StressReport: Sendable {
       \(s.callersLeftEarly), loops stopped \(s.refreshLoopsStopped), late results discarded \
       \(s.lateResultsDiscarded), evictions \(s.evictions), waiting \(s.waitingCallers)
         store: reads \(storeCounts.reads) saves \(storeCounts.saves) removals \
-      \(storeCounts.removals) removeAlls \(storeCounts.removeAlls); most keys authorizing at \
+      \(storeCounts.removals) removeAlls \(storeCounts.removeAlls); saves failed \(failedSaves) \
+      (unsaved models \(s.unsavedModels), retries \(s.saveRetries)); most keys authorizing at \
       once \(maxKeysInFlight); drain rounds \(drainRounds); served before their save finished \
       (store deadline) \(servedBeforeSaved)
         statistics sampled mid-run \(statisticsSamples) times, unbalanced \
@@ -111,7 +116,7 @@ final class StressDriver {
   let parameters: StressParameters
   let clock = ManualClock()
   let authorizer: ChaosAuthorizer
-  let store = RecordingStore()
+  let store: RecordingStore
   let coordinator: AuthCoordinator
   let ledger: StressLedger
   let keys: [AccountKey]
@@ -130,6 +135,8 @@ final class StressDriver {
     self.parameters = parameters
     rng = SplitMix64(seed: parameters.seed)
     pacing = SplitMix64(seed: SplitMix64.hash(parameters.seed, 1))
+    store = RecordingStore(
+      failingSaves: parameters.failingSaves, seed: SplitMix64.hash(parameters.seed, 4))
     authorizer = ChaosAuthorizer(
       seed: parameters.seed, clock: clock, authorizationTimeout: Self.authorizationTimeout,
       exchangeTimeout: Self.exchangeTimeout)
@@ -175,6 +182,7 @@ final class StressDriver {
     report.abandonedResults = authorizer.abandonedCount
     report.maxKeysInFlight = authorizer.maxInFlightKeys
     report.storeCounts = store.counts
+    report.failedSaves = store.failedSaves
     report.servedBeforeSaved = ledger.servedBeforeSaved
     report.statistics = coordinator.statistics
     (report.violationCount, report.violations) = ledger.violations
@@ -330,9 +338,12 @@ final class StressDriver {
 
   private func finalChecks() async {
     // A save that ran past the store deadline served its model before it finished; the store
-    // answers at once here, so after a few turns of the scheduler every such save has run.
-    for _ in 0..<100_000 {
+    // answers at once here, so after a few turns of the scheduler every such save has run. A
+    // failed save is retried with back-off on the manual clock, which moves a second at a time
+    // here (the longest retry delay is 30 s).
+    for round in 0..<100_000 {
       guard ledger.unsavedCount(store) > 0 else { break }
+      if round % 100 == 99 { clock.advance(by: .seconds(1)) }
       await Task.yield()
     }
     let unsaved = ledger.unsavedCount(store)

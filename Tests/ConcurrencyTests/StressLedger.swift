@@ -42,7 +42,7 @@ final class StressLedger: @unchecked Sendable {
     var violationCount = 0
     /// Models served before their save finished (the save ran past the store deadline): each
     /// must still reach the store by the end of the run.
-    var unsavedAtResume: [(call: Int, mcUid: String, seq: UInt64)] = []
+    var unsavedAtResume: [(call: Int, mcUid: String, seq: UInt64, storeIndex: Int)] = []
     var servedBeforeSaved = 0
   }
 
@@ -137,7 +137,7 @@ final class StressLedger: @unchecked Sendable {
         // Rule 10 with the store deadline: a save that runs past it still serves the model,
         // and must complete later (checked at the end of the run).
         state.withLock {
-          $0.unsavedAtResume.append((call.id, mcUid, seq))
+          $0.unsavedAtResume.append((call.id, mcUid, seq, store.index))
           $0.servedBeforeSaved += 1
         }
       }
@@ -174,11 +174,20 @@ final class StressLedger: @unchecked Sendable {
   /// Records a violation found outside a call (statistics, hangs).
   func violation(_ message: String) { state.withLock { Self.note([message], in: &$0) } }
 
-  /// The models served before their save finished whose save has still not happened (the
-  /// ones that have are forgotten).
+  /// Whether a model served before it was stored is settled: stored, superseded by a newer
+  /// stored model of the user, or removed by a logout that ran after it was served.
+  private static func settled(
+    _ entry: (call: Int, mcUid: String, seq: UInt64, storeIndex: Int), _ store: RecordingStore
+  ) -> Bool {
+    store.saveIndex(of: entry.seq) != nil || store.storedNewer(than: entry.seq, for: entry.mcUid)
+      || store.removalMark(for: entry.mcUid) > entry.storeIndex
+  }
+
+  /// The models served before their save finished that were never settled (the ones that
+  /// were are forgotten).
   func servedButNeverSaved(_ store: RecordingStore) -> [String] {
     state.withLock { state in
-      state.unsavedAtResume.removeAll { store.saveIndex(of: $0.seq) != nil }
+      state.unsavedAtResume.removeAll { Self.settled($0, store) }
       return state.unsavedAtResume.prefix(20).map {
         "call \($0.call) for \($0.mcUid) got model #\($0.seq), which never reached the store"
       }
@@ -188,7 +197,7 @@ final class StressLedger: @unchecked Sendable {
   /// How many models served before their save finished have still not been saved.
   func unsavedCount(_ store: RecordingStore) -> Int {
     state.withLock { state in
-      state.unsavedAtResume.removeAll { store.saveIndex(of: $0.seq) != nil }
+      state.unsavedAtResume.removeAll { Self.settled($0, store) }
       return state.unsavedAtResume.count
     }
   }
