@@ -296,11 +296,11 @@ import Testing
     let path = leaseURL(dir).path(percentEncoded: false)
     let run = Unchecked(
       try CrasherRun(crasher, ["lease-hold", path, "--key", user.mcUid, "--ttl-ms", "500"]))
-    let line = await offThePool { run.value.nextLine() }
+    let line = await run.value.nextLine()
     let fence = try #require(line.flatMap { UInt64($0.dropFirst("held ".count)) }, "\(line ?? "")")
     #expect(canLockExclusively(dir.file("tokens.store.lease.lock")))
     run.value.kill()
-    let ended = await offThePool { run.value.wait() }
+    let ended = await run.value.wait()
     #expect(ended.reason == .uncaughtSignal && ended.status == SIGKILL)
 
     let record = try LeaseRecord.decode(Data(contentsOf: leaseURL(dir)))

@@ -28,7 +28,7 @@ import Testing
   /// random number of reported saves (zero included: a kill during start-up); half come from
   /// the writer itself, from a second thread after a random number of microseconds, so they
   /// land anywhere inside a save: writing the temporary file, fsync, rename, directory fsync.
-  @Test func sigkillAtRandomMomentsNeverLeavesATornFile() throws {
+  @Test func sigkillAtRandomMomentsNeverLeavesATornFile() async throws {
     let crasher = try requireCrasher()
     var generator = SeededGenerator(seed: testSeed("sigkillAtRandomMomentsNeverLeavesATornFile"))
     let dir = try TemporaryDirectory()
@@ -53,15 +53,15 @@ import Testing
       let run = try CrasherRun(crasher, arguments)
       var saved: [Int] = []
       if !selfKill {
-        while saved.count < reportsBeforeKill, let line = run.nextLine() {
+        while saved.count < reportsBeforeKill, let line = await run.nextLine() {
           saved.append(try #require(Int(line), "unexpected output \(line)"))
         }
         run.kill()
       }
-      for line in run.remainingLines() {
+      for line in await run.remainingLines() {
         saved.append(try #require(Int(line), "unexpected output \(line)"))
       }
-      let (reason, status) = run.wait()
+      let (reason, status) = await run.wait()
       #expect(reason == .uncaughtSignal && status == SIGKILL, "iteration \(iteration)")
       kills += 1
 
@@ -85,8 +85,8 @@ import Testing
     }
     // A clean run removes the temporary files the killed writers left behind.
     let clean = try CrasherRun(crasher, ["write", path, "--key", key.mcUid, "--count", "1"])
-    #expect(clean.remainingLines().last == "done")
-    #expect(clean.wait().status == 0)
+    #expect(await clean.remainingLines().last == "done")
+    #expect(await clean.wait().status == 0)
     #expect(try dir.contents() == ["tokens.store", "tokens.store.lock"])
     let elapsed = clock.now - began
     print(
@@ -98,7 +98,7 @@ import Testing
   /// Two processes write different keys of one store at the same time: while they run, every
   /// read of the file decodes (no torn file), and at the end both keys hold their last model
   /// (the `flock` around read-modify-write loses no update).
-  @Test func twoProcessesWritingDifferentKeysLoseNoUpdate() throws {
+  @Test func twoProcessesWritingDifferentKeysLoseNoUpdate() async throws {
     let crasher = try requireCrasher()
     let dir = try TemporaryDirectory()
     defer { dir.remove() }
@@ -109,10 +109,10 @@ import Testing
     }
     let reads = try readWhileRunning(path, writers)
     for writer in writers {
-      let lines = writer.remainingLines()
+      let lines = await writer.remainingLines()
       #expect(lines.last == "done")
       #expect(lines.dropLast() == (0..<count).map(String.init)[...])
-      #expect(writer.wait().status == 0)
+      #expect(await writer.wait().status == 0)
     }
     let models = try StoreFileFormat.decode(
       try #require(FileManager.default.contents(atPath: path)))
@@ -124,7 +124,7 @@ import Testing
 
   /// Two processes write the same key at the same time: never a torn file, and the final model
   /// is the last one of one of the writers.
-  @Test func twoProcessesWritingTheSameKeyNeverTearTheFile() throws {
+  @Test func twoProcessesWritingTheSameKeyNeverTearTheFile() async throws {
     let crasher = try requireCrasher()
     let dir = try TemporaryDirectory()
     defer { dir.remove() }
@@ -137,8 +137,8 @@ import Testing
     }
     let reads = try readWhileRunning(path, writers)
     for writer in writers {
-      #expect(writer.remainingLines().last == "done")
-      #expect(writer.wait().status == 0)
+      #expect(await writer.remainingLines().last == "done")
+      #expect(await writer.wait().status == 0)
     }
     let models = try StoreFileFormat.decode(
       try #require(FileManager.default.contents(atPath: path)))
@@ -163,11 +163,11 @@ import Testing
     let before = try Data(contentsOf: dir.file())
     let path = dir.file().path(percentEncoded: false)
     let asNobody = try CrasherRun(crasher, ["read", path, "--as-uid", "65534"])
-    #expect(asNobody.remainingLines() == ["error insecure_permissions"])
-    #expect(asNobody.wait().status == 0)
+    #expect(await asNobody.remainingLines() == ["error insecure_permissions"])
+    #expect(await asNobody.wait().status == 0)
     let asRoot = try CrasherRun(crasher, ["read", path])
-    #expect(asRoot.remainingLines() == ["ok 1"])
-    #expect(asRoot.wait().status == 0)
+    #expect(await asRoot.remainingLines() == ["ok 1"])
+    #expect(await asRoot.wait().status == 0)
     #expect(try Data(contentsOf: dir.file()) == before)
   }
 
@@ -216,7 +216,12 @@ import Testing
 }
 
 /// A running `store-crasher`, its stdout read line by line (blocking reads, no sleeping).
-final class CrasherRun {
+///
+/// Every blocking read and wait runs on a thread of its own, never on the cooperative pool: the
+/// pool has one thread per core, and a test blocked on a child for seconds on one of them left
+/// every other test of the run one thread (on CI, with the stress suites beside it, file store
+/// loads of three tests then missed their 10 s deadline).
+final class CrasherRun: @unchecked Sendable {
   let process = Process()
   private let output: FileHandle
   private var buffer = Data()
@@ -231,7 +236,35 @@ final class CrasherRun {
   }
 
   /// The next complete line, or `nil` once the process has closed its output.
-  func nextLine() -> String? {
+  func nextLine() async -> String? { await Self.offThePool { self.blockingNextLine() } }
+
+  /// Every line until the end of the output.
+  func remainingLines() async -> [String] {
+    await Self.offThePool {
+      var lines: [String] = []
+      while let line = self.blockingNextLine() { lines.append(line) }
+      return lines
+    }
+  }
+
+  /// Waits for the process to end.
+  ///
+  /// - Returns: How it ended and its exit status or signal.
+  @discardableResult
+  func wait() async -> (reason: Process.TerminationReason, status: Int32) {
+    await Self.offThePool {
+      self.process.waitUntilExit()
+      return (self.process.terminationReason, self.process.terminationStatus)
+    }
+  }
+
+  private static func offThePool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+      Thread.detachNewThread { continuation.resume(returning: body()) }
+    }
+  }
+
+  private func blockingNextLine() -> String? {
     while true {
       if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
         let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
@@ -244,25 +277,10 @@ final class CrasherRun {
     }
   }
 
-  /// Every line until the end of the output.
-  func remainingLines() -> [String] {
-    var lines: [String] = []
-    while let line = nextLine() { lines.append(line) }
-    return lines
-  }
-
   func kill() {
     sendSIGKILL(to: process.processIdentifier)
   }
 
-  /// Waits for the process to end.
-  ///
-  /// - Returns: How it ended and its exit status or signal.
-  @discardableResult
-  func wait() -> (reason: Process.TerminationReason, status: Int32) {
-    process.waitUntilExit()
-    return (process.terminationReason, process.terminationStatus)
-  }
 }
 
 /// `kill(pid, SIGKILL)`, outside the class whose `kill()` method would shadow it.
