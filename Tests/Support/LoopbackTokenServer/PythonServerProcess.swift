@@ -24,50 +24,80 @@ public struct PythonServerProcess: Sendable {
   ///   - environment: Added to this process's environment (the server's hard timeout, say).
   /// - Throws: ``LaunchError`` when python3 or the script is missing, or no port was printed.
   public init(script: URL, environment extra: [String: String]) throws {
-    guard FileManager.default.fileExists(atPath: script.path) else {
-      throw LaunchError(description: "the server script is missing: \(script.path)")
-    }
-    guard let python = Self.executable(named: "python3") else {
-      throw LaunchError(
-        description: "python3 was not found on PATH: the tests run a real HTTP server "
-          + "(\(script.lastPathComponent)) with it. Install python3 (CI does).")
-    }
-    let process = Process()
-    process.executableURL = python
-    process.arguments = [script.path]
-    var environment = ProcessInfo.processInfo.environment
-    environment["PYTHONUNBUFFERED"] = "1"
-    environment.merge(extra) { _, new in new }
-    process.environment = environment
-    let input = Pipe()
-    let output = Pipe()
-    process.standardInput = input
-    process.standardOutput = output
-    do {
-      try process.run()
-    } catch {
-      throw LaunchError(description: "could not launch \(python.path): \(error)")
-    }
-    var line = Data()
-    let reader = output.fileHandleForReading
-    while !line.contains(UInt8(ascii: "\n")) {
-      let chunk = reader.availableData
-      if chunk.isEmpty { break }
-      line.append(chunk)
-    }
-    let text = String(decoding: line, as: UTF8.self)
-      .trimmingCharacters(in: .whitespacesAndNewlines)
+    let launched = try Launched(script: script, arguments: [], environment: extra)
+    let text = launched.firstLine
     guard let port = Int(text), port > 0 else {
-      process.terminate()
+      launched.process.terminate()
       throw LaunchError(
         description: "the server exited without printing its port (output: \(text))")
     }
     self.port = port
-    self.process = process
-    self.input = input
+    self.process = launched.process
+    self.input = launched.input
   }
 
-  private static func executable(named name: String) -> URL? {
+  /// A python3 process started with pipes for its stdin and stdout, and the first line it
+  /// printed (read on the calling thread: call it where blocking briefly is fine).
+  public struct Launched: Sendable {
+    /// The python process.
+    public let process: Process
+    /// Its stdin.
+    public let input: Pipe
+    /// Its stdout.
+    public let output: Pipe
+    /// The first line it printed, trimmed; empty when it exited first.
+    public let firstLine: String
+
+    /// Starts `script` with python3 and `arguments`, and reads its first line.
+    ///
+    /// - Throws: ``LaunchError`` when python3 or the script is missing, or it does not start.
+    public init(script: URL, arguments: [String], environment extra: [String: String]) throws {
+      guard FileManager.default.fileExists(atPath: script.path) else {
+        throw LaunchError(description: "the server script is missing: \(script.path)")
+      }
+      guard let python = PythonServerProcess.executable(named: "python3") else {
+        throw LaunchError(
+          description: "python3 was not found on PATH: the tests run a real HTTP server "
+            + "(\(script.lastPathComponent)) with it. Install python3 (CI does).")
+      }
+      let process = Process()
+      process.executableURL = python
+      process.arguments = [script.path] + arguments
+      var environment = ProcessInfo.processInfo.environment
+      environment["PYTHONUNBUFFERED"] = "1"
+      environment.merge(extra) { _, new in new }
+      process.environment = environment
+      let input = Pipe()
+      let output = Pipe()
+      process.standardInput = input
+      process.standardOutput = output
+      do {
+        try process.run()
+      } catch {
+        throw LaunchError(description: "could not launch \(python.path): \(error)")
+      }
+      self.process = process
+      self.input = input
+      self.output = output
+      self.firstLine = Self.readLine(from: output.fileHandleForReading) ?? ""
+    }
+
+    /// Reads up to the next newline, a byte at a time (so nothing after it is consumed);
+    /// nil at end of file.
+    public static func readLine(from handle: FileHandle) -> String? {
+      var line = Data()
+      while true {
+        guard let byte = try? handle.read(upToCount: 1), let first = byte.first else {
+          return nil
+        }
+        if first == UInt8(ascii: "\n") { break }
+        line.append(first)
+      }
+      return String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespaces)
+    }
+  }
+
+  static func executable(named name: String) -> URL? {
     let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
     for directory in path.split(separator: ":") {
       let candidate = URL(fileURLWithPath: String(directory)).appendingPathComponent(name)

@@ -12,11 +12,20 @@ public struct RotatingTokenServerError: Error, Sendable, CustomStringConvertible
 
 /// SIMULATED INTEGRATOR SERVER = REAL HTTP ON LOOPBACK.
 ///
-/// Launches `rotating_token_server.py` (next to this file) with python3 on 127.0.0.1: an OAuth 2
-/// token endpoint that rotates refresh tokens and revokes a token family when a spent refresh
-/// token comes back, as real servers do. Each test starts its own instance, so its counts are the
-/// test's own. The server lives until ``stop()``, until this process exits (its stdin closes), or
-/// until its own hard timeout, so it never outlives the tests.
+/// `rotating_token_server.py` (next to this file), run by python3 on 127.0.0.1: an OAuth 2 token
+/// endpoint that rotates refresh tokens and revokes a token family when a spent refresh token
+/// comes back, as real servers do. Each instance is its own server on its own port, with its own
+/// state, so its counts are the test's own.
+///
+/// Instances are forks of one python process (the script's `--zygote` mode), started once per
+/// test process: starting python and importing `http.server` costs about a quarter of a CPU
+/// second, and with a fresh python per instance a test run spent most of its first 15 seconds on
+/// it, both threads of the cooperative pool blocked waiting for ports (three store loads then
+/// missed their 10 s deadline in CI). A fork costs about a millisecond.
+///
+/// A server lives until ``stop()`` (or this object's deinit), until this process exits (the
+/// zygote's stdin closes, and its servers follow it), or until its own hard timeout, so it never
+/// outlives the tests.
 public final class RotatingTokenServer: @unchecked Sendable {
   /// The script, relative to this file.
   public static let script = URL(fileURLWithPath: #filePath)
@@ -25,31 +34,84 @@ public final class RotatingTokenServer: @unchecked Sendable {
 
   /// The server's port on 127.0.0.1.
   public let port: Int
-  private let process: Process
-  private let input: Pipe
+  /// The server's process id (a child of the zygote).
+  private let pid: Int32
+  private let zygote: Zygote
 
-  /// Starts a server and waits until it printed its port.
+  /// Starts a server and waits until it is listening.
   ///
   /// - Parameter hardTimeout: The server exits by itself after this many seconds.
   /// - Throws: ``RotatingTokenServerError`` when python3 or the script is missing, or the
   ///   server did not start.
   public init(hardTimeout: Int = 300) throws {
-    do {
-      let server = try PythonServerProcess(
-        script: Self.script, environment: ["ROTATING_TOKEN_SERVER_TIMEOUT": String(hardTimeout)])
-      port = server.port
-      process = server.process
-      input = server.input
-    } catch {
-      throw RotatingTokenServerError(description: "\(error)")
-    }
+    zygote = try Zygote.shared.get()
+    (port, pid) = try zygote.spawn(hardTimeout: hardTimeout)
   }
 
   deinit { stop() }
 
-  /// Closes the server's stdin, which makes it exit.
+  /// Stops the server (it exits; its port refuses connections). Stopping twice is harmless.
   public func stop() {
-    try? input.fileHandleForWriting.close()
+    zygote.send("stop \(pid)")
+  }
+
+  /// The one python process that forks every server of this test process.
+  private final class Zygote: @unchecked Sendable {
+    static let shared: Result<Zygote, RotatingTokenServerError> = Result { try Zygote() }
+      .mapError { RotatingTokenServerError(description: "\($0)") }
+
+    private let launched: PythonServerProcess.Launched
+    /// Serialises a command and its answer line.
+    private let lock = NSLock()
+
+    private init() throws {
+      // The zygote's own hard timeout: longer than any test run; its stdin closing ends it
+      // first when this process exits.
+      launched = try PythonServerProcess.Launched(
+        script: RotatingTokenServer.script, arguments: ["--zygote"],
+        environment: ["ROTATING_TOKEN_SERVER_TIMEOUT": "5400"])
+      guard launched.firstLine == "ready" else {
+        launched.process.terminate()
+        throw RotatingTokenServerError(
+          description: "the rotating token server did not start (output: \(launched.firstLine))")
+      }
+    }
+
+    func spawn(hardTimeout: Int) throws -> (port: Int, pid: Int32) {
+      lock.lock()
+      defer { lock.unlock() }
+      try write("spawn \(max(1, hardTimeout))")
+      let answer = PythonServerProcess.Launched.readLine(
+        from: launched.output.fileHandleForReading)
+      let words = (answer ?? "").split(separator: " ")
+      guard words.count == 2, let port = Int(words[0]), port > 0, let pid = Int32(words[1])
+      else {
+        throw RotatingTokenServerError(
+          description: "the rotating token server did not start a server (answer: "
+            + "\(answer ?? "end of file"))")
+      }
+      return (port, pid)
+    }
+
+    func send(_ command: String) {
+      lock.lock()
+      defer { lock.unlock() }
+      try? write(command)
+    }
+
+    private func write(_ command: String) throws {
+      // A write to a pipe nobody reads would kill this process (SIGPIPE): the zygote only ends
+      // at its hard timeout, long after any run, but a test must not die of it.
+      guard launched.process.isRunning else {
+        throw RotatingTokenServerError(description: "the rotating token server has exited")
+      }
+      do {
+        try launched.input.fileHandleForWriting.write(contentsOf: Data((command + "\n").utf8))
+      } catch {
+        throw RotatingTokenServerError(
+          description: "the rotating token server is gone (\(command)): \(error)")
+      }
+    }
   }
 
   /// `http://127.0.0.1:<port>`.

@@ -75,6 +75,7 @@ import json
 import os
 import secrets
 import select
+import signal
 import socket
 import sys
 import threading
@@ -398,25 +399,86 @@ class Server(ThreadingHTTPServer):
     request_queue_size = 128
 
 
-def watch_stdin():
+def exit_at_end_of_file(fd):
+    """Exits this process once `fd` reads end of file (its writer, a parent, is gone)."""
     try:
-        while sys.stdin.buffer.read(4096):
+        while os.read(fd, 4096):
             pass
     except Exception:
         pass
     os._exit(0)
 
 
-def main():
-    server = Server(("127.0.0.1", 0), Handler)
-    threading.Thread(target=watch_stdin, daemon=True).start()
-    timer = threading.Timer(HARD_TIMEOUT, lambda: os._exit(0))
+def serve(server, hard_timeout, watched_fd):
+    """Serves `server` until `watched_fd` reads end of file or `hard_timeout` seconds pass."""
+    threading.Thread(target=exit_at_end_of_file, args=(watched_fd,), daemon=True).start()
+    timer = threading.Timer(hard_timeout, lambda: os._exit(0))
     timer.daemon = True
     timer.start()
-    sys.stdout.write("%d\n" % server.server_address[1])
-    sys.stdout.flush()
     server.serve_forever()
 
 
+def main():
+    server = Server(("127.0.0.1", 0), Handler)
+    sys.stdout.write("%d\n" % server.server_address[1])
+    sys.stdout.flush()
+    serve(server, HARD_TIMEOUT, sys.stdin.fileno())
+
+
+def zygote():
+    """Starts servers on request, each a fork of this process with fresh state.
+
+    Starting python and importing http.server costs about a quarter of a CPU second; a test run
+    that started one server per test spent most of its first 15 seconds on that, on two cores.
+    A fork costs a millisecond. This process stays single-threaded (fork copies only the calling
+    thread) and reads commands from stdin, one per line:
+
+      spawn <hard timeout in seconds>
+                 binds a new server on a free port, forks it, and answers "<port> <pid>"
+      stop <pid> stops that server, if it is one of ours and still running; no answer
+
+    It prints "ready" first. It exits when stdin closes (the test process is gone) or after
+    HARD_TIMEOUT; every server it started exits with it (each watches a pipe only this process
+    writes to), or at its own hard timeout.
+    """
+    death_read, death_write = os.pipe()
+    children = set()
+    signal.alarm(max(1, int(HARD_TIMEOUT)))
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    for line in sys.stdin:
+        while children:  # reap the ended ones, so a stopped pid is never one reused elsewhere
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            children.discard(pid)
+        words = line.split()
+        if len(words) == 2 and words[0] == "spawn":
+            server = Server(("127.0.0.1", 0), Handler)
+            pid = os.fork()
+            if pid == 0:
+                os.close(death_write)
+                devnull = os.open(os.devnull, os.O_RDWR)
+                os.dup2(devnull, 0)
+                os.dup2(devnull, 1)
+                signal.alarm(0)
+                serve(server, float(words[1]), death_read)
+                os._exit(0)
+            server.server_close()
+            children.add(pid)
+            sys.stdout.write("%d %d\n" % (server.server_address[1], pid))
+            sys.stdout.flush()
+        elif len(words) == 2 and words[0] == "stop" and words[1].isdigit():
+            if int(words[1]) in children:
+                os.kill(int(words[1]), signal.SIGTERM)
+    os._exit(0)
+
+
 if __name__ == "__main__":
-    main()
+    if "--zygote" in sys.argv[1:]:
+        zygote()
+    else:
+        main()
