@@ -12,7 +12,7 @@ import Testing
 #endif
 
 /// Cancellation of the calling task while its request is at the server.
-@Suite struct BearerClientCancellationTests {
+@Suite(.timeLimit(.minutes(2))) struct BearerClientCancellationTests {
   /// A listener that reads the request and never answers: once it holds the request, the
   /// caller's task is cancelled; the call ends with `CancellationError` and the client closes
   /// the connection (the request was cancelled, not abandoned).

@@ -8,7 +8,7 @@ import Testing
 #endif
 
 /// What the client throws, and what it prints.
-@Suite struct BearerClientErrorTests {
+@Suite(.timeLimit(.minutes(2))) struct BearerClientErrorTests {
   /// The coordinator's error reaches the caller unchanged, and nothing is sent.
   @Test func theCoordinatorsErrorPropagatesUnchanged() async throws {
     let harness = try BearerHarness { _, _, _ in

@@ -72,13 +72,10 @@ struct BearerHarness {
     try await coordinator.authModel(for: key).accessToken
   }
 
-  /// Sends `count` requests for the resource, all started together; `onStatus` runs in each
-  /// request's task after its answer (the revocation trigger of the concurrency tests).
+  /// Sends `count` requests for the resource, all started together.
   ///
   /// - Returns: The statuses, and the wall time of the whole batch.
-  func concurrentRequests(
-    _ count: Int, onStatus: @escaping @Sendable (Int) async throws -> Void = { _ in }
-  ) async throws -> (statuses: [Int], elapsed: Duration) {
+  func concurrentRequests(_ count: Int) async throws -> (statuses: [Int], elapsed: Duration) {
     let client = client
     let resource = resource
     let clock = ContinuousClock()
@@ -87,7 +84,6 @@ struct BearerHarness {
       for _ in 0..<count {
         group.addTask {
           let (_, response) = try await client.data(from: resource)
-          try await onStatus(response.statusCode)
           return response.statusCode
         }
       }
@@ -96,19 +92,5 @@ struct BearerHarness {
       return statuses
     }
     return (statuses, clock.now - start)
-  }
-}
-
-/// A counter shared by concurrent tasks.
-final class SharedCounter: @unchecked Sendable {
-  private let lock = NSLock()
-  private var value = 0
-
-  /// Adds one and returns the new value.
-  func increment() -> Int {
-    lock.lock()
-    defer { lock.unlock() }
-    value += 1
-    return value
   }
 }

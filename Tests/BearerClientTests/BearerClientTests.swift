@@ -8,7 +8,7 @@ import Testing
 #endif
 
 /// One request at a time through the client, against the real server over a real URLSession.
-@Suite struct BearerClientTests {
+@Suite(.timeLimit(.minutes(2))) struct BearerClientTests {
   /// The server sees the coordinator's token, which replaces the request's own header.
   @Test func attachesTheTokenInPlaceOfTheRequestsAuthorization() async throws {
     let harness = try BearerHarness()

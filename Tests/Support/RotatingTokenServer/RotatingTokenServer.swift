@@ -141,7 +141,8 @@ public final class RotatingTokenServer: @unchecked Sendable {
 
   /// Sets any of the server's `/config` values by name (see the script's header): `delay`,
   /// `reply_delay`, `expires_in`, `resource_delay`, `client_id`, `client_secret`, `fail_count`, `fail_status`,
-  /// `fail_body`, `redirect_to`, `huge_reply`, `token_challenge`, `resource_challenge`.
+  /// `fail_body`, `redirect_to`, `huge_reply`, `token_challenge`, `resource_challenge`,
+  /// `revoke_access_after`.
   ///
   /// - Parameter settings: The values, by name.
   public func configure(_ settings: [String: String]) async throws {

@@ -68,6 +68,10 @@ Client authentication and scripted failures (all set through /config, all off by
                  `fail_body` (JSON or not) instead of a grant; nothing rotates.
   redirect_to    token requests are answered 307 with `Location: <redirect_to>`.
   huge_reply     token requests are answered 200 with a JSON body of this many bytes.
+  revoke_access_after
+                 once /resource has answered this many 200s, the server does what
+                 /revoke-access does, at once and by itself: a revocation that lands while
+                 requests are in flight, whatever the speed of the client (0: off).
 """
 
 import base64
@@ -98,6 +102,7 @@ CONFIG = {
     "fail_body": "",
     "redirect_to": "",
     "huge_reply": 0,
+    "revoke_access_after": 0,
     "token_challenge": 'Basic realm="rotating-token-server"',
     "resource_challenge": 'Bearer realm="rotating-token-server", error="invalid_token"',
 }
@@ -302,6 +307,9 @@ class Handler(BaseHTTPRequestHandler):
         with LOCK:
             active = is_active(token)
             STATS["resource_ok" if active else "resource_unauthorized"] += 1
+            if active and STATS["resource_ok"] == CONFIG["revoke_access_after"]:
+                REVOKED_ACCESS.update(ACCESS_TOKENS)
+                STATS["access_revocations"] += 1
             if not header:
                 STATS["resource_no_token"] += 1
             family = ACCESS_TOKENS.get(token)
