@@ -5,7 +5,7 @@ import Testing
 
 @testable import AlipayBridge
 
-@Suite struct AlipayAuthCodeProviderTests {
+@Suite(.timeLimit(.minutes(2))) struct AlipayAuthCodeProviderTests {
   /// A provider wired to a fake Alipay app and a router, with an event subscription.
   struct Rig {
     let clock = ManualClock()

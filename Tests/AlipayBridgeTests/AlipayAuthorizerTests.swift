@@ -4,7 +4,7 @@ import Foundation
 import SyncPrimitives
 import Testing
 
-@Suite struct AlipayAuthorizerTests {
+@Suite(.timeLimit(.minutes(2))) struct AlipayAuthorizerTests {
   /// Rule 20 (docs/semantics.md): an extension's coordinator asks with `allowsInteraction`
   /// off; account connect always bounces to Alipay, so the authorizer refuses at once with
   /// `interaction_required`, before it asks its provider for a code.

@@ -4,7 +4,7 @@ import Testing
 
 @testable import AlipayBridge
 
-@Suite struct AlipayCallbackRouterTests {
+@Suite(.timeLimit(.minutes(2))) struct AlipayCallbackRouterTests {
   struct Hooks {
     let accountConnect = Recorder<URL>()
     let payment = Recorder<URL>()

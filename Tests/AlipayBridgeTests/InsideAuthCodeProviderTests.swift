@@ -28,7 +28,7 @@ func insideDictionary(
   [AnyHashable(codeKey): code, AnyHashable(resultKey): fields as [AnyHashable: Any]]
 }
 
-@Suite struct InsideAuthCodeProviderTests {
+@Suite(.timeLimit(.minutes(2))) struct InsideAuthCodeProviderTests {
   let clock = ManualClock()
   let fake = FakeInsideStarter()
   let provider: InsideAuthCodeProvider

@@ -4,7 +4,7 @@ import Testing
 
 @testable import AlipayBridge
 
-@Suite struct InsideResultTests {
+@Suite(.timeLimit(.minutes(2))) struct InsideResultTests {
   @Test(arguments: [
     ("account_open_auth_8000", AuthCoordinatorError.Code.authorizationFailed),
     ("account_open_auth_6000", .userCancelled),

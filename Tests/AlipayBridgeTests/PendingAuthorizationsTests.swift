@@ -4,7 +4,7 @@ import Testing
 @testable import AlipayBridge
 
 /// The provider's decisions, driven synchronously.
-@Suite struct PendingAuthorizationsTests {
+@Suite(.timeLimit(.minutes(2))) struct PendingAuthorizationsTests {
   typealias Machine = PendingAuthorizations<Int, Int>
   let ok: Result<AuthCode, AuthCoordinatorError> = .success(AuthCode("C"))
 

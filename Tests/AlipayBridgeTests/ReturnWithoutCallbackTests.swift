@@ -6,7 +6,7 @@ import Testing
 @testable import AlipayBridge
 
 /// The vendor SDK's defect: the user comes back from Alipay and no callback ever follows.
-@Suite struct ReturnWithoutCallbackTests {
+@Suite(.timeLimit(.minutes(2))) struct ReturnWithoutCallbackTests {
   /// A pending request whose URL was opened, with its task and an event subscription.
   struct Pending {
     let clock = ManualClock()

@@ -4,7 +4,7 @@ import Testing
 
 @testable import AlipayBridge
 
-@Suite struct SafepayCallbackTests {
+@Suite(.timeLimit(.minutes(2))) struct SafepayCallbackTests {
   @Test func successNeedsStatus9000AndResultCode200AndAuthCode() throws {
     let callback = try SafepayCallback(url: Callback.success("req-1"))
     #expect(callback.kind == .auth)

@@ -20,7 +20,7 @@ private func temporaryFile(_ contents: Data) throws -> URL {
   return url
 }
 
-@Suite("authcoord doctor")
+@Suite("authcoord doctor", .timeLimit(.minutes(2)))
 struct DoctorCommandTests {
   @Test func cleanFileExitsZero() throws {
     let path = fixture("good.plist").path

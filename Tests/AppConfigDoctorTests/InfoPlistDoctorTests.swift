@@ -17,7 +17,7 @@ func goodPlist() -> [String: Any] {
   ]
 }
 
-@Suite("InfoPlistDoctor.check")
+@Suite("InfoPlistDoctor.check", .timeLimit(.minutes(2)))
 struct InfoPlistDoctorCheckTests {
   @Test func goodFixtureIsClean() throws {
     let plist = try InfoPlistDoctor.load(contentsOf: fixture("good.plist"))
@@ -188,7 +188,7 @@ struct InfoPlistDoctorCheckTests {
   }
 }
 
-@Suite("InfoPlistDoctor.load")
+@Suite("InfoPlistDoctor.load", .timeLimit(.minutes(2)))
 struct InfoPlistDoctorLoadTests {
   @Test func binaryPlist() throws {
     let data = try PropertyListSerialization.data(

@@ -5,7 +5,7 @@ import Testing
 
 /// The refresh-loop guard with a non-interactive authorizer (issue 13, item 5), and its one
 /// deadline (item 4): decisions only, no tasks.
-@Suite struct AccountStateMachineBackOffTests: StateMachineFixture {
+@Suite(.timeLimit(.minutes(2))) struct AccountStateMachineBackOffTests: StateMachineFixture {
   func silentPolicy(maxForced: Int = 1) -> Machine.Policy {
     var policy = self.policy(maxForced: maxForced)
     policy.interactiveAuthorizer = false

@@ -5,7 +5,7 @@ import Testing
 
 /// How flights end other than by their own result: the deadlines their steps carry (and the
 /// exchange's), what each deadline does in each phase, the last waiter leaving, and signing out.
-@Suite struct AccountStateMachineEndingTests: StateMachineFixture {
+@Suite(.timeLimit(.minutes(2))) struct AccountStateMachineEndingTests: StateMachineFixture {
   @Test func eachStepCarriesTheDeadlineOfItsPhase() {
     var machine = coldMachine()
     // Load and persist: the store timeout (7 s); authorize: the authorization timeout (120 s).

@@ -5,7 +5,7 @@ import Testing
 
 /// Forced refreshes (a container rejected a token), the refresh-loop guard that bounds them,
 /// short-lived models, and eviction.
-@Suite struct AccountStateMachineForcedRefreshTests: StateMachineFixture {
+@Suite(.timeLimit(.minutes(2))) struct AccountStateMachineForcedRefreshTests: StateMachineFixture {
   @Test func aForcedRefreshOfAnotherTokenIsServedTheValidCachedOne() {
     var machine = self.machine(holding: model("t2"))
     #expect(

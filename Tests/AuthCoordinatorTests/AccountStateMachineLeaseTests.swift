@@ -6,7 +6,7 @@ import Testing
 /// The cross-process flight, tested synchronously: the re-read before authorizing (and the
 /// model it adopts), the lease and its holder, the deadlines while a flight prepares, the late
 /// results of stopped refreshes, and sign-outs announced by another process.
-@Suite struct AccountStateMachineLeaseTests: StateMachineFixture {
+@Suite(.timeLimit(.minutes(2))) struct AccountStateMachineLeaseTests: StateMachineFixture {
   // MARK: - The re-read before authorizing
 
   @Test func aWarmReReadAdoptsAValidModelAnotherProcessStored() {

@@ -5,7 +5,7 @@ import Testing
 
 /// The per-key decisions, tested synchronously: no tasks, no clocks, only events and the exact
 /// actions they return. Impossible transitions are `preconditionFailure`s and are not tested.
-@Suite struct AccountStateMachineTests: StateMachineFixture {
+@Suite(.timeLimit(.minutes(2))) struct AccountStateMachineTests: StateMachineFixture {
   @Test func aColdRequestStartsALoadBoundedByTheStoreTimeout() {
     var machine = coldMachine()
     #expect(

@@ -6,7 +6,7 @@ import Testing
 /// Rules 21 and 22 in the state machine, without tasks: a model whose save failed is served,
 /// kept unsaved, never replaced by an older stored model, and its refresh token is the one the
 /// next refresh spends; a stopped refresh is abandoned once.
-@Suite struct AccountStateMachineUnsavedTests: StateMachineFixture {
+@Suite(.timeLimit(.minutes(2))) struct AccountStateMachineUnsavedTests: StateMachineFixture {
   /// A machine whose flight 2 refreshed `t0` (refresh token `r0`) to `t1` (`r1`) and whose save
   /// then failed.
   func machineWithUnsavedModel() -> (Machine, stored: AuthModel, unsaved: AuthModel) {

@@ -3,7 +3,7 @@ import Testing
 @testable import AuthCoordinator
 
 /// The account table's stripe choice, tested synchronously.
-@Suite struct AccountTableTests {
+@Suite(.timeLimit(.minutes(2))) struct AccountTableTests {
   /// A user lands in one stripe whatever the representation of their id's bytes: the hash of a
   /// contiguous buffer (native strings) and of a plain UTF-8 view (the path of strings without
   /// contiguous storage) agree.

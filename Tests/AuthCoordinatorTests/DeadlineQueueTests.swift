@@ -3,7 +3,7 @@ import Testing
 @testable import AuthCoordinator
 
 /// A stripe's flight deadlines, earliest first, tested synchronously.
-@Suite struct DeadlineQueueTests {
+@Suite(.timeLimit(.minutes(2))) struct DeadlineQueueTests {
   func entry(_ seconds: Int, _ flight: UInt64, _ phase: AuthEvent.FlightPhase = .authorization)
     -> DeadlineQueue.Entry
   {

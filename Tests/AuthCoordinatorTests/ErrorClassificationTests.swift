@@ -6,7 +6,7 @@ import Testing
 /// Part of issue 13 (errors a service can classify and print). An authorizer's transport
 /// failure is `network_error`, not `authorization_failed`; a printed error never shows the
 /// user info, query or fragment of a URL its cause carries. Both tests failed before.
-@Suite struct ErrorClassificationTests {
+@Suite(.timeLimit(.minutes(2))) struct ErrorClassificationTests {
   @Test func aTransportFailureInTheAuthorizerIsANetworkError() async {
     let coordinator = AuthCoordinator(
       authorizer: ClosureAuthorizer { _ in throw URLError(.cannotConnectToHost) })

@@ -2,7 +2,7 @@ import AuthCoordinator
 import Foundation
 import Testing
 
-@Suite struct RefreshPolicyTests {
+@Suite(.timeLimit(.minutes(2))) struct RefreshPolicyTests {
   @Test(arguments: [
     "NeedRefreshToken", "needRefreshToken", "NEEDREFRESHTOKEN", "needReAuth", "needreauth",
     "needOpenAuth", "NeedOpenAuth",

@@ -6,7 +6,7 @@ import Testing
 /// Rule 16 (docs/semantics.md): a refresh token is never lost and never spent twice. Against a
 /// simulated token server that rotates refresh tokens and revokes the family on reuse
 /// (``RotatingTokenIssuer``), in one process.
-@Suite struct RefreshTokenSafetyTests {
+@Suite(.timeLimit(.minutes(2))) struct RefreshTokenSafetyTests {
   /// The report, tried as a new user would: the refresh took longer than the deadline,
   /// the server rotated the token, and the coordinator threw the result away, so the store
   /// kept the spent refresh token and every later refresh failed. Now the late result is stored

@@ -9,7 +9,7 @@ import Testing
 /// ``InMemoryAuthorizationLease``, as an app and its extensions share a `FileTokenStore` and a
 /// `FileAuthorizationLease` (the multi-process tests run the file-backed pair in real
 /// processes). They share one scripted authorizer, so that its call count is the total.
-@Suite struct SharedLeaseTests {
+@Suite(.timeLimit(.minutes(2))) struct SharedLeaseTests {
   @Test func anExpiredModelIsRefreshedOnceForEveryProcessAndEveryCaller() async throws {
     let rig = await Rig(processes: 4, storing: .expired)
     let callers = rig.processes.flatMap { process in

@@ -5,7 +5,7 @@ import Testing
 
 @testable import AlipayBridge
 
-@Suite("Reply decoding and redaction")
+@Suite("Reply decoding and redaction", .timeLimit(.minutes(2)))
 struct ExchangeDecodingTests {
   private func decode(_ json: String) throws(TokenExchangeResponse.Failure)
     -> TokenExchangeResponse

@@ -7,7 +7,7 @@ import Testing
 /// `print`, `String(describing:)`, `String(reflecting:)` and `dump` of an exchanger (and of what
 /// holds one) show header and parameter names, never their values, and no credential from the
 /// endpoint URL.
-@Suite("HTTPTokenExchanger descriptions redact secrets")
+@Suite("HTTPTokenExchanger descriptions redact secrets", .timeLimit(.minutes(2)))
 struct ExchangerDescriptionTests {
   static let secrets = [
     "BEARER-SECRET-1", "HEADER-SECRET-2", "PARAM-SECRET-3", "QUERY-SECRET-4", "pw-SECRET-5",

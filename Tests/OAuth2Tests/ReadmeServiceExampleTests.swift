@@ -7,7 +7,7 @@ import Testing
 /// `<!-- service-example: Examples/ServiceQuickstart/Sources/ServiceQuickstart/Quickstart.swift -->`
 /// line. That package uses the public API only, and CI builds and runs it against the simulated
 /// token server (scripts/ci-example.sh), so the README shows code that compiles and works.
-@Suite struct ReadmeServiceExampleTests {
+@Suite(.timeLimit(.minutes(2))) struct ReadmeServiceExampleTests {
   static let example = "Examples/ServiceQuickstart/Sources/ServiceQuickstart/Quickstart.swift"
 
   /// The repository's root: this file is Tests/OAuth2Tests/ReadmeServiceExampleTests.swift.

@@ -2,7 +2,7 @@ import Testing
 
 @testable import TokenStore
 
-@Suite struct InMemoryTokenStoreTests {
+@Suite(.timeLimit(.minutes(2))) struct InMemoryTokenStoreTests {
   @Test func emptyStoreHasNoModels() async {
     let store = InMemoryTokenStore()
     #expect(await store.model(for: key(1)) == nil)

@@ -6,7 +6,7 @@ import Testing
 // A lease file whose holder expiry is absurd (1e300 seconds, before 1970, centuries ahead) is a
 // corrupt record: reported, replaced, and never a holder anyone waits for.
 
-@Suite struct LeaseExpiryRangeTests {
+@Suite(.timeLimit(.minutes(2))) struct LeaseExpiryRangeTests {
   private let user = AccountKey(mcUid: "u1")
 
   /// A consistent lease record whose one holder of `u1` expires `expiresAt` (seconds since

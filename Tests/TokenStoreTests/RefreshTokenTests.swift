@@ -5,7 +5,7 @@ import Testing
 
 /// The optional refresh token (format version 2): redaction, round trips through both stores,
 /// and reading version-1 files.
-@Suite struct RefreshTokenTests {
+@Suite(.timeLimit(.minutes(2))) struct RefreshTokenTests {
   /// Distinctive enough that finding it in any output can only mean a leak.
   static let secret = "RT-7f3a9c-do-not-print-this-refresh-token"
   static let access = "AT-51d0e2-do-not-print-this-access-token"

@@ -7,7 +7,7 @@ import Testing
 // to `Date.distantFuture`. Anything else (1e300 seconds, before 1970) makes the file corrupt,
 // and the encoder refuses to write it, so the store never writes what it would reject.
 
-@Suite struct StoreExpiryRangeTests {
+@Suite(.timeLimit(.minutes(2))) struct StoreExpiryRangeTests {
   @Test(arguments: ["1e300", "-1e300", "1.7976931348623157e308", "-978307201", "63113904001"])
   func anOutOfRangeExpiryIsACorruptFile(_ expiresAt: String) {
     #expect(decodeError(file(expiresAt: expiresAt))?.code == .corruptFile)

@@ -3,7 +3,7 @@ import Testing
 
 @testable import TokenStore
 
-@Suite struct StoreFileFormatTests {
+@Suite(.timeLimit(.minutes(2))) struct StoreFileFormatTests {
   let models: [AccountKey: AuthModel] = [
     key(1): sampleModel(1),
     key(2): sampleModel(2, expires: false),
