@@ -11,7 +11,7 @@ import TokenStore
 /// How long past its own timeout a caller may return (scheduling on 2 busy cores), in ms.
 private let slack = 500.0
 
-@Suite(.serialized, .timeLimit(.minutes(2)))
+@Suite(.serialized, .timeLimit(.minutes(5)))
 struct MultiProcessTests {
   /// 8 processes × 500 concurrent callers on an expired model whose refresh token is valid:
   /// the server sees exactly one authorization, and every caller gets its token.
@@ -173,11 +173,16 @@ struct MultiProcessTests {
   /// aborted), no caller waits past its own deadline, and the store file always validates.
   ///
   /// `swift test` runs 6 kills; `MULTIPROCESS_FULL=1` runs 50.
+  ///
+  /// The time to live is 2 s: a live holder is taken over only when it misses renewals for 2/3
+  /// of it, and a holder taken over while its request is on the wire spends the refresh token
+  /// a second time (docs/processes.md). With 400 ms, a run beside two busy loops saw a live
+  /// holder starved that long: 1 reuse.
   @Test func killingTheHolderMidAuthorizationHandsOver() async throws {
     let kills = fullRun ? 50 : 6
-    let timeToLive = 400  // ms
+    let timeToLive = 2_000  // ms
     let serverDelay = 0.3  // s
-    let callerTimeout = 4_000  // ms
+    let callerTimeout = 6_000  // ms
     let arguments = [
       "--callers", "2", "--max-forced", "1000000", "--lease-ttl-ms", String(timeToLive),
       "--timeout-ms", String(callerTimeout), "--deadline-ms", "300000",
@@ -240,8 +245,10 @@ struct MultiProcessTests {
       #expect(after.reuses == 0 && after.revokedFamilies == 0 && after.invalidGrants == 0)
       #expect(after.families == 1)
       let longestTakeover = takeovers.max() ?? .zero
-      // TTL + the server's delay + scheduling: a takeover within 2 s of the kill.
-      #expect(longestTakeover < .seconds(2), "takeovers: \(takeovers)")
+      // TTL + the server's delay + scheduling: a takeover within TTL + 1.5 s of the kill.
+      #expect(
+        longestTakeover < .milliseconds(timeToLive) + .milliseconds(1_500),
+        "takeovers: \(takeovers)")
       for result in results {
         #expect(result.errors.isEmpty, "\(result)")
         #expect(result.maxWaitMilliseconds <= Double(callerTimeout) + slack, "\(result)")
