@@ -174,15 +174,18 @@ struct MultiProcessTests {
   ///
   /// `swift test` runs 6 kills; `MULTIPROCESS_FULL=1` runs 50.
   ///
-  /// The time to live is 2 s: a live holder is taken over only when it misses renewals for 2/3
-  /// of it, and a holder taken over while its request is on the wire spends the refresh token
-  /// a second time (docs/processes.md). With 400 ms, a run beside two busy loops saw a live
-  /// holder starved that long: 1 reuse.
+  /// The kill must land while the server holds the request: a holder killed after the server
+  /// rotated loses the new tokens, and the next holder spends the old refresh token (the
+  /// documented limit, docs/processes.md). With a 300 ms delay and victims caught in its first
+  /// 150 ms, a run beside two busy loops killed one too late: 3 of 4 requests aborted, 1 reuse.
+  /// Now the server holds each request 1 s and the test has the second half of it to kill. The
+  /// time to live is 1 s (was 400 ms), so that a live holder starved of CPU keeps renewing:
+  /// one that misses its renewals for 2/3 of it is taken over while its request is on the wire.
   @Test func killingTheHolderMidAuthorizationHandsOver() async throws {
     let kills = fullRun ? 50 : 6
-    let timeToLive = 2_000  // ms
-    let serverDelay = 0.3  // s
-    let callerTimeout = 6_000  // ms
+    let timeToLive = 1_000  // ms
+    let serverDelay = 1.0  // s
+    let callerTimeout = 8_000  // ms
     let arguments = [
       "--callers", "2", "--max-forced", "1000000", "--lease-ttl-ms", String(timeToLive),
       "--timeout-ms", String(callerTimeout), "--deadline-ms", "300000",
