@@ -1,0 +1,201 @@
+import Foundation
+import TokenStore
+
+/// An ``TokenStore/AuthorizationLease`` in PostgreSQL: one authorization per key across every
+/// replica that opens the same database and schema.
+///
+/// **A lease row with a fence, not an advisory lock.** Each key has at most one row in
+/// `leases`: its holder, a fence from a sequence, and an expiry on the **database's clock**
+/// (replicas' clocks disagree; the database's is the one they share). Every requirement is one
+/// statement, and none holds a row lock or a transaction open across the call to the identity
+/// provider, so the lease works through PgBouncer in transaction mode:
+/// - `acquire`: `INSERT … ON CONFLICT DO UPDATE … WHERE expires_at < clock_timestamp()
+///   RETURNING fence`: a new row, or the takeover of a lapsed one; otherwise the live holder.
+/// - `renew`: `UPDATE … WHERE fence = $2`: extends the grant while no one took it over
+///   (a lapsed grant that no one took over is extended too: no one else can have spent the
+///   token in between).
+/// - `release`: `DELETE … WHERE fence = $2` and `pg_notify` of the key's digest, in one
+///   statement (the notification goes out when it commits).
+/// - `isCurrent`: compares the grant's sign-out generation with the account's and everyone's.
+///
+/// Grants' `expiresAt` are the database's remaining time added to this process's clock when
+/// the call was made, so a holder never believes it holds longer than the database does.
+/// ``PostgresTokenStore``'s fenced save refuses a result once a later grant of its key exists.
+///
+/// **Changes.** ``changes()`` starts a listener: a thread with a connection of its own that
+/// `LISTEN`s on the schema's channel. A notification names a key by its digest only (never a
+/// token or an account). After `LISTEN` starts, after every reconnect, and at every poll tick
+/// (``PostgresConfiguration/pollInterval``, jittered) it re-reads the sign-outs and announces
+/// ``TokenStore/LeaseChange/unknown``, so a waiter tries the lease again even when a
+/// notification was lost (`NOTIFY` is not durable and is not delivered to a dropped listener).
+/// The listener needs a session, so it must connect directly or through PgBouncer in session
+/// mode; the pool's statements do not.
+public final class PostgresAuthorizationLease: AuthorizationLease, CustomStringConvertible {
+  private let database: PostgresDatabase
+  private let hub: ChangeHub
+  private let schema: String
+
+  /// Creates the lease.
+  ///
+  /// - Parameter database: The database, opened once per process and shared with the store.
+  public init(database: PostgresDatabase) {
+    self.database = database
+    self.schema = database.schema
+    self.hub = ChangeHub()
+  }
+
+  deinit { hub.stop() }
+
+  public var description: String { "PostgresAuthorizationLease(schema: \(schema))" }
+
+  public func acquire(
+    _ key: AccountKey, owner: String, timeToLive: Duration
+  ) async throws -> LeaseAttempt {
+    let keyText = try KeyText.key(key)
+    try KeyText.checked(owner)
+    let microseconds = min(timeToLive, .seconds(86_400)).roundedUpMicroseconds
+    // A concurrent first grant of the key can commit between the statement's snapshot and its
+    // ON CONFLICT check: then neither branch returns a row, and the statement runs again.
+    for _ in 0..<3 {
+      let asked = Date()
+      let rows = try await database.execute(
+        """
+        WITH generation AS (SELECT value FROM \(schema).counters WHERE name = 'generation'),
+        taken AS (
+          INSERT INTO \(schema).leases AS lease (key_hash, owner, fence, expires_at)
+          VALUES (
+            sha256(convert_to($1, 'UTF8')), $2, nextval('\(schema).fences'),
+            clock_timestamp() + $3::bigint * interval '1 microsecond')
+          ON CONFLICT (key_hash) DO UPDATE
+            SET owner = EXCLUDED.owner, fence = EXCLUDED.fence, expires_at = EXCLUDED.expires_at
+            WHERE lease.expires_at < clock_timestamp()
+          RETURNING key_hash, owner, fence, expires_at)
+        SELECT true, fence, extract(epoch FROM expires_at - clock_timestamp()), owner,
+          (SELECT value FROM generation), encode(key_hash, 'hex')
+        FROM taken
+        UNION ALL
+        SELECT false, fence, extract(epoch FROM expires_at - clock_timestamp()), owner, 0,
+          encode(key_hash, 'hex')
+        FROM \(schema).leases
+        WHERE key_hash = sha256(convert_to($1, 'UTF8')) AND NOT EXISTS (SELECT 1 FROM taken)
+        """, [.text(keyText), .text(owner), .text(String(microseconds))])
+      guard let row = rows.first else { continue }
+      guard row.count == 6, let acquired = row[0], let fence = row[1].flatMap(UInt64.init),
+        let remaining = row[2].flatMap(Double.init), remaining.isFinite,
+        let holder = row[3], let generation = row[4].flatMap(UInt64.init), let digest = row[5]
+      else { throw PostgresError(.badReply, "the lease row could not be read") }
+      hub.remember(key, digest: digest)
+      if acquired == "t" {
+        return .acquired(
+          LeaseGrant(
+            key: key, owner: owner, fence: fence, generation: generation,
+            expiresAt: asked.addingTimeInterval(remaining)))
+      }
+      return .heldElsewhere(owner: holder, expiresAt: Date().addingTimeInterval(max(0, remaining)))
+    }
+    throw PostgresError(.badReply, "the lease of the key changed under three attempts in a row")
+  }
+
+  public func renew(_ grant: LeaseGrant, timeToLive: Duration) async throws -> LeaseGrant? {
+    let microseconds = min(timeToLive, .seconds(86_400)).roundedUpMicroseconds
+    let asked = Date()
+    let rows = try await database.execute(
+      """
+      UPDATE \(schema).leases
+      SET expires_at = clock_timestamp() + $3::bigint * interval '1 microsecond'
+      WHERE key_hash = sha256(convert_to($1, 'UTF8')) AND fence = $2::bigint
+      RETURNING extract(epoch FROM expires_at - clock_timestamp())
+      """,
+      [.text(try KeyText.key(grant.key)), .text(String(grant.fence)), .text(String(microseconds))])
+    guard let row = rows.first else { return nil }
+    guard let remaining = row[0].flatMap(Double.init), remaining.isFinite else {
+      throw PostgresError(.badReply, "the renewed expiry could not be read")
+    }
+    return LeaseGrant(
+      key: grant.key, owner: grant.owner, fence: grant.fence, generation: grant.generation,
+      expiresAt: asked.addingTimeInterval(remaining))
+  }
+
+  public func release(_ grant: LeaseGrant) async throws {
+    _ = try await database.execute(
+      """
+      WITH released AS (
+        DELETE FROM \(schema).leases
+        WHERE key_hash = sha256(convert_to($1, 'UTF8')) AND fence = $2::bigint
+        RETURNING key_hash)
+      SELECT pg_notify($3, 'r:' || encode(key_hash, 'hex')) FROM released
+      """,
+      [
+        .text(try KeyText.key(grant.key)), .text(String(grant.fence)),
+        .text(PostgresSchema.channel(schema)),
+      ])
+  }
+
+  public func isCurrent(_ grant: LeaseGrant) async throws -> Bool {
+    try KeyText.checked(grant.key.account)
+    let rows = try await database.execute(
+      """
+      SELECT coalesce(max(generation), 0) FROM \(schema).sign_outs
+      WHERE account_hash IN (sha256(convert_to($1, 'UTF8')), '\\x00'::bytea)
+      """, [.text(grant.key.account)])
+    guard let latest = rows.first?[0].flatMap(UInt64.init) else {
+      throw PostgresError(.badReply, "the sign-out generation could not be read")
+    }
+    return latest <= grant.generation
+  }
+
+  public func revokeGrants(ofAccount account: String) async throws {
+    try await recordSignOut(account: account, by: "", announced: false)
+  }
+
+  public func revokeAllGrants() async throws {
+    try await recordSignOut(account: nil, by: "", announced: false)
+  }
+
+  public func signOut(account: String, by owner: String) async throws {
+    try await recordSignOut(account: account, by: owner, announced: true)
+  }
+
+  public func signOutAll(by owner: String) async throws {
+    try await recordSignOut(account: nil, by: owner, announced: true)
+  }
+
+  /// Moves the generation on and records it for `account` (`nil`: everyone), in one
+  /// statement; an announced sign-out notifies in the same one. The counter's row lock orders
+  /// sign-outs, so their generations commit in order.
+  private func recordSignOut(account: String?, by owner: String, announced: Bool) async throws {
+    if let account { try KeyText.checked(account) }
+    try KeyText.checked(owner)
+    let digest = account == nil ? "'\\x00'::bytea" : "sha256(convert_to($1, 'UTF8'))"
+    let notify =
+      announced ? ", pg_notify($4, 's:' || generation::text)" : ", $4::text IS NULL"
+    _ = try await database.execute(
+      """
+      WITH generation AS (
+        UPDATE \(schema).counters SET value = value + 1 WHERE name = 'generation'
+        RETURNING value),
+      recorded AS (
+        INSERT INTO \(schema).sign_outs AS sign_out (account_hash, account, owner, generation, announced)
+        SELECT \(digest), $1::text, $2, value, $3::boolean FROM generation
+        ON CONFLICT (account_hash) DO UPDATE
+          SET owner = EXCLUDED.owner, generation = EXCLUDED.generation,
+            announced = EXCLUDED.announced
+        RETURNING generation)
+      SELECT generation\(notify) FROM recorded
+      """,
+      [
+        account.map { .text($0) } ?? .null, .text(owner), .text(announced ? "true" : "false"),
+        .text(PostgresSchema.channel(schema)),
+      ])
+  }
+
+  public func changes() -> AsyncStream<LeaseChange> {
+    let (stream, continuation) = AsyncStream<LeaseChange>.makeStream(
+      bufferingPolicy: .bufferingNewest(64))
+    hub.subscribe(continuation) {
+      ChangeListener.start(
+        hub: hub, configuration: database.configuration, redactor: database.redactor)
+    }
+    return stream
+  }
+}

@@ -1,0 +1,123 @@
+import Foundation
+import TokenStore
+
+/// A ``TokenStore/FencedTokenStore`` in PostgreSQL, shared by every replica that opens the same
+/// database and schema.
+///
+/// - Every statement is parameterised; keys, accounts and models are never part of SQL text.
+/// - A fenced save (the coordinator's, while it holds a ``PostgresAuthorizationLease`` grant) is
+///   one conditional statement: it lands only if no later grant of the key exists and no save
+///   with a later fence landed; zero rows written means the grant was lost, and the result is
+///   not stored.
+/// - Removing every model of an account is one statement.
+/// - A row that cannot be opened (``ModelSealing``) or decoded reads as empty, is reported to
+///   `onIssue` as ``PostgresError/Code-swift.struct/corruptRow``, and is left in place for
+///   inspection until the next save or removal replaces it; it never crashes.
+public final class PostgresTokenStore: FencedTokenStore, CustomStringConvertible {
+  private let database: PostgresDatabase
+  private let sealing: (any ModelSealing)?
+  private let onIssue: (@Sendable (PostgresError) -> Void)?
+  private let table: String
+
+  /// Creates the store.
+  ///
+  /// - Parameters:
+  ///   - database: The database, opened once per process.
+  ///   - sealing: Encrypts models at rest; without it, tokens are stored as JSON (see
+  ///     ``ModelSealing`` for what a database reader sees).
+  ///   - onIssue: Told about rows that read as empty because they could not be opened.
+  public init(
+    database: PostgresDatabase, sealing: (any ModelSealing)? = nil,
+    onIssue: (@Sendable (PostgresError) -> Void)? = nil
+  ) {
+    self.database = database
+    self.sealing = sealing
+    self.onIssue = onIssue
+    self.table = "\(database.schema).models"
+  }
+
+  public var description: String {
+    "PostgresTokenStore(schema: \(database.schema), sealed: \(sealing != nil))"
+  }
+
+  public func model(for key: AccountKey) async throws -> AuthModel? {
+    let rows = try await database.execute(
+      "SELECT model FROM \(table) WHERE key_hash = sha256(convert_to($1, 'UTF8'))",
+      [.text(try KeyText.key(key))])
+    guard let row = rows.first else { return nil }
+    guard let text = row[0], let stored = KeyText.bytes(fromHex: text) else {
+      report(key, "the model column is not bytea")
+      return nil
+    }
+    let plaintext: Data
+    do {
+      plaintext = try sealing.map { try $0.open(stored, for: key) } ?? stored
+    } catch {
+      report(key, "the model could not be opened (sealed for another key, or changed)")
+      return nil
+    }
+    do {
+      return try JSONDecoder().decode(AuthModel.self, from: plaintext)
+    } catch {
+      report(key, "the model is not a valid encoded AuthModel")
+      return nil
+    }
+  }
+
+  public func save(_ model: AuthModel, for key: AccountKey) async throws {
+    _ = try await database.execute(
+      """
+      INSERT INTO \(table) (key_hash, account_hash, account, mode, model)
+      VALUES (sha256(convert_to($1, 'UTF8')), sha256(convert_to($2, 'UTF8')), $2, $3, $4)
+      ON CONFLICT (key_hash) DO UPDATE SET model = EXCLUDED.model, updated_at = now()
+      """, try parameters(model, key))
+  }
+
+  public func save(_ model: AuthModel, for key: AccountKey, fence: UInt64) async throws -> Bool {
+    let rows = try await database.execute(
+      """
+      INSERT INTO \(table) (key_hash, account_hash, account, mode, model, fence)
+      SELECT sha256(convert_to($1, 'UTF8')), sha256(convert_to($2, 'UTF8')), $2, $3, $4, $5::bigint
+      WHERE NOT EXISTS (
+        SELECT 1 FROM \(database.schema).leases
+        WHERE key_hash = sha256(convert_to($1, 'UTF8')) AND fence > $5::bigint)
+      ON CONFLICT (key_hash) DO UPDATE
+        SET model = EXCLUDED.model, fence = EXCLUDED.fence, updated_at = now()
+        WHERE \(table).fence IS NULL OR \(table).fence <= EXCLUDED.fence
+      RETURNING 1
+      """, try parameters(model, key) + [.text(String(fence))])
+    return !rows.rows.isEmpty
+  }
+
+  public func removeModels(forAccount account: String) async throws {
+    try KeyText.checked(account)
+    _ = try await database.execute(
+      "DELETE FROM \(table) WHERE account_hash = sha256(convert_to($1, 'UTF8'))",
+      [.text(account)])
+  }
+
+  public func removeAll() async throws {
+    _ = try await database.execute("DELETE FROM \(table)")
+  }
+
+  private func parameters(_ model: AuthModel, _ key: AccountKey) throws -> [PostgresValue] {
+    let keyText = try KeyText.key(key)
+    let encoded: Data
+    do {
+      encoded = try JSONEncoder().encode(model)
+    } catch {
+      throw PostgresError(.encodingFailed, "the model could not be encoded (\(type(of: error)))")
+    }
+    let stored: Data
+    do {
+      stored = try sealing.map { try $0.seal(encoded, for: key) } ?? encoded
+    } catch {
+      throw PostgresError(.encodingFailed, "the model could not be sealed (\(type(of: error)))")
+    }
+    return [.text(keyText), .text(key.account), .text(key.mode.rawValue), .bytes(stored)]
+  }
+
+  private func report(_ key: AccountKey, _ message: String) {
+    onIssue?(PostgresError(.corruptRow, "\(message); key \(key) reads as empty"))
+  }
+}

@@ -1,0 +1,1 @@
+print("fleet-demo: not yet")

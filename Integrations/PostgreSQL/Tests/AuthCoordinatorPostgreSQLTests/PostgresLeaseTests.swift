@@ -1,0 +1,239 @@
+import Foundation
+import Testing
+import TokenStore
+
+@testable import AuthCoordinatorPostgreSQL
+
+@Suite("PostgreSQL lease", .enabled(if: TestServer.isAvailable), .timeLimit(.minutes(2)))
+struct PostgresLeaseTests {
+  @Test("one holder per key; a lapsed grant is taken over with a larger fence; renewals tell the truth")
+  func grants() async throws {
+    let database = try await TestServer.database()
+    defer { database.close() }
+    let lease = PostgresAuthorizationLease(database: database)
+    let key = AccountKey(account: "alice")
+    let before = Date()
+    guard case .acquired(let first) = try await lease.acquire(key, owner: "A", timeToLive: .seconds(30))
+    else { Issue.record("refused"); return }
+    #expect(first.owner == "A" && first.key == key)
+    #expect(first.expiresAt > before.addingTimeInterval(25) && first.expiresAt <= Date().addingTimeInterval(30))
+    guard case .heldElsewhere(let owner, let until) = try await lease.acquire(key, owner: "B", timeToLive: .seconds(30))
+    else { Issue.record("a second holder got the key"); return }
+    #expect(owner == "A")
+    #expect(abs(until.timeIntervalSince(first.expiresAt)) < 5)
+    let renewed = try await lease.renew(first, timeToLive: .seconds(60))
+    #expect(renewed?.fence == first.fence)
+    #expect((renewed?.expiresAt ?? .distantPast) > first.expiresAt)
+
+    // Lapse it on the database's clock: the next acquire takes it over.
+    try await TestServer.admin(
+      "UPDATE \(database.schema).leases SET expires_at = clock_timestamp() - interval '1 second'")
+    guard case .acquired(let second) = try await lease.acquire(key, owner: "B", timeToLive: .seconds(30))
+    else { Issue.record("no takeover of a lapsed grant"); return }
+    #expect(second.fence > first.fence)
+    #expect(try await lease.renew(first, timeToLive: .seconds(30)) == nil)
+    try await lease.release(first)  // not held: does nothing
+    guard case .heldElsewhere(let holder, _) = try await lease.acquire(key, owner: "C", timeToLive: .seconds(30))
+    else { Issue.record("the deposed holder's release freed the key"); return }
+    #expect(holder == "B")
+    try await lease.release(second)
+    try await lease.release(second)  // idempotent
+    guard case .acquired(let third) = try await lease.acquire(key, owner: "C", timeToLive: .seconds(30))
+    else { Issue.record("a released key stayed held"); return }
+    #expect(third.fence > second.fence)
+  }
+
+  @Test("fences grow across keys and across replicas")
+  func fencesGrow() async throws {
+    let schema = TestServer.freshSchema()
+    let one = try await TestServer.database(schema: schema)
+    let two = try await TestServer.database(schema: schema)
+    defer {
+      one.close()
+      two.close()
+    }
+    var fences: [UInt64] = []
+    for index in 0..<6 {
+      let lease = PostgresAuthorizationLease(database: index.isMultiple(of: 2) ? one : two)
+      guard case .acquired(let grant) = try await lease.acquire(
+        AccountKey(account: "user-\(index)"), owner: "o\(index)", timeToLive: .seconds(5))
+      else { Issue.record("refused"); return }
+      fences.append(grant.fence)
+    }
+    #expect(fences == fences.sorted() && Set(fences).count == fences.count)
+  }
+
+  @Test("a sign-out makes earlier grants of the account not current, and only those")
+  func signOutGenerations() async throws {
+    let database = try await TestServer.database()
+    defer { database.close() }
+    let lease = PostgresAuthorizationLease(database: database)
+    func grant(_ account: String, mode: AuthMode = .platformOnly) async throws -> LeaseGrant {
+      guard case .acquired(let grant) = try await lease.acquire(
+        AccountKey(account: account, mode: mode), owner: "A", timeToLive: .seconds(30))
+      else { throw PostgresError(.badReply, "refused") }
+      return grant
+    }
+    let alice = try await grant("alice")
+    let bob = try await grant("bob")
+    #expect(try await lease.isCurrent(alice))
+    try await lease.revokeGrants(ofAccount: "alice")
+    #expect(!(try await lease.isCurrent(alice)))
+    #expect(try await lease.isCurrent(bob))
+    let aliceAgain = try await grant("alice", mode: "other")
+    #expect(try await lease.isCurrent(aliceAgain))
+    try await lease.signOut(account: "bob", by: "A")
+    #expect(!(try await lease.isCurrent(bob)))
+    #expect(try await lease.isCurrent(aliceAgain))
+    try await lease.revokeAllGrants()
+    #expect(!(try await lease.isCurrent(aliceAgain)))
+    let carol = try await grant("carol")
+    #expect(try await lease.isCurrent(carol))
+    try await lease.signOutAll(by: "A")
+    #expect(!(try await lease.isCurrent(carol)))
+  }
+
+  @Test("another replica hears a release by key, and sign-outs by account; a silent revoke says nothing")
+  func changesAcrossReplicas() async throws {
+    let schema = TestServer.freshSchema()
+    let one = try await TestServer.database(schema: schema)
+    let two = try await TestServer.database(schema: schema)
+    defer {
+      one.close()
+      two.close()
+    }
+    let holder = PostgresAuthorizationLease(database: one)
+    let waiter = PostgresAuthorizationLease(database: two)
+    let key = AccountKey(account: "alice")
+    let changes = waiter.changes()
+    guard case .acquired(let grant) = try await holder.acquire(key, owner: "A", timeToLive: .seconds(30))
+    else { Issue.record("refused"); return }
+    guard case .heldElsewhere = try await waiter.acquire(key, owner: "B", timeToLive: .seconds(30))
+    else { Issue.record("a second holder"); return }
+    try await holder.release(grant)
+    #expect(await first(of: changes) { $0 == .released(key) } == .released(key))
+
+    try await holder.revokeGrants(ofAccount: "quiet")
+    try await holder.signOut(account: "alice", by: "A")
+    let signOut = await first(of: changes) {
+      if case .signedOut = $0 { return true }
+      return false
+    }
+    #expect(signOut == .signedOut(account: "alice", by: "A"))
+    try await holder.signOutAll(by: "A")
+    #expect(await first(of: changes) { $0 == .signedOutAll(by: "A") } == .signedOutAll(by: "A"))
+  }
+
+  @Test("a listener whose connection is terminated reconnects and reads the sign-outs it missed")
+  func listenerReconnects() async throws {
+    let schema = TestServer.freshSchema()
+    let listenerName = "listener-\(schema)"
+    let one = try await TestServer.database(schema: schema)
+    let two = try await PostgresDatabase(
+      TestServer.configuration(schema: schema, applicationName: listenerName))
+    defer {
+      one.close()
+      two.close()
+    }
+    let holder = PostgresAuthorizationLease(database: one)
+    let waiter = PostgresAuthorizationLease(database: two)
+    let changes = waiter.changes()
+    // The listener announces `unknown` once LISTEN runs.
+    #expect(await first(of: changes) { $0 == .unknown } == .unknown)
+    let terminated = try await TestServer.terminate(applicationName: listenerName, queryPrefix: "")
+    #expect(terminated >= 1)
+    try await holder.signOut(account: "missed", by: "A")
+    let heard = await first(of: changes) { $0 == .signedOut(account: "missed", by: "A") }
+    #expect(heard == .signedOut(account: "missed", by: "A"))
+  }
+
+  @Test("a pooled connection terminated by the server costs at most one failed call")
+  func poolReconnects() async throws {
+    let schema = TestServer.freshSchema()
+    let name = "pool-\(schema)"
+    let database = try await PostgresDatabase(
+      TestServer.configuration(schema: schema, applicationName: name))
+    defer { database.close() }
+    let store = PostgresTokenStore(database: database)
+    let key = AccountKey(account: "alice")
+    try await store.save(sampleModel(account: "alice"), for: key)
+    #expect(try await TestServer.terminate(applicationName: name) >= 1)
+    var failures: [PostgresError] = []
+    var read: AuthModel?
+    for _ in 0..<(2 * database.configuration.poolSize + 1) where read == nil {
+      do {
+        read = try await store.model(for: key)
+      } catch let error as PostgresError {
+        failures.append(error)
+      }
+    }
+    #expect(read == sampleModel(account: "alice"))
+    #expect(failures.count <= database.configuration.poolSize)
+    let transient = failures.allSatisfy { $0.isTransient }
+    #expect(transient, "\(failures)")
+  }
+
+  @Test("a call blocked in the database ends at the lock timeout, or at the call timeout with its connection closed")
+  func blockedCallsEnd() async throws {
+    let schema = TestServer.freshSchema()
+    let quick = try await PostgresDatabase(
+      TestServer.configuration(schema: schema, statementTimeout: .milliseconds(300)))
+    let patient = try await PostgresDatabase(
+      TestServer.configuration(
+        schema: schema, statementTimeout: .seconds(60), callTimeout: .milliseconds(600)))
+    let blocker = try await PostgresDatabase(
+      PostgresConfiguration(connectionString: TestServer.connectionString ?? "", schema: schema, poolSize: 1))
+    defer {
+      quick.close()
+      patient.close()
+      blocker.close()
+    }
+    // One session holds the models table's lock in an open transaction.
+    try await blocker.pool.run { connection, deadline in
+      _ = try connection.execute("BEGIN", until: deadline)
+      _ = try connection.execute("LOCK TABLE \(schema).models IN ACCESS EXCLUSIVE MODE", until: deadline)
+    }
+    let key = AccountKey(account: "alice")
+    let lockError = await #expect(throws: PostgresError.self) {
+      _ = try await PostgresTokenStore(database: quick).model(for: key)
+    }
+    // lock_timeout (55P03) or statement_timeout (57014), whichever the server fires first.
+    #expect(lockError?.code == .statementFailed)
+    #expect(["55P03", "57014"].contains(lockError?.sqlState ?? ""), "\(String(describing: lockError))")
+    #expect(lockError?.isTransient == true)
+    let started = ContinuousClock.now
+    let timeout = await #expect(throws: PostgresError.self) {
+      _ = try await PostgresTokenStore(database: patient).model(for: key)
+    }
+    #expect(timeout?.code == .timedOut)
+    #expect(started.duration(to: .now) < .seconds(30))
+    try await blocker.pool.run { connection, deadline in
+      _ = try connection.execute("ROLLBACK", until: deadline)
+    }
+    // The timed-out connection was closed; the next call opens another and succeeds.
+    #expect(try await PostgresTokenStore(database: patient).model(for: key) == nil)
+  }
+
+  @Test("an unreachable server fails fast with connection_failed and never shows the password")
+  func unreachableServer() async throws {
+    let port = 9  // discard: nothing listens on it here, so the connection is refused
+    let configuration = PostgresConfiguration(
+      connectionString: "host=127.0.0.1 port=\(port) user=svc password=pa55-w0rd-secret dbname=x",
+      connectTimeout: .seconds(2))
+    #expect(!configuration.description.contains("pa55"))
+    let error = await #expect(throws: PostgresError.self) {
+      _ = try await PostgresDatabase(configuration)
+    }
+    #expect(error?.code == .connectionFailed)
+    #expect(!(error?.description.contains("pa55-w0rd-secret") ?? true))
+    #expect(error?.isTransient == true)
+  }
+
+  @Test("the password is redacted from libpq's messages")
+  func redaction() {
+    let redactor = Redactor(connectionString: "host=h password='s3cr3t pass' user=u")
+    #expect(redactor.redact("failed for s3cr3t pass at h") == "failed for <redacted> at h")
+    let uri = Redactor(connectionString: "postgresql://u:hunter22@h/db")
+    #expect(uri.redact("x hunter22 y") == "x <redacted> y")
+  }
+}

@@ -1,0 +1,91 @@
+import Foundation
+import Testing
+import TokenStore
+
+@testable import AuthCoordinatorPostgreSQL
+
+/// The throwaway server `scripts/with-postgres.sh` started (its address in
+/// `AUTHCOORD_PG_CONNINFO`); without it these suites are skipped.
+enum TestServer {
+  static let connectionString = ProcessInfo.processInfo.environment["AUTHCOORD_PG_CONNINFO"]
+  static var isAvailable: Bool { connectionString != nil }
+
+  /// A schema no other test uses.
+  static func freshSchema() -> String {
+    "t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
+  }
+
+  /// A configuration for `schema`; `applicationName` lets a test find its connections in
+  /// `pg_stat_activity`.
+  static func configuration(
+    schema: String, applicationName: String = "authcoord-tests",
+    statementTimeout: Duration = .seconds(5), callTimeout: Duration = .seconds(8),
+    pollInterval: ClosedRange<Duration> = .seconds(1) ... .seconds(2)
+  ) -> PostgresConfiguration {
+    PostgresConfiguration(
+      connectionString: connectionString ?? "", schema: schema, poolSize: 2,
+      statementTimeout: statementTimeout, callTimeout: callTimeout, pollInterval: pollInterval,
+      reconnectDelay: .milliseconds(50) ... .milliseconds(400), applicationName: applicationName)
+  }
+
+  /// A database for a new schema (or `schema`, to share one between "replicas").
+  static func database(
+    schema: String = freshSchema(), applicationName: String = "authcoord-tests"
+  ) async throws -> PostgresDatabase {
+    try await PostgresDatabase(configuration(schema: schema, applicationName: applicationName))
+  }
+
+  /// Runs SQL as the test's administrator (the server's superuser), outside the package's API.
+  @discardableResult
+  static func admin(_ sql: String, _ parameters: [PostgresValue] = []) async throws
+    -> PostgresRows
+  {
+    try await adminDatabase.value.execute(sql, parameters)
+  }
+
+  private static let adminDatabase = Task {
+    try await PostgresDatabase(configuration(schema: "authcoord_admin", applicationName: "admin"))
+  }
+
+  /// Ends the server-side sessions whose application name is `name` (`pg_terminate_backend`),
+  /// optionally only those whose last statement starts with `queryPrefix`; returns how many.
+  static func terminate(applicationName name: String, queryPrefix: String? = nil) async throws
+    -> Int
+  {
+    let rows = try await admin(
+      """
+      SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+      WHERE application_name = $1 AND ($2::text IS NULL OR query LIKE $2::text || '%')
+      """, [.text(name), queryPrefix.map { .text($0) } ?? .null])
+    return rows.first?[0].flatMap { Int($0) } ?? 0
+  }
+}
+
+/// Waits for the first element of `stream` that `matches`, for at most `limit` (a bound on a
+/// failing test, not a wait for work to happen: the element is usually there in milliseconds).
+func first<T: Sendable>(
+  of stream: AsyncStream<T>, within limit: Duration = .seconds(20),
+  where matches: @escaping @Sendable (T) -> Bool
+) async -> T? {
+  await withTaskGroup(of: T?.self) { group in
+    group.addTask {
+      for await element in stream where matches(element) { return element }
+      return nil
+    }
+    group.addTask {
+      try? await Task.sleep(for: limit)
+      return nil
+    }
+    let found = await group.next() ?? nil
+    group.cancelAll()
+    return found
+  }
+}
+
+/// A model with every field set.
+func sampleModel(account: String, token: String = "AT-1", refresh: String? = "RT-1") -> AuthModel {
+  AuthModel(
+    uid: "2088-\(account)", accessToken: token, mcUid: account,
+    expiresAt: Date(timeIntervalSinceReferenceDate: 820_000_000.123_456),
+    extraInfo: ["scope": "auth_user", "quote": "it's \"fine\""], refreshToken: refresh)
+}
