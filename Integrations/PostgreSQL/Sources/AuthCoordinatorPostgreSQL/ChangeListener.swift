@@ -113,7 +113,9 @@ enum ChangeListener {
           let opened = try PostgresConnection.open(
             configuration, redactor: redactor, deadline: deadline)
           let callDeadline = ContinuousClock.now.advanced(by: configuration.callTimeout)
-          _ = try opened.execute("LISTEN \(channel)", until: callDeadline)
+          if configuration.listens {
+            _ = try opened.execute("LISTEN \(channel)", until: callDeadline)
+          }
           if let seen = seenGeneration {
             // A reconnect: what was announced while no one listened is read from the table.
             seenGeneration = try readSignOuts(

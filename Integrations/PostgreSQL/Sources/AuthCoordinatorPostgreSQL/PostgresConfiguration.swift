@@ -32,6 +32,10 @@ public struct PostgresConfiguration: Sendable, CustomStringConvertible {
   public var reconnectDelay: ClosedRange<Duration>
   /// The `application_name` the server shows for these connections.
   public var applicationName: String
+  /// Whether the lease's listener `LISTEN`s (default); `false` leaves it polling only, every
+  /// ``pollInterval`` (for a connection pooler in transaction mode, where `LISTEN` does not
+  /// work, and to measure what notifications save).
+  public var listens: Bool
 
   /// Creates a configuration.
   public init(
@@ -43,7 +47,8 @@ public struct PostgresConfiguration: Sendable, CustomStringConvertible {
     callTimeout: Duration = .seconds(8),
     pollInterval: ClosedRange<Duration> = .seconds(1) ... .seconds(2),
     reconnectDelay: ClosedRange<Duration> = .milliseconds(100) ... .seconds(5),
-    applicationName: String = "authcoordinator"
+    applicationName: String = "authcoordinator",
+    listens: Bool = true
   ) {
     self.connectionString = connectionString
     self.schema = schema
@@ -54,6 +59,7 @@ public struct PostgresConfiguration: Sendable, CustomStringConvertible {
     self.pollInterval = pollInterval
     self.reconnectDelay = reconnectDelay
     self.applicationName = applicationName
+    self.listens = listens
   }
 
   /// Schema, pool and time limits; never the connection string (it may hold a password).

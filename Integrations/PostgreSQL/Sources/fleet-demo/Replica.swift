@@ -1,0 +1,79 @@
+import AuthCoordinator
+import AuthCoordinatorPostgreSQL
+import Foundation
+
+/// One replica process: a coordinator on the shared database, `callers` concurrent requests for
+/// one key once the parent says go, and a result file.
+enum Replica {
+  struct Result: Codable {
+    var replica: Int
+    var served = 0
+    var failed: [String] = []
+    var tokens: [String] = []
+    /// Callers' latencies in milliseconds, sorted.
+    var latencies: [Double] = []
+    /// Seconds since the run's start when the first and the last caller were served.
+    var firstServed: Double?
+    var lastServed: Double?
+  }
+
+  static func run(_ options: Options) async throws {
+    let directory = URL(fileURLWithPath: options.directory)
+    let epoch = Date(timeIntervalSince1970: options.epoch)
+    let database = try await PostgresDatabase(
+      PostgresConfiguration(
+        connectionString: options.connection, schema: options.schema, poolSize: 4,
+        listens: !options.pollOnly))
+    defer { database.close() }
+    let provider = SimulatedIdentityProvider(
+      directory: directory, replica: options.index, delay: .milliseconds(options.delayMilliseconds),
+      epoch: epoch)
+    let coordinator = AuthCoordinator(
+      store: PostgresTokenStore(database: database),
+      lease: PostgresAuthorizationLease(database: database), authorizer: provider.authorizer,
+      configuration: AuthCoordinator.Configuration(
+        authorizationTimeout: .seconds(30),
+        leaseTimeToLive: .milliseconds(options.timeToLiveMilliseconds)))
+    let key = AccountKey(account: options.account)
+
+    _ = FileManager.default.createFile(
+      atPath: directory.appending(path: "ready-\(options.index)").path, contents: Data())
+    while !FileManager.default.fileExists(atPath: directory.appending(path: "go").path) {
+      try await Task.sleep(for: .milliseconds(2))
+    }
+    let outcomes = await withTaskGroup(of: (String?, String?, Double, Date).self) { group in
+      for _ in 0..<options.callers {
+        group.addTask {
+          let start = ContinuousClock.now
+          do {
+            let model = try await coordinator.authModel(for: key, timeout: .seconds(30))
+            return (model.accessToken, nil, Self.milliseconds(start.duration(to: .now)), Date())
+          } catch {
+            return (nil, "\(error)", Self.milliseconds(start.duration(to: .now)), Date())
+          }
+        }
+      }
+      return await group.reduce(into: []) { $0.append($1) }
+    }
+    var result = Result(replica: options.index)
+    for (token, failure, latency, at) in outcomes {
+      result.latencies.append(latency)
+      if let token {
+        result.served += 1
+        if !result.tokens.contains(token) { result.tokens.append(token) }
+        let served = at.timeIntervalSince(epoch)
+        result.firstServed = min(result.firstServed ?? served, served)
+        result.lastServed = max(result.lastServed ?? served, served)
+      }
+      if let failure, result.failed.count < 5 { result.failed.append(failure) }
+    }
+    result.latencies.sort()
+    try JSONEncoder().encode(result).write(
+      to: directory.appending(path: "result-\(options.index).json"), options: .atomic)
+  }
+
+  private static func milliseconds(_ duration: Duration) -> Double {
+    let (seconds, attoseconds) = duration.components
+    return Double(seconds) * 1000 + Double(attoseconds) / 1e15
+  }
+}
