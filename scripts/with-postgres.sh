@@ -45,9 +45,11 @@ as_owner "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
   start >/dev/null || { cat "$dir/server.log" >&2; exit 1; }
 
 export AUTHCOORD_PG_CONNINFO="host=127.0.0.1 port=$port dbname=postgres user=postgres"
-# For tests that stop and restart the server mid-run.
-export AUTHCOORD_PG_CTL="$PG_BIN/pg_ctl"
-export AUTHCOORD_PG_DATA="$dir/data"
+# For the tests that restart the server mid-run (they run only when asked to:
+# AUTHCOORD_PG_RESTART_TESTS=1, alone, since a restart breaks every other test's connections).
+owner=""
+[ "$(id -u)" -ne 0 ] || owner="runuser -u postgres --"
+export AUTHCOORD_PG_RESTART="$owner $PG_BIN/pg_ctl -D $dir/data -l $dir/server.log -w -t 60 -m immediate restart"
 echo "with-postgres: PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}') on 127.0.0.1:$port" >&2
 set +e
 "$@"

@@ -137,7 +137,8 @@ enum ChangeListener {
       }
       let tick = Duration.microseconds(
         Int64.random(
-          in: configuration.pollInterval.lowerBound.roundedUpMicroseconds...configuration
+          in: configuration.pollInterval.lowerBound
+            .roundedUpMicroseconds...configuration
             .pollInterval.upperBound.roundedUpMicroseconds))
       do {
         let received = try listening.notifications(until: ContinuousClock.now.advanced(by: tick))

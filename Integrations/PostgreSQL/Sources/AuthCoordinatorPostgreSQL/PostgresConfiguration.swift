@@ -75,7 +75,9 @@ public struct PostgresConfiguration: Sendable, CustomStringConvertible {
     func fail(_ message: String) -> PostgresError { PostgresError(.invalidConfiguration, message) }
     let identifier = schema.utf8
     guard (1...40).contains(identifier.count),
-      identifier.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x5F || ($0 >= 0x30 && $0 <= 0x39) }),
+      identifier.allSatisfy({
+        ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x5F || ($0 >= 0x30 && $0 <= 0x39)
+      }),
       let first = identifier.first, !(first >= 0x30 && first <= 0x39)
     else { throw fail("the schema must match [a-z_][a-z0-9_]* (at most 40 characters)") }
     guard (1...256).contains(poolSize) else { throw fail("poolSize must be 1...256") }

@@ -65,8 +65,7 @@ final class PostgresConnection {
     let keywords = settings.map { strdup($0.0) }
     let values = settings.map { strdup($0.1) }
     defer {
-      keywords.forEach { free($0) }
-      values.forEach { free($0) }
+      for pointer in keywords + values { free(pointer) }
     }
     let handle: OpaquePointer? = withArrayOfCStrings(keywords) { keywordPointers in
       withArrayOfCStrings(values) { valuePointers in
@@ -159,7 +158,8 @@ final class PostgresConnection {
   private func drainNotifications() -> [(String, String)] {
     var received: [(String, String)] = []
     while let notice = PQnotifies(handle) {
-      received.append((String(cString: notice.pointee.relname), String(cString: notice.pointee.extra)))
+      received.append(
+        (String(cString: notice.pointee.relname), String(cString: notice.pointee.extra)))
       PQfreemem(notice)
     }
     return received
@@ -189,11 +189,14 @@ final class PostgresConnection {
       case PGRES_COMMAND_OK, PGRES_EMPTY_QUERY:
         rows = PostgresRows(rows: [])
       default:
-        let sqlState = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) }
+        let sqlState = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map {
+          String(cString: $0)
+        }
         let message = PQresultErrorMessage(result).map { String(cString: $0) } ?? ""
         if failure == nil {
           failure = PostgresError(
-            .statementFailed, redactor.redact(message.trimmingCharacters(in: .whitespacesAndNewlines)),
+            .statementFailed,
+            redactor.redact(message.trimmingCharacters(in: .whitespacesAndNewlines)),
             sqlState: sqlState)
         }
       }
@@ -311,6 +314,8 @@ private func withPinnedBuffers<R>(
     }
     return copy
   }
-  defer { copies.forEach { $0?.deallocate() } }
+  defer {
+    for copy in copies { copy?.deallocate() }
+  }
   return body(copies.map { $0.map { UnsafePointer($0) } })
 }

@@ -58,11 +58,14 @@ enum Fleet {
       try child.run()
       children.append(child)
     }
-    log(options, epoch, "started \(options.replicas) replicas × \(options.callers) callers, schema \(schema)")
+    log(
+      options, epoch,
+      "started \(options.replicas) replicas × \(options.callers) callers, schema \(schema)")
     try waitFor(seconds: 60, "the replicas to be ready") {
       (0..<options.replicas).allSatisfy { exists(directory, "ready-\($0)") }
     }
-    _ = FileManager.default.createFile(atPath: directory.appending(path: "go").path, contents: Data())
+    _ = FileManager.default.createFile(
+      atPath: directory.appending(path: "go").path, contents: Data())
     log(options, epoch, "all ready; go")
 
     var killed: Int?
@@ -89,7 +92,8 @@ enum Fleet {
       log(
         options, epoch,
         "replica \(result.replica): \(result.served) served from \(format(result.firstServed)) to "
-          + "\(format(result.lastServed)), \(result.failed.count) failed\(result.failed.first.map { " (\($0))" } ?? "")")
+          + "\(format(result.lastServed)), \(result.failed.count) failed\(result.failed.first.map { " (\($0))" } ?? "")"
+      )
     }
     let latencies = results.flatMap(\.latencies).sorted()
     let tokens = Set(results.flatMap(\.tokens))
@@ -99,7 +103,9 @@ enum Fleet {
       replicas: options.replicas, callersPerReplica: options.callers,
       authorizations: state.issued, refreshTokenReuses: state.reuses, distinctTokens: tokens.count,
       served: served, failed: expected - served, killedReplica: killed,
-      takeoverSeconds: killedAt.flatMap { kill in state.started.first { $0 > kill }.map { $0 - kill } },
+      takeoverSeconds: killedAt.flatMap { kill in
+        state.started.first { $0 > kill }.map { $0 - kill }
+      },
       latencyP50: percentile(latencies, 0.5), latencyP99: percentile(latencies, 0.99),
       lastServedAfterAuthorization: state.finished.last.flatMap { done in
         results.compactMap(\.lastServed).max().map { $0 - done }
@@ -122,7 +128,9 @@ enum Fleet {
           caller latency p50 / p99 ..... \(format(ms: summary.latencyP50)) / \(format(ms: summary.latencyP99))
         """)
       if let takeover = summary.takeoverSeconds {
-        print("  takeover after the kill ...... \(format(takeover)) (lease TTL \(options.timeToLiveMilliseconds) ms)")
+        print(
+          "  takeover after the kill ...... \(format(takeover)) (lease TTL \(options.timeToLiveMilliseconds) ms)"
+        )
       }
       print("  one authorization for the fleet ... \(summary.ok ? "yes" : "NO")")
     }

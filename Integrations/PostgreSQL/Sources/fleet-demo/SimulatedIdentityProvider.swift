@@ -34,7 +34,8 @@ struct SimulatedIdentityProvider: Sendable {
   }
 
   static func read(in directory: URL) throws -> State {
-    try JSONDecoder().decode(State.self, from: Data(contentsOf: directory.appending(path: "idp.json")))
+    try JSONDecoder().decode(
+      State.self, from: Data(contentsOf: directory.appending(path: "idp.json")))
   }
 
   /// The replica's authorizer: marks that this replica is authorizing (the parent's

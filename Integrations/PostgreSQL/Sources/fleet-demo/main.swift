@@ -10,7 +10,9 @@ let options: Options
 do {
   options = try Options(Array(CommandLine.arguments.dropFirst()))
 } catch let error as UsageError {
-  if let message = error.message { FileHandle.standardError.write(Data("fleet-demo: \(message)\n".utf8)) }
+  if let message = error.message {
+    FileHandle.standardError.write(Data("fleet-demo: \(message)\n".utf8))
+  }
   print(Options.usage)
   exit(error.message == nil ? 0 : 2)
 }

@@ -6,7 +6,8 @@ import Testing
 
 /// Coordinators as replicas: each with a database (a pool and a listener) of its own, all on one
 /// schema, in one process. The multi-process version is `FleetProcessTests`.
-@Suite("Coordinators sharing PostgreSQL", .enabled(if: TestServer.isAvailable), .timeLimit(.minutes(3)))
+@Suite(
+  "Coordinators sharing PostgreSQL", .enabled(if: TestServer.isAvailable), .timeLimit(.minutes(3)))
 struct FleetCoordinatorTests {
   /// A replica: its database, store, lease and coordinator.
   struct Replica {
@@ -32,12 +33,16 @@ struct FleetCoordinatorTests {
     return replicas
   }
 
-  @Test("4 replicas × 250 callers on an expired model: 1 authorization, one token, the newest refresh token spent")
+  @Test(
+    "4 replicas × 250 callers on an expired model: 1 authorization, one token, the newest refresh token spent"
+  )
   func oneAuthorizationForTheFleet() async throws {
     let schema = TestServer.freshSchema()
     let issuer = SimulatedIssuer(delay: .milliseconds(300))
     let replicas = try await Self.replicas(4, schema: schema, issuer: issuer)
-    defer { replicas.forEach { $0.database.close() } }
+    defer {
+      for replica in replicas { replica.database.close() }
+    }
     let key = AccountKey(account: "alice")
     try await replicas[0].store.save(issuer.expiredModel(for: "alice"), for: key)
     let tokens = try await withThrowingTaskGroup(of: String.self) { group in
@@ -61,7 +66,9 @@ struct FleetCoordinatorTests {
     // Forced refreshes in a row are what the loop guard backs off from; not here.
     let replicas = try await Self.replicas(
       3, schema: schema, issuer: issuer, maxForcedAuthorizations: 1_000)
-    defer { replicas.forEach { $0.database.close() } }
+    defer {
+      for replica in replicas { replica.database.close() }
+    }
     let key = AccountKey(account: "bob")
     try await replicas[0].store.save(issuer.expiredModel(for: "bob"), for: key)
     var model = try await replicas[0].coordinator.authModel(for: key)
@@ -90,7 +97,9 @@ struct FleetCoordinatorTests {
     let schema = TestServer.freshSchema()
     let issuer = SimulatedIssuer(delay: .zero)
     let replicas = try await Self.replicas(2, schema: schema, issuer: issuer)
-    defer { replicas.forEach { $0.database.close() } }
+    defer {
+      for replica in replicas { replica.database.close() }
+    }
     let key = AccountKey(account: "carol")
     let old = try await replicas[0].coordinator.authModel(for: key)
     #expect(try await replicas[1].coordinator.authModel(for: key) == old)
@@ -109,7 +118,9 @@ struct FleetCoordinatorTests {
     print("logout heard by the other replica after \(elapsed)")
   }
 
-  @Test("with the database gone, a valid cached token is still served, and a refresh fails by its deadline")
+  @Test(
+    "with the database gone, a valid cached token is still served, and a refresh fails by its deadline"
+  )
   func databaseDown() async throws {
     let schema = TestServer.freshSchema()
     let issuer = SimulatedIssuer(delay: .zero)

@@ -4,7 +4,8 @@ import Testing
 /// Replicas as processes: the `fleet-demo` executable of this package, run as a user would
 /// run it (its parent starts the replica processes; the identity provider is SIMULATED, a file
 /// the replicas share under flock). Each test reads the demo's JSON summary.
-@Suite("Replica processes", .enabled(if: TestServer.isAvailable), .serialized, .timeLimit(.minutes(3)))
+@Suite(
+  "Replica processes", .enabled(if: TestServer.isAvailable), .serialized, .timeLimit(.minutes(3)))
 struct FleetProcessTests {
   struct Summary: Decodable {
     var authorizations: Int
@@ -17,7 +18,8 @@ struct FleetProcessTests {
     var ok: Bool
   }
 
-  @Test("6 replica processes × 500 callers on an expired model: 1 authorization fleet-wide, one token")
+  @Test(
+    "6 replica processes × 500 callers on an expired model: 1 authorization fleet-wide, one token")
   func sixReplicas() async throws {
     let summary = try await Self.runDemo(["--replicas", "6", "--callers", "500"])
     #expect(summary.authorizations == 1)
@@ -27,10 +29,15 @@ struct FleetProcessTests {
     #expect(summary.ok)
   }
 
-  @Test("the replica holding the lease is SIGKILLed mid-authorization: another takes over within the time to live")
+  @Test(
+    "the replica holding the lease is SIGKILLed mid-authorization: another takes over within the time to live"
+  )
   func killedHolder() async throws {
     let summary = try await Self.runDemo(
-      ["--replicas", "4", "--callers", "200", "--kill-holder", "--ttl-ms", "1000", "--delay-ms", "500"])
+      [
+        "--replicas", "4", "--callers", "200", "--kill-holder", "--ttl-ms", "1000", "--delay-ms",
+        "500",
+      ])
     #expect(summary.killedReplica != nil)
     // The killed holder had not spent the token (its provider call was in its delay), so the
     // fleet still made exactly one completed authorization.
@@ -75,7 +82,8 @@ struct FleetProcessTests {
           try process.run()
           let output = pipe.fileHandleForReading.readDataToEndOfFile()
           process.waitUntilExit()
-          continuation.resume(returning: (process.terminationStatus, String(decoding: output, as: UTF8.self)))
+          continuation.resume(
+            returning: (process.terminationStatus, String(decoding: output, as: UTF8.self)))
         } catch {
           continuation.resume(throwing: error)
         }

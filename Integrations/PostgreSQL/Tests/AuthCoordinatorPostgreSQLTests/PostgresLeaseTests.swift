@@ -6,19 +6,31 @@ import TokenStore
 
 @Suite("PostgreSQL lease", .enabled(if: TestServer.isAvailable), .timeLimit(.minutes(2)))
 struct PostgresLeaseTests {
-  @Test("one holder per key; a lapsed grant is taken over with a larger fence; renewals tell the truth")
+  @Test(
+    "one holder per key; a lapsed grant is taken over with a larger fence; renewals tell the truth")
   func grants() async throws {
     let database = try await TestServer.database()
     defer { database.close() }
     let lease = PostgresAuthorizationLease(database: database)
     let key = AccountKey(account: "alice")
     let before = Date()
-    guard case .acquired(let first) = try await lease.acquire(key, owner: "A", timeToLive: .seconds(30))
-    else { Issue.record("refused"); return }
+    guard
+      case .acquired(let first) = try await lease.acquire(key, owner: "A", timeToLive: .seconds(30))
+    else {
+      Issue.record("refused")
+      return
+    }
     #expect(first.owner == "A" && first.key == key)
-    #expect(first.expiresAt > before.addingTimeInterval(25) && first.expiresAt <= Date().addingTimeInterval(30))
-    guard case .heldElsewhere(let owner, let until) = try await lease.acquire(key, owner: "B", timeToLive: .seconds(30))
-    else { Issue.record("a second holder got the key"); return }
+    #expect(
+      first.expiresAt > before.addingTimeInterval(25)
+        && first.expiresAt <= Date().addingTimeInterval(30))
+    guard
+      case .heldElsewhere(let owner, let until) = try await lease.acquire(
+        key, owner: "B", timeToLive: .seconds(30))
+    else {
+      Issue.record("a second holder got the key")
+      return
+    }
     #expect(owner == "A")
     #expect(abs(until.timeIntervalSince(first.expiresAt)) < 5)
     let renewed = try await lease.renew(first, timeToLive: .seconds(60))
@@ -28,18 +40,32 @@ struct PostgresLeaseTests {
     // Lapse it on the database's clock: the next acquire takes it over.
     try await TestServer.admin(
       "UPDATE \(database.schema).leases SET expires_at = clock_timestamp() - interval '1 second'")
-    guard case .acquired(let second) = try await lease.acquire(key, owner: "B", timeToLive: .seconds(30))
-    else { Issue.record("no takeover of a lapsed grant"); return }
+    guard
+      case .acquired(let second) = try await lease.acquire(
+        key, owner: "B", timeToLive: .seconds(30))
+    else {
+      Issue.record("no takeover of a lapsed grant")
+      return
+    }
     #expect(second.fence > first.fence)
     #expect(try await lease.renew(first, timeToLive: .seconds(30)) == nil)
     try await lease.release(first)  // not held: does nothing
-    guard case .heldElsewhere(let holder, _) = try await lease.acquire(key, owner: "C", timeToLive: .seconds(30))
-    else { Issue.record("the deposed holder's release freed the key"); return }
+    guard
+      case .heldElsewhere(let holder, _) = try await lease.acquire(
+        key, owner: "C", timeToLive: .seconds(30))
+    else {
+      Issue.record("the deposed holder's release freed the key")
+      return
+    }
     #expect(holder == "B")
     try await lease.release(second)
     try await lease.release(second)  // idempotent
-    guard case .acquired(let third) = try await lease.acquire(key, owner: "C", timeToLive: .seconds(30))
-    else { Issue.record("a released key stayed held"); return }
+    guard
+      case .acquired(let third) = try await lease.acquire(key, owner: "C", timeToLive: .seconds(30))
+    else {
+      Issue.record("a released key stayed held")
+      return
+    }
     #expect(third.fence > second.fence)
   }
 
@@ -55,9 +81,13 @@ struct PostgresLeaseTests {
     var fences: [UInt64] = []
     for index in 0..<6 {
       let lease = PostgresAuthorizationLease(database: index.isMultiple(of: 2) ? one : two)
-      guard case .acquired(let grant) = try await lease.acquire(
-        AccountKey(account: "user-\(index)"), owner: "o\(index)", timeToLive: .seconds(5))
-      else { Issue.record("refused"); return }
+      guard
+        case .acquired(let grant) = try await lease.acquire(
+          AccountKey(account: "user-\(index)"), owner: "o\(index)", timeToLive: .seconds(5))
+      else {
+        Issue.record("refused")
+        return
+      }
       fences.append(grant.fence)
     }
     #expect(fences == fences.sorted() && Set(fences).count == fences.count)
@@ -69,8 +99,9 @@ struct PostgresLeaseTests {
     defer { database.close() }
     let lease = PostgresAuthorizationLease(database: database)
     func grant(_ account: String, mode: AuthMode = .platformOnly) async throws -> LeaseGrant {
-      guard case .acquired(let grant) = try await lease.acquire(
-        AccountKey(account: account, mode: mode), owner: "A", timeToLive: .seconds(30))
+      guard
+        case .acquired(let grant) = try await lease.acquire(
+          AccountKey(account: account, mode: mode), owner: "A", timeToLive: .seconds(30))
       else { throw PostgresError(.badReply, "refused") }
       return grant
     }
@@ -93,7 +124,9 @@ struct PostgresLeaseTests {
     #expect(!(try await lease.isCurrent(carol)))
   }
 
-  @Test("another replica hears a release by key, and sign-outs by account; a silent revoke says nothing")
+  @Test(
+    "another replica hears a release by key, and sign-outs by account; a silent revoke says nothing"
+  )
   func changesAcrossReplicas() async throws {
     let schema = TestServer.freshSchema()
     let one = try await TestServer.database(schema: schema)
@@ -106,10 +139,18 @@ struct PostgresLeaseTests {
     let waiter = PostgresAuthorizationLease(database: two)
     let key = AccountKey(account: "alice")
     let changes = waiter.changes()
-    guard case .acquired(let grant) = try await holder.acquire(key, owner: "A", timeToLive: .seconds(30))
-    else { Issue.record("refused"); return }
+    guard
+      case .acquired(let grant) = try await holder.acquire(
+        key, owner: "A", timeToLive: .seconds(30))
+    else {
+      Issue.record("refused")
+      return
+    }
     guard case .heldElsewhere = try await waiter.acquire(key, owner: "B", timeToLive: .seconds(30))
-    else { Issue.record("a second holder"); return }
+    else {
+      Issue.record("a second holder")
+      return
+    }
     try await holder.release(grant)
     #expect(await first(of: changes) { $0 == .released(key) } == .released(key))
 
@@ -173,7 +214,9 @@ struct PostgresLeaseTests {
     #expect(transient, "\(failures)")
   }
 
-  @Test("a call blocked in the database ends at the lock timeout, or at the call timeout with its connection closed")
+  @Test(
+    "a call blocked in the database ends at the lock timeout, or at the call timeout with its connection closed"
+  )
   func blockedCallsEnd() async throws {
     let schema = TestServer.freshSchema()
     let quick = try await PostgresDatabase(
@@ -182,7 +225,8 @@ struct PostgresLeaseTests {
       TestServer.configuration(
         schema: schema, statementTimeout: .seconds(60), callTimeout: .milliseconds(600)))
     let blocker = try await PostgresDatabase(
-      PostgresConfiguration(connectionString: TestServer.connectionString ?? "", schema: schema, poolSize: 1))
+      PostgresConfiguration(
+        connectionString: TestServer.connectionString ?? "", schema: schema, poolSize: 1))
     defer {
       quick.close()
       patient.close()
@@ -191,7 +235,8 @@ struct PostgresLeaseTests {
     // One session holds the models table's lock in an open transaction.
     try await blocker.pool.run { connection, deadline in
       _ = try connection.execute("BEGIN", until: deadline)
-      _ = try connection.execute("LOCK TABLE \(schema).models IN ACCESS EXCLUSIVE MODE", until: deadline)
+      _ = try connection.execute(
+        "LOCK TABLE \(schema).models IN ACCESS EXCLUSIVE MODE", until: deadline)
     }
     let key = AccountKey(account: "alice")
     let lockError = await #expect(throws: PostgresError.self) {
@@ -199,7 +244,8 @@ struct PostgresLeaseTests {
     }
     // lock_timeout (55P03) or statement_timeout (57014), whichever the server fires first.
     #expect(lockError?.code == .statementFailed)
-    #expect(["55P03", "57014"].contains(lockError?.sqlState ?? ""), "\(String(describing: lockError))")
+    #expect(
+      ["55P03", "57014"].contains(lockError?.sqlState ?? ""), "\(String(describing: lockError))")
     #expect(lockError?.isTransient == true)
     let started = ContinuousClock.now
     let timeout = await #expect(throws: PostgresError.self) {

@@ -45,16 +45,29 @@ struct PostgresTokenStoreTests {
     let store = PostgresTokenStore(database: database)
     let lease = PostgresAuthorizationLease(database: database)
     let key = AccountKey(account: "carol")
-    guard case .acquired(let first) = try await lease.acquire(key, owner: "A", timeToLive: .seconds(30))
-    else { Issue.record("the first acquire was refused"); return }
+    guard
+      case .acquired(let first) = try await lease.acquire(key, owner: "A", timeToLive: .seconds(30))
+    else {
+      Issue.record("the first acquire was refused")
+      return
+    }
     try await TestServer.admin(
       "UPDATE \(database.schema).leases SET expires_at = clock_timestamp() - interval '1 second'")
-    guard case .acquired(let second) = try await lease.acquire(key, owner: "B", timeToLive: .seconds(30))
-    else { Issue.record("the takeover was refused"); return }
+    guard
+      case .acquired(let second) = try await lease.acquire(
+        key, owner: "B", timeToLive: .seconds(30))
+    else {
+      Issue.record("the takeover was refused")
+      return
+    }
     #expect(second.fence > first.fence)
-    #expect(!(try await store.save(sampleModel(account: "carol", token: "A"), for: key, fence: first.fence)))
+    #expect(
+      !(try await store.save(
+        sampleModel(account: "carol", token: "A"), for: key, fence: first.fence)))
     #expect(try await store.model(for: key) == nil)
-    #expect(try await store.save(sampleModel(account: "carol", token: "B"), for: key, fence: second.fence))
+    #expect(
+      try await store.save(sampleModel(account: "carol", token: "B"), for: key, fence: second.fence)
+    )
     #expect(try await store.model(for: key)?.accessToken == "B")
   }
 
@@ -65,7 +78,8 @@ struct PostgresTokenStoreTests {
     let store = PostgresTokenStore(database: database)
     for account in ["u1", "u2"] {
       for mode: AuthMode in ["platformOnly", "a", "b"] {
-        try await store.save(sampleModel(account: account), for: AccountKey(account: account, mode: mode))
+        try await store.save(
+          sampleModel(account: account), for: AccountKey(account: account, mode: mode))
       }
     }
     try await store.removeModels(forAccount: "u1")
@@ -163,7 +177,7 @@ struct PostgresTokenStoreTests {
       for _ in 0..<4 { group.addTask { try await TestServer.database(schema: schema) } }
       return try await group.reduce(into: []) { $0.append($1) }
     }
-    databases.forEach { $0.close() }
+    for database in databases { database.close() }
     let versions = try await TestServer.admin("SELECT version FROM \(schema).schema_version")
     #expect(versions.rows.map { $0[0] } == ["1"])
     try await TestServer.admin("INSERT INTO \(schema).schema_version VALUES (2)")
@@ -173,7 +187,9 @@ struct PostgresTokenStoreTests {
     #expect(error?.code == .unsupportedSchema)
   }
 
-  @Test("bad configurations are refused with invalid_configuration", arguments: ["Bad", "a-b", "1x", "", "x;drop"])
+  @Test(
+    "bad configurations are refused with invalid_configuration",
+    arguments: ["Bad", "a-b", "1x", "", "x;drop"])
   func badSchemaNames(schema: String) async throws {
     let error = await #expect(throws: PostgresError.self) {
       _ = try await PostgresDatabase(TestServer.configuration(schema: schema))
