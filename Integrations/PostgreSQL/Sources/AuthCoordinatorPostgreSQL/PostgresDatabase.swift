@@ -45,7 +45,8 @@ public final class PostgresDatabase: Sendable {
   }
 
   /// Stops the pool's threads after the calls already asked for; later calls fail with
-  /// `closed`.
+  /// `closed`. A ``PostgresAuthorizationLease``'s listener has a connection of its own: it
+  /// stops within a poll interval of the lease's release.
   public func close() { pool.close() }
 
   /// Runs one statement on a pooled connection.
