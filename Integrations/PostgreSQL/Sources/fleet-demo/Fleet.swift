@@ -16,6 +16,10 @@ enum Fleet {
     var callersPerReplica: Int
     var authorizations: Int
     var refreshTokenReuses: Int
+    var revokedFamilies: Int
+    /// Calls made (callers × 1, or more in a soak).
+    var calls: Int
+    var soakSeconds: Int
     var distinctTokens: Int
     var served: Int
     var failed: Int
@@ -60,7 +64,10 @@ enum Fleet {
     }
     log(
       options, epoch,
-      "started \(options.replicas) replicas × \(options.callers) callers, schema \(schema)")
+      "started \(options.replicas) replicas × \(options.callers) callers, schema \(schema)"
+        + (options.soakSeconds > 0
+          ? ", rotation soak of \(options.soakSeconds) s with \(options.lifetimeMilliseconds) ms tokens"
+          : ""))
     try waitFor(seconds: 60, "the replicas to be ready") {
       (0..<options.replicas).allSatisfy { exists(directory, "ready-\($0)") }
     }
@@ -98,10 +105,12 @@ enum Fleet {
     let latencies = results.flatMap(\.latencies).sorted()
     let tokens = Set(results.flatMap(\.tokens))
     let served = results.reduce(0) { $0 + $1.served }
-    let expected = options.callers * results.count
+    let expected = results.reduce(0) { $0 + $1.calls }
     var summary = Summary(
       replicas: options.replicas, callersPerReplica: options.callers,
-      authorizations: state.issued, refreshTokenReuses: state.reuses, distinctTokens: tokens.count,
+      authorizations: state.issued, refreshTokenReuses: state.reuses,
+      revokedFamilies: state.revokedFamilies, calls: expected, soakSeconds: options.soakSeconds,
+      distinctTokens: tokens.count,
       served: served, failed: expected - served, killedReplica: killed,
       takeoverSeconds: killedAt.flatMap { kill in
         state.started.first { $0 > kill }.map { $0 - kill }
@@ -110,9 +119,14 @@ enum Fleet {
       lastServedAfterAuthorization: state.finished.last.flatMap { done in
         results.compactMap(\.lastServed).max().map { $0 - done }
       }, ok: false)
+    // Once: one authorization and one token fleet-wide. A soak: tokens rotated (more than one
+    // authorization), none spent twice, the family never revoked, every call served.
+    let authorizationsOK =
+      options.soakSeconds > 0
+      ? summary.authorizations > 1 : summary.authorizations == 1 && summary.distinctTokens == 1
     summary.ok =
-      summary.authorizations == 1 && summary.refreshTokenReuses == 0
-      && summary.distinctTokens == 1 && summary.failed == 0
+      authorizationsOK && summary.refreshTokenReuses == 0 && summary.revokedFamilies == 0
+      && summary.failed == 0 && expected > 0
     if options.json {
       let encoder = JSONEncoder()
       encoder.outputFormatting = [.sortedKeys]
@@ -123,6 +137,7 @@ enum Fleet {
         summary
           authorizations ............... \(summary.authorizations) (the simulated provider's count)
           refresh-token reuses ......... \(summary.refreshTokenReuses)
+          revoked families ............. \(summary.revokedFamilies)
           distinct tokens served ....... \(summary.distinctTokens)
           callers served ............... \(summary.served) of \(expected)
           caller latency p50 / p99 ..... \(format(ms: summary.latencyP50)) / \(format(ms: summary.latencyP99))
@@ -132,7 +147,11 @@ enum Fleet {
           "  takeover after the kill ...... \(format(takeover)) (lease TTL \(options.timeToLiveMilliseconds) ms)"
         )
       }
-      print("  one authorization for the fleet ... \(summary.ok ? "yes" : "NO")")
+      if options.soakSeconds > 0 {
+        print("  rotation soak passed .......... \(summary.ok ? "yes" : "NO")")
+      } else {
+        print("  one authorization for the fleet ... \(summary.ok ? "yes" : "NO")")
+      }
     }
     return summary.ok
   }

@@ -8,6 +8,10 @@ struct Options {
   var timeToLiveMilliseconds = 2_000
   var killHolder = false
   var pollOnly = false
+  /// With a positive value, a rotation soak: callers keep asking for this long while the
+  /// provider's tokens expire every `lifetimeMilliseconds`.
+  var soakSeconds = 0
+  var lifetimeMilliseconds = 1_000
   var json = false
   var account = "alice"
   var connection = ProcessInfo.processInfo.environment["AUTHCOORD_PG_CONNINFO"] ?? ""
@@ -20,7 +24,7 @@ struct Options {
 
   static let usage = """
     usage: fleet-demo [--replicas N] [--callers N] [--delay-ms N] [--ttl-ms N] [--kill-holder]
-                      [--poll-only] [--json]
+                      [--poll-only] [--soak-seconds N [--lifetime-ms N]] [--json]
 
     Starts N replica processes, each with its own coordinator on one PostgreSQL database (from
     AUTHCOORD_PG_CONNINFO; scripts/with-postgres.sh starts a throwaway server), and has each ask
@@ -34,6 +38,9 @@ struct Options {
       --ttl-ms N       the lease's time to live (default 2000)
       --kill-holder    SIGKILL the replica that is authorizing; another must take over
       --poll-only      the replicas' listeners poll instead of LISTEN (to compare wake-ups)
+      --soak-seconds N a rotation soak instead: every caller keeps asking for N seconds while
+                       the provider's tokens expire every --lifetime-ms (default 1000); passes
+                       only with 0 refresh-token reuses, 0 revoked families, 0 failed calls
       --json           print the summary as one JSON object
     """
 
@@ -58,6 +65,8 @@ struct Options {
       case "--ttl-ms": timeToLiveMilliseconds = try number(flag, in: 100...600_000)
       case "--kill-holder": killHolder = true
       case "--poll-only": pollOnly = true
+      case "--soak-seconds": soakSeconds = try number(flag, in: 0...3_600)
+      case "--lifetime-ms": lifetimeMilliseconds = try number(flag, in: 200...3_600_000)
       case "--json": json = true
       case "--account": account = try value(flag)
       case "--index": index = try number(flag, in: 0...63)
@@ -80,7 +89,8 @@ struct Options {
     [
       "replica", "--index", "\(index)", "--directory", directory, "--schema", schema, "--epoch",
       "\(epoch)", "--callers", "\(callers)", "--delay-ms", "\(delayMilliseconds)", "--ttl-ms",
-      "\(timeToLiveMilliseconds)", "--account", account,
+      "\(timeToLiveMilliseconds)", "--account", account, "--soak-seconds", "\(soakSeconds)",
+      "--lifetime-ms", "\(lifetimeMilliseconds)",
     ] + (pollOnly ? ["--poll-only"] : [])
   }
 }

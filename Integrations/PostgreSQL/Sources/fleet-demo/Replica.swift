@@ -8,6 +8,7 @@ enum Replica {
   struct Result: Codable {
     var replica: Int
     var served = 0
+    var calls = 0
     var failed: [String] = []
     var tokens: [String] = []
     /// Callers' latencies in milliseconds, sorted.
@@ -25,14 +26,18 @@ enum Replica {
         connectionString: options.connection, schema: options.schema, poolSize: 4,
         listens: !options.pollOnly))
     defer { database.close() }
+    let soaking = options.soakSeconds > 0
     let provider = SimulatedIdentityProvider(
       directory: directory, replica: options.index, delay: .milliseconds(options.delayMilliseconds),
-      epoch: epoch)
+      lifetime: soaking ? Double(options.lifetimeMilliseconds) / 1000 : 3600, epoch: epoch)
     let coordinator = AuthCoordinator(
       store: PostgresTokenStore(database: database),
       lease: PostgresAuthorizationLease(database: database), authorizer: provider.authorizer,
       configuration: AuthCoordinator.Configuration(
         authorizationTimeout: .seconds(30),
+        // In a soak the tokens live about a second: the leeway is a fifth of that, so a token
+        // is refreshed shortly before it expires and never counts for the loop guard.
+        refreshLeeway: soaking ? .milliseconds(options.lifetimeMilliseconds / 5) : .seconds(60),
         leaseTimeToLive: .milliseconds(options.timeToLiveMilliseconds)))
     let key = AccountKey(account: options.account)
 
@@ -41,21 +46,32 @@ enum Replica {
     while !FileManager.default.fileExists(atPath: directory.appending(path: "go").path) {
       try await Task.sleep(for: .milliseconds(2))
     }
-    let outcomes = await withTaskGroup(of: (String?, String?, Double, Date).self) { group in
+    // Without a soak each caller asks once; in a soak each keeps asking (every 5 ms, a
+    // service's request rate) until the soak ends.
+    let soakEnd = ContinuousClock.now + .seconds(options.soakSeconds)
+    typealias Outcome = (token: String?, failure: String?, latency: Double, at: Date)
+    let outcomes = await withTaskGroup(of: [Outcome].self) { group in
       for _ in 0..<options.callers {
         group.addTask {
-          let start = ContinuousClock.now
-          do {
-            let model = try await coordinator.authModel(for: key, timeout: .seconds(30))
-            return (model.accessToken, nil, Self.milliseconds(start.duration(to: .now)), Date())
-          } catch {
-            return (nil, "\(error)", Self.milliseconds(start.duration(to: .now)), Date())
-          }
+          var outcomes: [Outcome] = []
+          repeat {
+            let start = ContinuousClock.now
+            do {
+              let model = try await coordinator.authModel(for: key, timeout: .seconds(30))
+              outcomes.append(
+                (model.accessToken, nil, Self.milliseconds(start.duration(to: .now)), Date()))
+            } catch {
+              outcomes.append((nil, "\(error)", Self.milliseconds(start.duration(to: .now)), Date()))
+            }
+            if soaking { try? await Task.sleep(for: .milliseconds(5)) }
+          } while soaking && ContinuousClock.now < soakEnd
+          return outcomes
         }
       }
-      return await group.reduce(into: []) { $0.append($1) }
+      return await group.reduce(into: []) { $0 += $1 }
     }
     var result = Result(replica: options.index)
+    result.calls = outcomes.count
     for (token, failure, latency, at) in outcomes {
       result.latencies.append(latency)
       if let token {

@@ -9,14 +9,18 @@ import Foundation
 
 /// A SIMULATED identity provider shared by the demo's replica processes: a JSON state file in
 /// the run's directory, changed under `flock(2)`. It issues rotating refresh tokens, counts the
-/// authorizations it completed, and records every refresh token spent; a second spend of one
-/// token is a reuse (a real provider with rotation would revoke the whole family). It stands in
-/// for the integrator's token endpoint, which the demo does not have.
+/// authorizations it completed, and records every refresh token spent. It accepts only the
+/// newest refresh token it issued: a second spend of one token is a reuse, and any refresh with
+/// another token revokes the family (as a real provider with rotation does), after which every
+/// refresh fails. It stands in for the integrator's token endpoint, which the demo does not
+/// have.
 struct SimulatedIdentityProvider: Sendable {
   struct State: Codable {
     var issued = 0
     var spent: [String] = []
     var reuses = 0
+    /// 1 once a refresh presented a token other than the newest (the family is revoked).
+    var revokedFamilies = 0
     /// Seconds since the run's start at which each authorization began and ended.
     var started: [Double] = []
     var finished: [Double] = []
@@ -25,6 +29,8 @@ struct SimulatedIdentityProvider: Sendable {
   let directory: URL
   let replica: Int
   let delay: Duration
+  /// How long an issued access token lives, in seconds.
+  let lifetime: TimeInterval
   let epoch: Date
 
   private var stateURL: URL { directory.appending(path: "idp.json") }
@@ -47,19 +53,27 @@ struct SimulatedIdentityProvider: Sendable {
       _ = FileManager.default.createFile(
         atPath: directory.appending(path: "authorizing-\(replica)").path, contents: Data())
       if delay > .zero { try await Task.sleep(for: delay) }
-      let issued = try update { state -> Int in
+      let issued = try update { state -> Int? in
         if let token = request.replacing?.refreshToken {
           if state.spent.contains(token) { state.reuses += 1 }
+          if token != "RT-\(state.issued)" { state.revokedFamilies = 1 }
           state.spent.append(token)
         }
+        guard state.revokedFamilies == 0 else { return nil }
         state.issued += 1
         state.finished.append(Date().timeIntervalSince(epoch))
         return state.issued
       }
+      guard let issued else { throw RevokedFamily() }
       return AuthModel(
         accessToken: "AT-\(issued)", account: request.key.account,
-        expiresAt: Date(timeIntervalSinceNow: 3600), refreshToken: "RT-\(issued)")
+        expiresAt: Date(timeIntervalSinceNow: lifetime), refreshToken: "RT-\(issued)")
     }
+  }
+
+  /// The provider's answer once the family is revoked (`invalid_grant` at a real one).
+  struct RevokedFamily: Error, CustomStringConvertible {
+    var description: String { "invalid_grant: the refresh-token family was revoked" }
   }
 
   private func update<T>(_ change: (inout State) -> T) throws -> T {

@@ -10,6 +10,8 @@ struct FleetProcessTests {
   struct Summary: Decodable {
     var authorizations: Int
     var refreshTokenReuses: Int
+    var revokedFamilies: Int
+    var calls: Int
     var distinctTokens: Int
     var served: Int
     var failed: Int
@@ -50,9 +52,34 @@ struct FleetProcessTests {
     #expect(takeover <= 1.0 + 3.0, "took over after \(takeover) s")
   }
 
+  @Test(
+    "a rotation soak across 6 replica processes: tokens expire every second for 8 s, 0 reuses, 0 revoked families"
+  )
+  func rotationSoak() async throws {
+    let summary = try await Self.runDemo(
+      [
+        "--replicas", "6", "--callers", "20", "--soak-seconds", "8", "--lifetime-ms", "1000",
+        "--delay-ms", "50",
+      ])
+    // The provider accepts only its newest refresh token and revokes the family otherwise, so
+    // one replica refreshing without the lease, or with a stale token, fails this (without the
+    // lease a 5 s run of the demo made 388 reuses).
+    #expect(summary.refreshTokenReuses == 0)
+    #expect(summary.revokedFamilies == 0)
+    #expect(summary.calls > 6 * 20 && summary.failed == 0)
+    // Tokens living 1 s, refreshed 0.2 s before expiry, for 8 s: about 10 rotations, one each
+    // fleet-wide; a busy machine makes fewer, never more than one per replica per token.
+    #expect(summary.authorizations >= 3, "\(summary.authorizations) authorizations")
+    #expect(summary.authorizations <= 8 * 6, "\(summary.authorizations) authorizations")
+    #expect(summary.ok)
+  }
+
   @Test("the demo refuses bad flags with exit 2")
   func badFlags() async throws {
-    for arguments in [["--replicas", "0"], ["--callers", "x"], ["--nope"]] {
+    for arguments in [
+      ["--replicas", "0"], ["--callers", "x"], ["--nope"], ["--soak-seconds", "-1"],
+      ["--lifetime-ms", "10"],
+    ] {
       let (status, _) = try await Self.run(arguments)
       #expect(status == 2, "\(arguments)")
     }

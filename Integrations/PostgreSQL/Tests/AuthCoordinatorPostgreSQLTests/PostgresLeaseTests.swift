@@ -188,6 +188,77 @@ struct PostgresLeaseTests {
     #expect(heard == .signedOut(account: "missed", by: "A"))
   }
 
+  @Test(
+    "a holder's connections terminated mid-hold: once its grant lapses and is taken over, its renewal fails and its save is refused by the fence"
+  )
+  func terminatedHolderIsFenced() async throws {
+    let schema = TestServer.freshSchema()
+    let holderName = "holder-\(schema)"
+    let holderDatabase = try await PostgresDatabase(
+      TestServer.configuration(schema: schema, applicationName: holderName))
+    let otherDatabase = try await TestServer.database(schema: schema)
+    defer {
+      holderDatabase.close()
+      otherDatabase.close()
+    }
+    let key = AccountKey(account: "alice")
+    let holderLease = PostgresAuthorizationLease(database: holderDatabase)
+    let holderStore = PostgresTokenStore(database: holderDatabase)
+    let otherLease = PostgresAuthorizationLease(database: otherDatabase)
+    let otherStore = PostgresTokenStore(database: otherDatabase)
+    guard
+      case .acquired(let stale) = try await holderLease.acquire(
+        key, owner: "holder", timeToLive: .seconds(30))
+    else {
+      Issue.record("the first acquire was refused")
+      return
+    }
+    // The holder's sessions end under it, and it stays away past its time to live (the lapse
+    // is made on the database's clock, the lease's only clock).
+    #expect(try await TestServer.terminate(applicationName: holderName) >= 1)
+    try await TestServer.admin(
+      "UPDATE \(schema).leases SET expires_at = clock_timestamp() - interval '1 second'")
+    guard
+      case .acquired(let fresh) = try await otherLease.acquire(
+        key, owner: "other", timeToLive: .seconds(30))
+    else {
+      Issue.record("the lapsed grant was not taken over")
+      return
+    }
+    #expect(fresh.fence > stale.fence)
+    #expect(
+      try await otherStore.save(
+        sampleModel(account: "alice", token: "AT-other", refresh: "RT-other"), for: key,
+        fence: fresh.fence))
+
+    // The holder comes back: its pool reconnects (a terminated connection costs at most one
+    // failed call each), and what it learns is that it no longer holds the key.
+    let renewed = try await retryingTransient(holderDatabase) {
+      try await holderLease.renew(stale, timeToLive: .seconds(30))
+    }
+    #expect(renewed == nil)
+    let saved = try await retryingTransient(holderDatabase) {
+      try await holderStore.save(
+        sampleModel(account: "alice", token: "AT-stale", refresh: "RT-stale"), for: key,
+        fence: stale.fence)
+    }
+    #expect(saved == false)
+    #expect(try await otherStore.model(for: key)?.accessToken == "AT-other")
+  }
+
+  /// Runs `body`, again after each transient failure, at most once per pooled connection
+  /// (a connection the server terminated fails one call, then reconnects).
+  private func retryingTransient<T>(
+    _ database: PostgresDatabase, _ body: () async throws -> T
+  ) async throws -> T {
+    for _ in 0..<database.configuration.poolSize {
+      do { return try await body() } catch let error as PostgresError where error.isTransient {
+        continue
+      }
+    }
+    return try await body()
+  }
+
   @Test("a pooled connection terminated by the server costs at most one failed call")
   func poolReconnects() async throws {
     let schema = TestServer.freshSchema()
