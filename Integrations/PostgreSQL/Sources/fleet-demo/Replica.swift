@@ -61,7 +61,8 @@ enum Replica {
               outcomes.append(
                 (model.accessToken, nil, Self.milliseconds(start.duration(to: .now)), Date()))
             } catch {
-              outcomes.append((nil, "\(error)", Self.milliseconds(start.duration(to: .now)), Date()))
+              outcomes.append(
+                (nil, "\(error)", Self.milliseconds(start.duration(to: .now)), Date()))
             }
             if soaking { try? await Task.sleep(for: .milliseconds(5)) }
           } while soaking && ContinuousClock.now < soakEnd
