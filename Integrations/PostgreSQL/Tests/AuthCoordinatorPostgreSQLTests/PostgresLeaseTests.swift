@@ -246,6 +246,100 @@ struct PostgresLeaseTests {
     #expect(try await otherStore.model(for: key)?.accessToken == "AT-other")
   }
 
+  @Test(
+    "a deposed holder's save whose statement began before the takeover is refused, or its model is what the new holder reads"
+  )
+  func saveRacingATakeover() async throws {
+    let schema = TestServer.freshSchema()
+    let holderName = "racer-\(schema)"
+    let takerName = "taker-\(schema)"
+    let holderDatabase = try await PostgresDatabase(
+      TestServer.configuration(schema: schema, applicationName: holderName))
+    let takerDatabase = try await PostgresDatabase(
+      TestServer.configuration(schema: schema, applicationName: takerName))
+    // One connection, so BEGIN … COMMIT below run in one session.
+    let locker = try await PostgresDatabase(
+      PostgresConfiguration(
+        connectionString: TestServer.connectionString ?? "", schema: schema, poolSize: 1))
+    defer {
+      holderDatabase.close()
+      takerDatabase.close()
+      locker.close()
+    }
+    let key = AccountKey(account: "alice")
+    let holderStore = PostgresTokenStore(database: holderDatabase)
+    let takerStore = PostgresTokenStore(database: takerDatabase)
+    let takerLease = PostgresAuthorizationLease(database: takerDatabase)
+    try await holderStore.save(sampleModel(account: "alice", token: "AT-0"), for: key)
+    guard
+      case .acquired(let stale) = try await PostgresAuthorizationLease(database: holderDatabase)
+        .acquire(key, owner: "holder", timeToLive: .seconds(30))
+    else {
+      Issue.record("the first acquire was refused")
+      return
+    }
+    try await TestServer.admin(
+      "UPDATE \(schema).leases SET expires_at = clock_timestamp() - interval '1 second'")
+
+    // The holder's save starts (its statement's snapshot sees only its own grant) and stalls
+    // on the model row, which another session holds locked.
+    _ = try await locker.execute("BEGIN")
+    _ = try await locker.execute("SELECT 1 FROM \(schema).models FOR UPDATE")
+    let save = Task {
+      try await holderStore.save(
+        sampleModel(account: "alice", token: "AT-holder", refresh: "RT-holder"), for: key,
+        fence: stale.fence)
+    }
+    #expect(try await Self.waitUntilBlocked(applicationName: holderName, orDone: save))
+    // Meanwhile the lapsed grant is taken over and the new holder re-reads the store, as the
+    // coordinator does before it spends the refresh token.
+    let takeover = Task { () -> (LeaseAttempt, AuthModel?) in
+      let attempt = try await takerLease.acquire(key, owner: "taker", timeToLive: .seconds(30))
+      return (attempt, try await takerStore.model(for: key))
+    }
+    // The takeover either finishes at once or waits on the stalled save's lock.
+    _ = try await Self.waitUntilBlocked(applicationName: takerName, orDone: takeover)
+    _ = try await locker.execute("COMMIT")
+
+    let saved = try await save.value
+    let (attempt, reread) = try await takeover.value
+    guard case .acquired(let fresh) = attempt else {
+      Issue.record("the lapsed grant was not taken over: \(attempt)")
+      return
+    }
+    #expect(fresh.fence > stale.fence)
+    // Never both: a save that landed after the new holder read the store (it would spend the
+    // refresh token the deposed holder already spent).
+    #expect(
+      !saved || reread?.accessToken == "AT-holder",
+      "the deposed holder's save landed (\(saved)) but the new holder read \(reread?.accessToken ?? "nil")"
+    )
+  }
+
+  /// Polls `pg_stat_activity` (every 10 ms, at most 10 s: a bound on a failing test) until a
+  /// session named `name` waits for a lock, or `task` is done; returns whether it was blocked.
+  private static func waitUntilBlocked<T>(
+    applicationName name: String, orDone task: Task<T, any Error>
+  ) async throws -> Bool {
+    let done = DoneFlag()
+    let watcher = Task {
+      _ = try? await task.value
+      done.set()
+    }
+    defer { watcher.cancel() }
+    for _ in 0..<1_000 {
+      let rows = try await TestServer.admin(
+        """
+        SELECT count(*) FROM pg_stat_activity
+        WHERE application_name = $1 AND wait_event_type = 'Lock'
+        """, [.text(name)])
+      if rows.first?[0] != "0" { return true }
+      if done.isSet { return false }
+      try await Task.sleep(for: .milliseconds(10))
+    }
+    return false
+  }
+
   /// Runs `body`, again after each transient failure, at most once per pooled connection
   /// (a connection the server terminated fails one call, then reconnects).
   private func retryingTransient<T>(
@@ -353,4 +447,12 @@ struct PostgresLeaseTests {
     let uri = Redactor(connectionString: "postgresql://u:hunter22@h/db")
     #expect(uri.redact("x hunter22 y") == "x <redacted> y")
   }
+}
+
+/// A flag one task sets and another polls.
+private final class DoneFlag: @unchecked Sendable {
+  private let lock = NSLock()
+  private var value = false
+  func set() { lock.withLock { value = true } }
+  var isSet: Bool { lock.withLock { value } }
 }
