@@ -71,6 +71,22 @@ public struct LeaseGrant: Sendable, Hashable {
   public let generation: UInt64
   /// When the grant lapses unless renewed (wall-clock time).
   public let expiresAt: Date
+  /// The key's stored model, read by the lease in the same step that made the grant, after
+  /// every save that held the key before it; ``StoreRead/notRead`` for leases that keep no
+  /// models (most), and in grants from ``LeaseGrants/renew(_:timeToLive:)``.
+  ///
+  /// When it is ``StoreRead/read(_:)``, the coordinator takes it as its re-read of the store
+  /// before authorizing and skips the read of its own. A lease may only fill it in when it
+  /// reads from the very store the coordinator is given.
+  public let storeRead: StoreRead
+
+  /// What a lease read of the key's stored model while granting it.
+  public enum StoreRead: Sendable, Hashable {
+    /// The lease did not read the store.
+    case notRead
+    /// The stored model (`nil`: none, or one that could not be read).
+    case read(AuthModel?)
+  }
 
   /// Creates a grant (for implementations of ``LeaseGrants``).
   ///
@@ -80,12 +96,17 @@ public struct LeaseGrant: Sendable, Hashable {
   ///   - fence: The grant's fence.
   ///   - generation: The sign-out generation.
   ///   - expiresAt: When it lapses.
-  public init(key: AccountKey, owner: String, fence: UInt64, generation: UInt64, expiresAt: Date) {
+  ///   - storeRead: The stored model read while granting, if the lease reads the store.
+  public init(
+    key: AccountKey, owner: String, fence: UInt64, generation: UInt64, expiresAt: Date,
+    storeRead: StoreRead = .notRead
+  ) {
     self.key = key
     self.owner = owner
     self.fence = fence
     self.generation = generation
     self.expiresAt = expiresAt
+    self.storeRead = storeRead
   }
 }
 

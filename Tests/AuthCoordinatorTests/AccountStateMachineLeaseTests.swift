@@ -147,6 +147,30 @@ import Testing
         == .next(authorize(.missing, by: nil)), "the authorization deadline is already armed")
   }
 
+  @Test func aLeaseThatReadTheStoreWhileGrantingSparesTheReRead() {
+    var machine = coldMachine(leasePolicy)
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 1)
+    _ = machine.advance(1, .loaded(nil), date: date, now: .seconds(1))
+    #expect(
+      machine.advance(1, .leaseAttempted(.acquiredWithRead(nil)), date: date, now: .seconds(2))
+        == .next(authorize(.missing, by: nil)), "no load step: the grant carried the read")
+
+    let expired = refreshable("t0", expiresIn: 10)
+    var warm = leaseMachine(holding: expired)
+    _ = warm.request(.ifNeeded, date: date, now: .seconds(10), newFlightID: 2)
+    #expect(
+      warm.advance(2, .leaseAttempted(.acquiredWithRead(expired)), date: date, now: .seconds(12))
+        == .next(authorize(.expired, by: nil, replacing: expired)))
+
+    var adopting = leaseMachine(holding: model("t0", expiresIn: 10))
+    _ = adopting.request(.ifNeeded, date: date, now: .zero, newFlightID: 3)
+    #expect(
+      adopting.advance(
+        3, .leaseAttempted(.acquiredWithRead(model("t1"))), date: date, now: .zero)
+        == .next(Machine.Step(kind: .releaseLease, deadline: nil)))
+    #expect(adopting.cachedModel == model("t1"))
+  }
+
   @Test func aWarmRequestWithALeaseTakesTheLeaseBeforeReReading() {
     let expired = model("t0", expiresIn: 10)
     var machine = leaseMachine(holding: expired)

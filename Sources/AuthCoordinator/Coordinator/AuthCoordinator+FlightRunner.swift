@@ -143,7 +143,9 @@ extension AuthCoordinator {
         held.renewal = Task { [weak self] in
           await self?.renew(grant, of: lease, flight: id, hold: hold)
         }
-        return .acquired
+        guard case .read(let model) = grant.storeRead else { return .acquired }
+        // A model stored for another user is never handed out.
+        return .acquiredWithRead(model.flatMap { $0.mcUid == key.mcUid ? $0 : nil })
       case .heldElsewhere(_, let until):
         return .heldElsewhere(until: until)
       }

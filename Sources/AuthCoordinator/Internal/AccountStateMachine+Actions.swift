@@ -71,6 +71,8 @@ extension AccountStateMachine {
   /// What taking the lease got.
   enum LeaseOutcome: Equatable {
     case acquired
+    /// Acquired, and the lease read the store while granting (the flight's re-read).
+    case acquiredWithRead(AuthModel?)
     case heldElsewhere(until: Date)
     case failed(AuthCoordinatorError)
   }

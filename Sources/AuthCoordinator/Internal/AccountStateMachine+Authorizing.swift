@@ -49,6 +49,10 @@ extension AccountStateMachine {
     case (.acquiringLease, .leaseAttempted(.acquired)):
       preparing.holdsLease = true
       return .next(reread(&preparing, now: now))
+    case (.acquiringLease, .leaseAttempted(.acquiredWithRead(let model))):
+      // The lease read the store in the same step that granted it: that is the re-read.
+      preparing.holdsLease = true
+      return reread(preparing, model, date: date, now: now)
     case (.acquiringLease, .leaseAttempted(.heldElsewhere(let until))):
       preparing.stage = .awaitingHolder
       state = .preparing(preparing)

@@ -1,0 +1,101 @@
+import AuthCoordinator
+import AuthCoordinatorTestKit
+import Foundation
+import Testing
+
+/// A lease that reads the store while granting (``LeaseGrant/storeRead``, as the PostgreSQL
+/// lease does in one round trip): the coordinator takes that read as its re-read before
+/// authorizing, and reads the store no second time.
+@Suite(.timeLimit(.minutes(1))) struct LeaseStoreReadTests {
+  @Test func aModelReadWhileGrantingIsAdoptedWithoutASecondStoreRead() async throws {
+    let clock = ManualClock()
+    let store = InstrumentedStore()
+    let authorizer = ScriptedAuthorizer()
+    let expired = makeModel("old", clock: clock, expiresIn: -10)
+    try await store.save(expired, for: u1)
+    let newer = makeModel("newer", clock: clock, expiresIn: 3600)
+    // Another process stores a fresh model just before this one's grant is made.
+    let lease = ReadingLease(store: store.inner, now: clock.dateSource) {
+      await store.inner.save(newer, for: u1)
+    }
+    let coordinator = AuthCoordinator(
+      store: store, lease: lease, authorizer: authorizer,
+      configuration: SharedLeaseTests.Rig.configuration(clock))
+    let readsBefore = store.counts.withLock { $0.reads }
+
+    #expect(try await coordinator.authModel(for: u1) == newer)
+    #expect(authorizer.callCount == 0)
+    // The cold read only; the re-read under the lease came with the grant.
+    #expect(store.counts.withLock { $0.reads } - readsBefore == 1)
+    #expect(lease.grantsWithRead == 1)
+  }
+
+  @Test func aModelOfAnotherUserReadWhileGrantingIsNeverHandedOut() async throws {
+    let clock = ManualClock()
+    let store = InstrumentedStore()
+    let authorizer = ScriptedAuthorizer()
+    let stranger = makeModel("stranger", mcUid: "u2", clock: clock, expiresIn: 3600)
+    let lease = ReadingLease(store: store.inner, now: clock.dateSource) {
+      await store.inner.save(stranger, for: u1)
+    }
+    let coordinator = AuthCoordinator(
+      store: store, lease: lease, authorizer: authorizer,
+      configuration: SharedLeaseTests.Rig.configuration(clock))
+    let caller = Task { try await coordinator.authModel(for: u1) }
+    let call = await authorizer.nextCall()
+    #expect(call.request.replacing == nil, "the stranger's model is not what is replaced")
+    let own = makeModel("own", clock: clock, expiresIn: 3600)
+    call.succeed(with: own)
+    #expect(try await caller.value == own)
+  }
+}
+
+/// An ``InMemoryAuthorizationLease`` whose grants carry a read of `store` made after
+/// `beforeRead` (a save by "another process"); it counts the grants that carried one.
+private final class ReadingLease: AuthorizationLease, @unchecked Sendable {
+  private let inner: InMemoryAuthorizationLease
+  private let store: InMemoryTokenStore
+  private let beforeRead: @Sendable () async -> Void
+  private let lock = NSLock()
+  private var reads = 0
+
+  init(
+    store: InMemoryTokenStore, now: @escaping @Sendable () -> Date,
+    beforeRead: @escaping @Sendable () async -> Void
+  ) {
+    self.inner = InMemoryAuthorizationLease(now: now)
+    self.store = store
+    self.beforeRead = beforeRead
+  }
+
+  var grantsWithRead: Int { lock.withLock { reads } }
+
+  func acquire(_ key: AccountKey, owner: String, timeToLive: Duration) async throws
+    -> LeaseAttempt
+  {
+    let attempt = try await inner.acquire(key, owner: owner, timeToLive: timeToLive)
+    guard case .acquired(let grant) = attempt else { return attempt }
+    await beforeRead()
+    let model = await store.model(for: key)
+    lock.withLock { reads += 1 }
+    return .acquired(
+      LeaseGrant(
+        key: grant.key, owner: grant.owner, fence: grant.fence, generation: grant.generation,
+        expiresAt: grant.expiresAt, storeRead: .read(model)))
+  }
+
+  func renew(_ grant: LeaseGrant, timeToLive: Duration) async throws -> LeaseGrant? {
+    try await inner.renew(grant, timeToLive: timeToLive)
+  }
+  func release(_ grant: LeaseGrant) async throws { try await inner.release(grant) }
+  func isCurrent(_ grant: LeaseGrant) async throws -> Bool { try await inner.isCurrent(grant) }
+  func revokeGrants(ofAccount account: String) async throws {
+    try await inner.revokeGrants(ofAccount: account)
+  }
+  func revokeAllGrants() async throws { try await inner.revokeAllGrants() }
+  func signOut(account: String, by owner: String) async throws {
+    try await inner.signOut(account: account, by: owner)
+  }
+  func signOutAll(by owner: String) async throws { try await inner.signOutAll(by: owner) }
+  func changes() -> AsyncStream<LeaseChange> { inner.changes() }
+}
