@@ -9,8 +9,10 @@ import TokenStore
 /// (replicas' clocks disagree; the database's is the one they share). Every requirement is one
 /// statement, and none holds a row lock or a transaction open across the call to the identity
 /// provider, so the lease works through PgBouncer in transaction mode:
-/// - `acquire`: `INSERT … ON CONFLICT DO UPDATE … WHERE expires_at < clock_timestamp()
-///   RETURNING fence`: a new row, or the takeover of a lapsed one; otherwise the live holder.
+/// - `acquire`: the schema's `acquire_lease` function, one round trip: `INSERT … ON CONFLICT
+///   DO UPDATE … WHERE expires_at < clock_timestamp() RETURNING fence` (a new row, or the
+///   takeover of a lapsed one; otherwise the live holder), then, with a new snapshot, the
+///   key's model, which the grant carries when the lease was given the store.
 /// - `renew`: `UPDATE … WHERE fence = $2`: extends the grant while no one took it over
 ///   (a lapsed grant that no one took over is extended too: no one else can have spent the
 ///   token in between).
@@ -34,14 +36,21 @@ public final class PostgresAuthorizationLease: AuthorizationLease, CustomStringC
   private let database: PostgresDatabase
   private let hub: ChangeHub
   private let schema: String
+  private let store: PostgresTokenStore?
 
   /// Creates the lease.
   ///
-  /// - Parameter database: The database, opened once per process and shared with the store.
-  public init(database: PostgresDatabase) {
+  /// - Parameters:
+  ///   - database: The database, opened once per process and shared with the store.
+  ///   - store: The store the coordinator is given, to re-read the key's model in the same
+  ///     round trip as every grant (``TokenStore/LeaseGrant/storeRead``), which spares the
+  ///     coordinator a read of its own. Pass exactly the coordinator's store (same database
+  ///     and sealing), or none.
+  public init(database: PostgresDatabase, readingFrom store: PostgresTokenStore? = nil) {
     self.database = database
     self.schema = database.schema
     self.hub = ChangeHub()
+    self.store = store
   }
 
   deinit { hub.stop() }
@@ -54,33 +63,14 @@ public final class PostgresAuthorizationLease: AuthorizationLease, CustomStringC
     let keyText = try KeyText.key(key)
     try KeyText.checked(owner)
     let microseconds = min(timeToLive, .seconds(86_400)).roundedUpMicroseconds
-    // A concurrent first grant of the key can commit between the statement's snapshot and its
-    // ON CONFLICT check: then neither branch returns a row, and the statement runs again.
     for _ in 0..<3 {
       let asked = Date()
       let rows = try await database.execute(
-        """
-        WITH generation AS (SELECT value FROM \(schema).counters WHERE name = 'generation'),
-        taken AS (
-          INSERT INTO \(schema).leases AS lease (key_hash, owner, fence, expires_at)
-          VALUES (
-            sha256(convert_to($1, 'UTF8')), $2, nextval('\(schema).fences'),
-            clock_timestamp() + $3::bigint * interval '1 microsecond')
-          ON CONFLICT (key_hash) DO UPDATE
-            SET owner = EXCLUDED.owner, fence = EXCLUDED.fence, expires_at = EXCLUDED.expires_at
-            WHERE lease.expires_at < clock_timestamp()
-          RETURNING key_hash, owner, fence, expires_at)
-        SELECT true, fence, extract(epoch FROM expires_at - clock_timestamp()), owner,
-          (SELECT value FROM generation), encode(key_hash, 'hex')
-        FROM taken
-        UNION ALL
-        SELECT false, fence, extract(epoch FROM expires_at - clock_timestamp()), owner, 0,
-          encode(key_hash, 'hex')
-        FROM \(schema).leases
-        WHERE key_hash = sha256(convert_to($1, 'UTF8')) AND NOT EXISTS (SELECT 1 FROM taken)
-        """, [.text(keyText), .text(owner), .text(String(microseconds))])
+        "SELECT * FROM \(schema).acquire_lease($1, $2, $3::bigint)",
+        [.text(keyText), .text(owner), .text(String(microseconds))])
+      // The key's lease was released between the function's two statements: try again.
       guard let row = rows.first else { continue }
-      guard row.count == 6, let acquired = row[0], let fence = row[1].flatMap(UInt64.init),
+      guard row.count == 7, let acquired = row[0], let fence = row[1].flatMap(UInt64.init),
         let remaining = row[2].flatMap(Double.init), remaining.isFinite,
         let holder = row[3], let generation = row[4].flatMap(UInt64.init), let digest = row[5]
       else { throw PostgresError(.badReply, "the lease row could not be read") }
@@ -89,7 +79,8 @@ public final class PostgresAuthorizationLease: AuthorizationLease, CustomStringC
         return .acquired(
           LeaseGrant(
             key: key, owner: owner, fence: fence, generation: generation,
-            expiresAt: asked.addingTimeInterval(remaining)))
+            expiresAt: asked.addingTimeInterval(remaining),
+            storeRead: store.map { .read($0.decode(row[6], for: key)) } ?? .notRead))
       }
       return .heldElsewhere(owner: holder, expiresAt: Date().addingTimeInterval(max(0, remaining)))
     }
@@ -194,7 +185,7 @@ public final class PostgresAuthorizationLease: AuthorizationLease, CustomStringC
       bufferingPolicy: .bufferingNewest(64))
     hub.subscribe(continuation) {
       ChangeListener.start(
-        hub: hub, configuration: database.configuration, redactor: database.redactor)
+        hub: hub, configuration: database.configuration.forListener, redactor: database.redactor)
     }
     return stream
   }

@@ -36,6 +36,12 @@ public struct PostgresConfiguration: Sendable, CustomStringConvertible {
   /// ``pollInterval`` (for a connection pooler in transaction mode, where `LISTEN` does not
   /// work, and to measure what notifications save).
   public var listens: Bool
+  /// The lease listener's own connection string, when it must differ from
+  /// ``connectionString``: `LISTEN` needs a session, so behind PgBouncer in transaction mode
+  /// point the pool at the pooler and the listener at the database (or at PgBouncer in session
+  /// mode). `nil` (default): the listener uses ``connectionString``. Its password is redacted
+  /// as that one's is.
+  public var listenerConnectionString: String?
 
   /// Creates a configuration.
   public init(
@@ -48,7 +54,8 @@ public struct PostgresConfiguration: Sendable, CustomStringConvertible {
     pollInterval: ClosedRange<Duration> = .seconds(1) ... .seconds(2),
     reconnectDelay: ClosedRange<Duration> = .milliseconds(100) ... .seconds(5),
     applicationName: String = "authcoordinator",
-    listens: Bool = true
+    listens: Bool = true,
+    listenerConnectionString: String? = nil
   ) {
     self.connectionString = connectionString
     self.schema = schema
@@ -60,6 +67,14 @@ public struct PostgresConfiguration: Sendable, CustomStringConvertible {
     self.reconnectDelay = reconnectDelay
     self.applicationName = applicationName
     self.listens = listens
+    self.listenerConnectionString = listenerConnectionString
+  }
+
+  /// The configuration the lease's listener connects with.
+  var forListener: PostgresConfiguration {
+    var listener = self
+    if let listenerConnectionString { listener.connectionString = listenerConnectionString }
+    return listener
   }
 
   /// Schema, pool and time limits; never the connection string (it may hold a password).
@@ -88,7 +103,9 @@ public struct PostgresConfiguration: Sendable, CustomStringConvertible {
     ] where value <= .zero || value > .seconds(86_400) {
       throw fail("\(name) must be more than zero and at most a day")
     }
-    guard !connectionString.utf8.contains(0), !applicationName.utf8.contains(0) else {
+    guard !connectionString.utf8.contains(0), !applicationName.utf8.contains(0),
+      listenerConnectionString?.utf8.contains(0) != true
+    else {
       throw fail("the connection string contains a NUL character")
     }
     return self

@@ -268,7 +268,15 @@ final class PostgresConnection {
 struct Redactor: Sendable {
   private let secrets: [String]
 
-  init(connectionString: String) {
+  init(connectionStrings: [String]) {
+    var secrets: [String] = []
+    for connectionString in connectionStrings {
+      secrets += Self.passwords(in: connectionString)
+    }
+    self.secrets = secrets
+  }
+
+  private static func passwords(in connectionString: String) -> [String] {
     var secrets: [String] = []
     var error: UnsafeMutablePointer<CChar>?
     if let options = PQconninfoParse(connectionString, &error) {
@@ -283,7 +291,7 @@ struct Redactor: Sendable {
       PQconninfoFree(options)
     }
     if let error { PQfreemem(error) }
-    self.secrets = secrets
+    return secrets
   }
 
   func redact(_ text: String) -> String {

@@ -8,9 +8,10 @@ import TokenStore
 /// ```swift
 /// let database = try await PostgresDatabase(
 ///   PostgresConfiguration(connectionString: "host=db dbname=app user=svc"))
+/// let store = PostgresTokenStore(database: database)
 /// let coordinator = AuthCoordinator(
-///   store: PostgresTokenStore(database: database),
-///   lease: PostgresAuthorizationLease(database: database),
+///   store: store,
+///   lease: PostgresAuthorizationLease(database: database, readingFrom: store),
 ///   authorizer: authorizer)
 /// ```
 ///
@@ -31,7 +32,9 @@ public final class PostgresDatabase: Sendable {
   ///   `unsupported_schema` (a newer version of this package migrated it).
   public init(_ configuration: PostgresConfiguration) async throws {
     self.configuration = try configuration.validated()
-    self.redactor = Redactor(connectionString: configuration.connectionString)
+    self.redactor = Redactor(
+      connectionStrings: [configuration.connectionString]
+        + (configuration.listenerConnectionString.map { [$0] } ?? []))
     self.pool = PostgresPool(self.configuration, redactor: redactor)
     let schema = configuration.schema
     do {

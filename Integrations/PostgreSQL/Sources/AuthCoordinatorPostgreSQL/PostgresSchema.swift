@@ -6,7 +6,7 @@
 /// share.
 enum PostgresSchema {
   /// The version this package writes and reads.
-  static let version = 1
+  static let version = 2
 
   /// Creates version 1 in `schema` (an identifier validated by the configuration).
   static func version1(_ schema: String) -> String {
@@ -38,6 +38,54 @@ enum PostgresSchema {
     """
   }
 
+  /// Version 2 adds `acquire_lease`: the lease's acquire and its re-read of the key's model in
+  /// one round trip. It is a function because the re-read must see every save that held the
+  /// lease row before the grant: a `VOLATILE` function's statements each take a new snapshot,
+  /// where one statement would read the model from a snapshot taken before it waited for
+  /// that row. It reads the sign-out generation first, so a sign-out that lands during the
+  /// call counts as after the grant. No session state: it works through PgBouncer in
+  /// transaction mode.
+  static func version2(_ schema: String) -> String {
+    """
+    CREATE OR REPLACE FUNCTION \(schema).acquire_lease(p_key text, p_owner text, p_ttl_us bigint)
+    RETURNS TABLE (
+      r_acquired boolean, r_fence bigint, r_remaining double precision, r_owner text,
+      r_generation bigint, r_digest text, r_model bytea)
+    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+    AS $acquire$
+    DECLARE
+      h bytea := sha256(convert_to(p_key, 'UTF8'));
+      expiry timestamptz;
+    BEGIN
+      SELECT c.value INTO r_generation FROM \(schema).counters c WHERE c.name = 'generation';
+      INSERT INTO \(schema).leases AS lease (key_hash, owner, fence, expires_at)
+      VALUES (
+        h, p_owner, nextval('\(schema).fences'),
+        clock_timestamp() + p_ttl_us * interval '1 microsecond')
+      ON CONFLICT (key_hash) DO UPDATE
+        SET owner = EXCLUDED.owner, fence = EXCLUDED.fence, expires_at = EXCLUDED.expires_at
+        WHERE lease.expires_at < clock_timestamp()
+      RETURNING lease.fence, lease.expires_at INTO r_fence, expiry;
+      IF FOUND THEN
+        r_acquired := true;
+        r_owner := p_owner;
+        SELECT m.model INTO r_model FROM \(schema).models m WHERE m.key_hash = h;
+      ELSE
+        SELECT l.fence, l.expires_at, l.owner INTO r_fence, expiry, r_owner
+        FROM \(schema).leases l WHERE l.key_hash = h;
+        -- Released in between: no row, and the caller tries again.
+        IF NOT FOUND THEN RETURN; END IF;
+        r_acquired := false;
+        r_generation := 0;
+      END IF;
+      r_remaining := extract(epoch FROM expiry - clock_timestamp());
+      r_digest := encode(h, 'hex');
+      RETURN NEXT;
+    END
+    $acquire$;
+    """
+  }
+
   /// The `NOTIFY` channel of `schema`'s lease.
   static func channel(_ schema: String) -> String { "\(schema)_changes" }
 
@@ -66,8 +114,13 @@ enum PostgresSchema {
       }
       if current < 1 {
         try connection.executeScript(version1(schema), until: deadline)
+      }
+      if current < 2 {
+        try connection.executeScript(version2(schema), until: deadline)
+      }
+      if current < version {
         _ = try connection.execute(
-          "INSERT INTO \(schema).schema_version VALUES (1)", until: deadline)
+          "INSERT INTO \(schema).schema_version VALUES (\(version))", until: deadline)
       }
       _ = try connection.execute("COMMIT", until: deadline)
     } catch {

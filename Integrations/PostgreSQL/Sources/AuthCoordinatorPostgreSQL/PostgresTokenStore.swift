@@ -45,7 +45,13 @@ public final class PostgresTokenStore: FencedTokenStore, CustomStringConvertible
       "SELECT model FROM \(table) WHERE key_hash = sha256(convert_to($1, 'UTF8'))",
       [.text(try KeyText.key(key))])
     guard let row = rows.first else { return nil }
-    guard let text = row[0], let stored = KeyText.bytes(fromHex: text) else {
+    return decode(row[0], for: key)
+  }
+
+  /// The model in a `model` column's text (`bytea` in hex), opened and decoded; a row that
+  /// cannot be is reported and reads as `nil`.
+  func decode(_ column: String?, for key: AccountKey) -> AuthModel? {
+    guard let text = column, let stored = KeyText.bytes(fromHex: text) else {
       report(key, "the model column is not bytea")
       return nil
     }

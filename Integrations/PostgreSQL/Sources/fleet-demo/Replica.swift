@@ -30,9 +30,10 @@ enum Replica {
     let provider = SimulatedIdentityProvider(
       directory: directory, replica: options.index, delay: .milliseconds(options.delayMilliseconds),
       lifetime: soaking ? Double(options.lifetimeMilliseconds) / 1000 : 3600, epoch: epoch)
+    let store = PostgresTokenStore(database: database)
     let coordinator = AuthCoordinator(
-      store: PostgresTokenStore(database: database),
-      lease: PostgresAuthorizationLease(database: database), authorizer: provider.authorizer,
+      store: store, lease: PostgresAuthorizationLease(database: database, readingFrom: store),
+      authorizer: provider.authorizer,
       configuration: AuthCoordinator.Configuration(
         authorizationTimeout: .seconds(30),
         // In a soak the tokens live about a second: the leeway is a fifth of that, so a token

@@ -20,11 +20,14 @@ struct FleetCoordinatorTests {
     _ count: Int, schema: String, issuer: SimulatedIssuer, maxForcedAuthorizations: Int = 3
   ) async throws -> [Replica] {
     var replicas: [Replica] = []
-    for _ in 0..<count {
+    for index in 0..<count {
       let database = try await TestServer.database(schema: schema)
       let store = PostgresTokenStore(database: database)
+      // Half the replicas re-read the store with the grant, half in a read of their own.
+      let lease = PostgresAuthorizationLease(
+        database: database, readingFrom: index.isMultiple(of: 2) ? store : nil)
       let coordinator = AuthCoordinator(
-        store: store, lease: PostgresAuthorizationLease(database: database),
+        store: store, lease: lease,
         authorizer: issuer.authorizer,
         configuration: AuthCoordinator.Configuration(
           authorizationTimeout: .seconds(30), maxForcedAuthorizations: maxForcedAuthorizations))

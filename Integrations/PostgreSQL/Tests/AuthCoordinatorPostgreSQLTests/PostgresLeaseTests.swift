@@ -247,9 +247,9 @@ struct PostgresLeaseTests {
   }
 
   @Test(
-    "a deposed holder's save whose statement began before the takeover is refused, or its model is what the new holder reads"
-  )
-  func saveRacingATakeover() async throws {
+    "a deposed holder's save whose statement began before the takeover is refused, or its model is what the new holder reads",
+    arguments: [false, true])
+  func saveRacingATakeover(readWithTheGrant: Bool) async throws {
     let schema = TestServer.freshSchema()
     let holderName = "racer-\(schema)"
     let takerName = "taker-\(schema)"
@@ -269,7 +269,9 @@ struct PostgresLeaseTests {
     let key = AccountKey(account: "alice")
     let holderStore = PostgresTokenStore(database: holderDatabase)
     let takerStore = PostgresTokenStore(database: takerDatabase)
-    let takerLease = PostgresAuthorizationLease(database: takerDatabase)
+    // The new holder re-reads in a second statement, or in the acquire's round trip.
+    let takerLease = PostgresAuthorizationLease(
+      database: takerDatabase, readingFrom: readWithTheGrant ? takerStore : nil)
     try await holderStore.save(sampleModel(account: "alice", token: "AT-0"), for: key)
     guard
       case .acquired(let stale) = try await PostgresAuthorizationLease(database: holderDatabase)
@@ -295,6 +297,11 @@ struct PostgresLeaseTests {
     // coordinator does before it spends the refresh token.
     let takeover = Task { () -> (LeaseAttempt, AuthModel?) in
       let attempt = try await takerLease.acquire(key, owner: "taker", timeToLive: .seconds(30))
+      if case .acquired(let grant) = attempt, case .read(let model) = grant.storeRead {
+        #expect(readWithTheGrant)
+        return (attempt, model)
+      }
+      #expect(!readWithTheGrant, "the grant carried no read")
       return (attempt, try await takerStore.model(for: key))
     }
     // The takeover either finishes at once or waits on the stalled save's lock.
@@ -351,6 +358,41 @@ struct PostgresLeaseTests {
       }
     }
     return try await body()
+  }
+
+  @Test("the listener connects with a connection string of its own, and hears sign-outs through it")
+  func listenerConnectionString() async throws {
+    let schema = TestServer.freshSchema()
+    let name = "own-listener-\(schema)"
+    // The pool over TCP, the listener over the server's Unix socket (what a deployment behind
+    // PgBouncer in transaction mode does with a direct address for the listener).
+    let socket = try #require(
+      try await TestServer.admin("SHOW unix_socket_directories").first?[0]?
+        .split(separator: ",").first.map(String.init))
+    let port = try #require(try await TestServer.admin("SHOW port").first?[0])
+    var configuration = TestServer.configuration(schema: schema, applicationName: name)
+    configuration.listenerConnectionString =
+      "host=\(socket) port=\(port) dbname=postgres user=postgres"
+    let database = try await PostgresDatabase(configuration)
+    let other = try await TestServer.database(schema: schema)
+    defer {
+      database.close()
+      other.close()
+    }
+    let lease = PostgresAuthorizationLease(database: database)
+    let changes = lease.changes()
+    #expect(await first(of: changes) { $0 == .unknown } == .unknown)
+    let sessions = try await TestServer.admin(
+      """
+      SELECT count(*) FILTER (WHERE client_addr IS NULL), count(*) FILTER (WHERE client_addr IS NOT NULL)
+      FROM pg_stat_activity WHERE application_name = $1
+      """, [.text(name)])
+    #expect(sessions.first?[0] == "1", "one session over the socket: the listener")
+    try await PostgresAuthorizationLease(database: other).signOut(account: "alice", by: "B")
+    #expect(
+      await first(of: changes) { $0 == .signedOut(account: "alice", by: "B") }
+        == .signedOut(account: "alice", by: "B"))
+    withExtendedLifetime(lease) {}
   }
 
   @Test("a pooled connection terminated by the server costs at most one failed call")
@@ -442,9 +484,11 @@ struct PostgresLeaseTests {
 
   @Test("the password is redacted from libpq's messages")
   func redaction() {
-    let redactor = Redactor(connectionString: "host=h password='s3cr3t pass' user=u")
+    let redactor = Redactor(
+      connectionStrings: ["host=h password='s3cr3t pass' user=u", "host=l password=l1stener"])
+    #expect(redactor.redact("l1stener failed") == "<redacted> failed")
     #expect(redactor.redact("failed for s3cr3t pass at h") == "failed for <redacted> at h")
-    let uri = Redactor(connectionString: "postgresql://u:hunter22@h/db")
+    let uri = Redactor(connectionStrings: ["postgresql://u:hunter22@h/db"])
     #expect(uri.redact("x hunter22 y") == "x <redacted> y")
   }
 }

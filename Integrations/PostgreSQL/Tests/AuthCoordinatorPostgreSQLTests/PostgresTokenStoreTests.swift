@@ -179,12 +179,51 @@ struct PostgresTokenStoreTests {
     }
     for database in databases { database.close() }
     let versions = try await TestServer.admin("SELECT version FROM \(schema).schema_version")
-    #expect(versions.rows.map { $0[0] } == ["1"])
-    try await TestServer.admin("INSERT INTO \(schema).schema_version VALUES (2)")
+    #expect(versions.rows.map { $0[0] } == ["2"])
+    try await TestServer.admin("INSERT INTO \(schema).schema_version VALUES (3)")
     let error = await #expect(throws: PostgresError.self) {
       _ = try await TestServer.database(schema: schema)
     }
     #expect(error?.code == .unsupportedSchema)
+  }
+
+  @Test("a version 1 schema with models in it is migrated to version 2, and its models kept")
+  func migrationFromVersion1() async throws {
+    let schema = TestServer.freshSchema()
+    try await TestServer.admin("CREATE SCHEMA \(schema)")
+    try await TestServer.admin("CREATE TABLE \(schema).schema_version (version integer NOT NULL)")
+    for statement in PostgresSchema.version1(schema).components(separatedBy: ";\n")
+    where !statement.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
+      try await TestServer.admin(statement)
+    }
+    try await TestServer.admin("INSERT INTO \(schema).schema_version VALUES (1)")
+    // A model row as version 1 of the package wrote it (the row format is unchanged).
+    let key = AccountKey(account: "carol")
+    try await TestServer.admin(
+      """
+      INSERT INTO \(schema).models (key_hash, account_hash, account, mode, model)
+      VALUES (sha256(convert_to($1, 'UTF8')), sha256(convert_to($2, 'UTF8')), $2, $3, $4)
+      """,
+      [
+        .text(try KeyText.key(key)), .text("carol"), .text(key.mode.rawValue),
+        .bytes(try JSONEncoder().encode(sampleModel(account: "carol"))),
+      ])
+
+    let database = try await TestServer.database(schema: schema)
+    defer { database.close() }
+    let versions = try await TestServer.admin("SELECT max(version) FROM \(schema).schema_version")
+    #expect(versions.rows.map { $0[0] } == ["2"])
+    let store = PostgresTokenStore(database: database)
+    #expect(try await store.model(for: key) == sampleModel(account: "carol"))
+    let lease = PostgresAuthorizationLease(database: database, readingFrom: store)
+    guard
+      case .acquired(let grant) = try await lease.acquire(
+        key, owner: "A", timeToLive: .seconds(30))
+    else {
+      Issue.record("refused")
+      return
+    }
+    #expect(grant.storeRead == .read(sampleModel(account: "carol")))
   }
 
   @Test(
