@@ -16,6 +16,9 @@ let usage = """
     --json PATH            write the results as JSON
     --svg PATH             write the cost-per-waiter chart as SVG
     --skip-coordinator     measure the baselines only
+    --only IMPLS           measure only these implementations, e.g. coordinator (for a
+                           profiler: perf record -g authcoord-bench --scenario B5 --only
+                           coordinator); targets that need the others read SKIP
     --help                 show this text
 
   Progress goes to stderr, the report to stdout. Exit status 1 when an authorization count or
@@ -29,6 +32,7 @@ struct Options {
   var jsonPath: String?
   var svgPath: String?
   var skipCoordinator = false
+  var only: Set<Impl>?
 }
 
 func fail(_ message: String, status: Int32) -> Never {
@@ -63,6 +67,16 @@ func parse(_ arguments: [String]) -> Options {
     case "--json": options.jsonPath = value(for: argument)
     case "--svg": options.svgPath = value(for: argument)
     case "--skip-coordinator": options.skipCoordinator = true
+    case "--only":
+      var chosen = Set<Impl>()
+      for name in value(for: argument).split(separator: ",") {
+        guard let impl = Impl(rawValue: String(name)) else {
+          let known = Impl.allCases.map(\.rawValue).joined(separator: ", ")
+          fail("unknown implementation \(name) (\(known))", status: 2)
+        }
+        chosen.insert(impl)
+      }
+      options.only = chosen
     case "--help", "-h":
       print(usage)
       exit(0)
@@ -90,7 +104,9 @@ if !heapVerified { progress("heap counters unavailable or unverified: heap figur
 let plan = Plan(quick: options.quick, reps: options.reps)
 let scenarios = Scenarios(
   plan: plan,
-  impls: Impl.allCases.filter { $0 != .coordinator || coordinatorMeasured },
+  impls: Impl.allCases.filter {
+    ($0 != .coordinator || coordinatorMeasured) && options.only?.contains($0) != false
+  },
   heapVerified: heapVerified,
   progress: progress)
 let selected = options.scenarios

@@ -1,3 +1,4 @@
+import Foundation
 import SyncPrimitives
 
 /// Why the coordinator asks for a new model.
@@ -20,8 +21,17 @@ public struct AuthorizationRequest: Sendable {
   /// Why the model is needed.
   public let reason: AuthorizationReason
   /// A unique id for this authorization, fit to be sent as `target_id` or `state` and matched
-  /// against the callback.
-  public let requestID: String
+  /// against the callback: a random UUID, made when first read (a silent authorizer that never
+  /// reads it spares the flight a system call), the same on every read.
+  public var requestID: String {
+    identity.withLock { id in
+      if let id { return id }
+      let made = UUID().uuidString
+      id = made
+      return made
+    }
+  }
+  private let identity: LockedState<String?>
   /// The model this authorization replaces, as the store held it when the flight began (or
   /// memory, when the store could not be read): expired, rejected by a forced refresh, or `nil`
   /// when there is none. An authorizer that holds a ``AuthModel/refreshToken`` does a
@@ -55,12 +65,12 @@ public struct AuthorizationRequest: Sendable {
   }
 
   init(
-    key: AccountKey, reason: AuthorizationReason, requestID: String, replacing: AuthModel?,
+    key: AccountKey, reason: AuthorizationReason, requestID: String?, replacing: AuthModel?,
     allowsInteraction: Bool, exchangeBegan: (@Sendable () -> Void)?
   ) {
     self.key = key
     self.reason = reason
-    self.requestID = requestID
+    self.identity = LockedState(requestID)
     self.replacing = replacing
     self.allowsInteraction = allowsInteraction
     self.exchangeBegan = exchangeBegan

@@ -310,7 +310,7 @@ extension AuthCoordinator {
       stripe.counters.update { $0.authorizationsStarted += 1 }
       return .authorize(
         AuthorizationRequest(
-          key: key, reason: reason, requestID: UUID().uuidString, replacing: replacing,
+          key: key, reason: reason, requestID: nil, replacing: replacing,
           allowsInteraction: configuration.allowsInteraction,
           exchangeBegan: { [weak self] in self?.exchangeBegan(key, flight: id) }))
     }
