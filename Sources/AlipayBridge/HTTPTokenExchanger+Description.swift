@@ -42,5 +42,5 @@ extension HTTPTokenExchanger: CustomStringConvertible, CustomDebugStringConverti
   }
 
   /// `url` with its user info, every query value and its fragment replaced by `<redacted>`.
-  static func redacted(_ url: URL) -> String { URLDisplay.redacted(url) }
+  static func redacted(_ url: URL) -> String { URLRedaction.redacted(url) }
 }

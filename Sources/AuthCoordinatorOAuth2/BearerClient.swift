@@ -245,17 +245,9 @@ public struct BearerClient: Sendable {
     return "\(scheme)://\(host)" + (url.port.map { ":\($0)" } ?? "")
   }
 
-  /// `url` without its user info, query and fragment, for a message.
+  /// `url` for a message (``URLRedaction``).
   static func redacted(_ url: URL?) -> String {
-    guard let url else { return "a request without a URL" }
-    guard var parts = URLComponents(url: url, resolvingAgainstBaseURL: false) else {
-      return "a request"
-    }
-    parts.user = nil
-    parts.password = nil
-    parts.query = nil
-    parts.fragment = nil
-    return parts.string ?? "a request"
+    url.map(URLRedaction.redacted) ?? "a request without a URL"
   }
 }
 

@@ -28,7 +28,7 @@ extension OAuth2Authorizer: CustomStringConvertible, CustomDebugStringConvertibl
 
   private var summary: [(String, String)] {
     [
-      ("tokenEndpoint", URLDisplay.redacted(tokenEndpoint)), ("clientID", clientID),
+      ("tokenEndpoint", URLRedaction.redacted(tokenEndpoint)), ("clientID", clientID),
       ("clientSecret", clientSecret == nil ? "nil" : "<redacted>"),
       ("clientAuthentication", clientAuthentication.rawValue), ("scope", scope ?? "nil"),
       ("parameters", "\(parameters.keys.sorted())"), ("primaryGrant", primaryGrant.description),

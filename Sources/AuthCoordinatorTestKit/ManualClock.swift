@@ -82,7 +82,7 @@ public final class ManualClock: Clock, @unchecked Sendable {
   public var minimumResolution: Duration { .zero }
 
   /// The wall-clock date matching ``now``.
-  public var date: Date { startDate.addingTimeInterval(now.offset.timeInterval) }
+  public var date: Date { startDate.addingTimeInterval(now.offset.seconds) }
 
   /// A date source tied to this clock, for ``/AuthCoordinator/AuthCoordinator/Configuration/now``.
   public var dateSource: @Sendable () -> Date { { [self] in self.date } }
@@ -167,13 +167,5 @@ public final class ManualClock: Clock, @unchecked Sendable {
       return true
     }
     return ready
-  }
-}
-
-extension Duration {
-  /// The duration in seconds as a `TimeInterval`.
-  var timeInterval: TimeInterval {
-    let (seconds, attoseconds) = components
-    return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
   }
 }

@@ -57,10 +57,10 @@ final class LeaseFileWatcher: @unchecked Sendable {
   }
 
   private static func dispatchInterval(_ duration: Duration) -> DispatchTimeInterval {
-    let (seconds, attoseconds) = duration.components
-    guard seconds < 365 * 86_400 else { return .seconds(365 * 86_400) }
-    let milliseconds = max(10, seconds * 1000 + attoseconds / 1_000_000_000_000_000)
-    return .milliseconds(Int(milliseconds))
+    let milliseconds =
+      Duration.saturating(seconds: duration.seconds, limit: .seconds(365 * 86_400))
+      .seconds * 1000
+    return .milliseconds(max(10, Int(milliseconds)))
   }
 
   #if canImport(Glibc)

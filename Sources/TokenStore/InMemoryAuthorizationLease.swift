@@ -60,7 +60,7 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
       }
       let holder = Holder(
         owner: owner, fence: state.nextFence,
-        expiresAt: date.addingTimeInterval(Self.seconds(timeToLive)))
+        expiresAt: date.addingTimeInterval(timeToLive.seconds))
       state.nextFence += 1
       state.holders[key] = holder
       return .acquired(
@@ -80,7 +80,7 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
     let date = now()
     return state.withLock { state in
       guard var holder = state.holders[grant.key], holder.fence == grant.fence else { return nil }
-      holder.expiresAt = date.addingTimeInterval(Self.seconds(timeToLive))
+      holder.expiresAt = date.addingTimeInterval(timeToLive.seconds)
       state.holders[grant.key] = holder
       return LeaseGrant(
         key: grant.key, owner: grant.owner, fence: grant.fence, generation: grant.generation,
@@ -173,8 +173,4 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
     return stream
   }
 
-  private static func seconds(_ duration: Duration) -> TimeInterval {
-    let (seconds, attoseconds) = duration.components
-    return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
-  }
 }

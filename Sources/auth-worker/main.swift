@@ -95,9 +95,7 @@ func usage(_ message: String) -> Never {
 /// Wall-clock milliseconds since 1970: every worker on the host shares this clock.
 func epochMilliseconds() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
 
-func milliseconds(_ duration: Duration) -> Double {
-  Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15
-}
+func milliseconds(_ duration: Duration) -> Double { duration.seconds * 1000 }
 
 /// The error's stable code, for the result.
 func code(of error: any Error) -> String {

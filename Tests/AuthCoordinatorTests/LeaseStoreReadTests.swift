@@ -73,7 +73,7 @@ private final class ReadingLease: AuthorizationLease, @unchecked Sendable {
   func acquire(_ key: AccountKey, owner: String, timeToLive: Duration) async throws
     -> LeaseAttempt
   {
-    let attempt = try await inner.acquire(key, owner: owner, timeToLive: timeToLive)
+    let attempt = await inner.acquire(key, owner: owner, timeToLive: timeToLive)
     guard case .acquired(let grant) = attempt else { return attempt }
     await beforeRead()
     let model = await store.model(for: key)
@@ -85,17 +85,17 @@ private final class ReadingLease: AuthorizationLease, @unchecked Sendable {
   }
 
   func renew(_ grant: LeaseGrant, timeToLive: Duration) async throws -> LeaseGrant? {
-    try await inner.renew(grant, timeToLive: timeToLive)
+    await inner.renew(grant, timeToLive: timeToLive)
   }
-  func release(_ grant: LeaseGrant) async throws { try await inner.release(grant) }
-  func isCurrent(_ grant: LeaseGrant) async throws -> Bool { try await inner.isCurrent(grant) }
+  func release(_ grant: LeaseGrant) async throws { await inner.release(grant) }
+  func isCurrent(_ grant: LeaseGrant) async throws -> Bool { await inner.isCurrent(grant) }
   func revokeGrants(ofAccount account: String) async throws {
-    try await inner.revokeGrants(ofAccount: account)
+    await inner.revokeGrants(ofAccount: account)
   }
-  func revokeAllGrants() async throws { try await inner.revokeAllGrants() }
+  func revokeAllGrants() async throws { await inner.revokeAllGrants() }
   func signOut(account: String, by owner: String) async throws {
-    try await inner.signOut(account: account, by: owner)
+    await inner.signOut(account: account, by: owner)
   }
-  func signOutAll(by owner: String) async throws { try await inner.signOutAll(by: owner) }
+  func signOutAll(by owner: String) async throws { await inner.signOutAll(by: owner) }
   func changes() -> AsyncStream<LeaseChange> { inner.changes() }
 }

@@ -64,7 +64,7 @@ struct ServiceSimulation {
 
   /// `1 s`, `0.2 s`, `2.5 s`.
   static func seconds(_ duration: Duration) -> String {
-    let value = duration.secondsValue
+    let value = duration.seconds
     return value == value.rounded() ? "\(Int(value)) s" : String(format: "%g s", value)
   }
 }

@@ -87,7 +87,7 @@ final class SimulatedTokenServer: @unchecked Sendable {
   ) {
     self.clock = clock
     self.delay = responseDelay
-    self.tokenLifetime = tokenLifetime.secondsValue
+    self.tokenLifetime = tokenLifetime.seconds
     self.date = date
     self.log = log
   }

@@ -29,7 +29,7 @@ final class SimulatedIntegratorServer: TokenExchanger {
       uid: code.userID ?? "2088000000000001",
       accessToken: "simulated-token-\(number)-\(UUID().uuidString)",
       mcUid: request.key.mcUid,
-      expiresAt: timeline.date.addingTimeInterval(tokenLifetime.secondsValue))
+      expiresAt: timeline.date.addingTimeInterval(tokenLifetime.seconds))
   }
 }
 
@@ -43,11 +43,5 @@ final class Counter: @unchecked Sendable {
       count += amount
       return count
     }
-  }
-}
-
-extension Duration {
-  var secondsValue: Double {
-    Double(components.seconds) + Double(components.attoseconds) / 1e18
   }
 }

@@ -13,7 +13,7 @@ final class Timeline: @unchecked Sendable {
     self.quiet = quiet
   }
 
-  var seconds: Double { clock.now.offset.secondsValue }
+  var seconds: Double { clock.now.offset.seconds }
 
   /// The demo's wall-clock date.
   var date: Date { startDate.addingTimeInterval(seconds) }

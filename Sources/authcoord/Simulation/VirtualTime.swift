@@ -196,7 +196,7 @@ final class VirtualWorld: @unchecked Sendable, SerialExecutor {
         condition.unlock()
         continue
       }
-      let pause = (next - offset).secondsValue / Double(speedup)
+      let pause = (next - offset).seconds / Double(speedup)
       condition.unlock()
       if pause > 0 { Thread.sleep(forTimeInterval: pause) }
       condition.lock()
