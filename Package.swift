@@ -47,13 +47,7 @@ let package = Package(
     // One process of the multi-process tests: an AuthCoordinator on a shared FileTokenStore and
     // FileAuthorizationLease against the rotating token server (Tests/MultiProcessTests).
     .executableTarget(name: "auth-worker", dependencies: ["AuthCoordinator", "TokenStore"]),
-    // The benchmark (docs/benchmarks.md), not a product: it is this repository's tool, built with
-    // `swift build --product authcoord-bench`. Measured in a plain release build: no unsafe flags.
-    .executableTarget(
-      name: "authcoord-bench",
-      dependencies: ["AuthCoordinator", "SyncPrimitives"],
-      path: "Benchmarks/AuthCoordinatorBenchmarks"
-    ),
+    // The benchmark is a package of its own: Benchmarks/Package.swift (docs/benchmarks.md).
     // Fixtures/ holds store files written by earlier format versions, read by path.
     .testTarget(
       name: "TokenStoreTests", dependencies: ["TokenStore", "store-crasher"],

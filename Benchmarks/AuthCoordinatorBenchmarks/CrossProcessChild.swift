@@ -1,6 +1,5 @@
 import AuthCoordinator
 import Foundation
-import SyncPrimitives
 
 #if canImport(Glibc)
   import Glibc

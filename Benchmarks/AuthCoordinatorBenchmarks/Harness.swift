@@ -1,7 +1,6 @@
 import AuthCoordinator
 import Dispatch
 import Foundation
-import SyncPrimitives
 
 /// Monotonic nanoseconds.
 @inline(__always) func nowNanos() -> UInt64 { DispatchTime.now().uptimeNanoseconds }

@@ -16,13 +16,15 @@ let usage = """
     --json PATH            write the results as JSON
     --svg PATH             write the cost-per-waiter chart as SVG
     --skip-coordinator     measure the baselines only
+    --check PATH           hold the run to the thresholds in PATH (Benchmarks/thresholds.json):
+                           exit 3 when one fails
     --only IMPLS           measure only these implementations, e.g. coordinator (for a
                            profiler: perf record -g authcoord-bench --scenario B5 --only
                            coordinator); targets that need the others read SKIP
     --help                 show this text
 
   Progress goes to stderr, the report to stdout. Exit status 1 when an authorization count or
-  a result is wrong, 2 on bad arguments.
+  a result is wrong, 2 on bad arguments, 3 when a threshold of --check fails.
   """
 
 struct Options {
@@ -33,6 +35,7 @@ struct Options {
   var svgPath: String?
   var skipCoordinator = false
   var only: Set<Impl>?
+  var thresholdsPath: String?
 }
 
 func fail(_ message: String, status: Int32) -> Never {
@@ -65,6 +68,7 @@ func parse(_ arguments: [String]) -> Options {
       }
       options.scenarios = chosen
     case "--json": options.jsonPath = value(for: argument)
+    case "--check": options.thresholdsPath = value(for: argument)
     case "--svg": options.svgPath = value(for: argument)
     case "--skip-coordinator": options.skipCoordinator = true
     case "--only":
@@ -87,6 +91,12 @@ func parse(_ arguments: [String]) -> Options {
 }
 
 let options = parse(Array(CommandLine.arguments.dropFirst()))
+// Read before the run, so that a bad file fails at once.
+let thresholds: Thresholds? = options.thresholdsPath.map { path in
+  do { return try Thresholds.load(path) } catch {
+    fail("cannot read the thresholds in \(path): \(error)", status: 2)
+  }
+}
 
 let startNanos = nowNanos()
 let progress: @Sendable (String) -> Void = { message in
@@ -156,5 +166,12 @@ do {
 } catch {
   fail("cannot write the results: \(error)", status: 1)
 }
+var thresholdsHeld = true
+if let thresholds, let path = options.thresholdsPath {
+  let (lines, passed) = thresholds.check(run.targets)
+  print("\nThresholds (\(path); CI fails on any FAIL)")
+  for line in lines { print(line) }
+  thresholdsHeld = passed
+}
 progress("done")
-exit(run.violations.isEmpty ? 0 : 1)
+exit(!run.violations.isEmpty ? 1 : thresholdsHeld ? 0 : 3)

@@ -1,6 +1,5 @@
 import AuthCoordinator
 import Foundation
-import SyncPrimitives
 
 /// Baseline "bare lock-protected read": the practical floor for a cache hit.
 ///

@@ -1,6 +1,5 @@
 import AuthCoordinator
 import Foundation
-import SyncPrimitives
 
 /// Baseline "pending-callbacks list under a lock" (AppAuth's performActionWithFreshTokens).
 ///

@@ -1,6 +1,5 @@
 import AuthCoordinator
 import Foundation
-import SyncPrimitives
 
 /// Reference, not a baseline: the cheapest way a caller can wait for one authorization.
 ///

@@ -1,6 +1,5 @@
 import AuthCoordinator
 import Foundation
-import SyncPrimitives
 
 /// Baseline "actor, no coalescing": the reentrancy trap.
 ///

@@ -1,6 +1,5 @@
 import AuthCoordinator
 import Foundation
-import SyncPrimitives
 
 /// Baseline "serial barrier" (Auth0's credentials manager).
 ///

@@ -1,6 +1,5 @@
 import AuthCoordinator
 import Foundation
-import SyncPrimitives
 
 /// Baseline "actor + shared Task" (the WWDC image-downloader pattern).
 ///

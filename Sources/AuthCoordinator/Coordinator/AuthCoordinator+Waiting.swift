@@ -5,6 +5,7 @@ import SyncPrimitives
 // flight, outside any lock, with an optional deadline of the caller's own.
 extension AuthCoordinator {
   /// What an ordinary request finds under one lock acquisition.
+  @usableFromInline
   enum Lookup {
     /// A valid cached model.
     case hit(AuthModel)
@@ -19,7 +20,7 @@ extension AuthCoordinator {
   ///
   /// Out of line on purpose: inlined into the async `authModel`, its temporaries (the hasher,
   /// the slot) became part of every caller's async frame, parked callers included.
-  @inline(never)
+  @inline(never) @usableFromInline
   func lookup(_ key: AccountKey) -> Lookup {
     let date = configuration.now()
     let stripe = table.stripe(for: key)
@@ -49,7 +50,7 @@ extension AuthCoordinator {
   }
 
   /// A caller that joined the flight in progress through ``lookup(_:)``: park on it.
-  @inline(never)
+  @inline(never) @usableFromInline
   nonisolated(nonsending) func joined(
     _ queue: WaiterQueue, ticket: Int, timeout: Duration?
   ) async throws -> AuthModel {
@@ -59,7 +60,7 @@ extension AuthCoordinator {
   }
 
   /// A miss, or a forced refresh, with no deadline of the caller's own.
-  @inline(never)
+  @inline(never) @usableFromInline
   nonisolated(nonsending) func wait(
     for key: AccountKey, refresh: RefreshPolicy
   ) async throws -> AuthModel {
@@ -68,7 +69,7 @@ extension AuthCoordinator {
 
   /// A miss, or a forced refresh, that gives up at the caller's own deadline: every park of
   /// the request is bounded by the same deadline.
-  @inline(never)
+  @inline(never) @usableFromInline
   nonisolated(nonsending) func wait(
     for key: AccountKey, refresh: RefreshPolicy, timeout: Duration
   ) async throws -> AuthModel {

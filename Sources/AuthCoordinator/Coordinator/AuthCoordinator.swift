@@ -161,6 +161,7 @@ public final class AuthCoordinator: Sendable {
   /// - Returns: A valid model.
   /// - Throws: `CancellationError` when the calling task is cancelled while it waits, or an
   ///   ``AuthCoordinatorError`` (timed out, user cancelled, refresh loop, signed out, ...).
+  @inlinable
   public nonisolated(nonsending) func authModel(
     for key: AccountKey,
     refresh: RefreshPolicy = .ifNeeded,

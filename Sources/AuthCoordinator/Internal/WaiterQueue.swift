@@ -9,6 +9,7 @@ import SyncPrimitives
 /// waiters wake in the order they arrived (which also keeps task-group cleanup linear).
 ///
 /// Each caller is resumed exactly once: whoever moves its slot to `.done` resumes it.
+@usableFromInline
 final class WaiterQueue: @unchecked Sendable {
   /// What a parked caller wakes up with.
   enum Outcome: Sendable {
