@@ -1,6 +1,7 @@
 import AuthCoordinator
 import AuthCoordinatorTestKit
 import Foundation
+import SyncPrimitives
 import Testing
 
 /// A lease that reads the store while granting (``LeaseGrant/storeRead``, as the PostgreSQL
@@ -30,6 +31,32 @@ import Testing
     #expect(lease.grantsWithRead == 1)
   }
 
+  /// Rule 21's logout half: while a logout's removal has not reached the store, what a read
+  /// finds for the user is not served, and a read that came with the grant is such a read.
+  @Test func aModelReadWhileGrantingIsNotServedWhileALogoutsRemovalHasNotReachedTheStore()
+    async throws
+  {
+    let clock = ManualClock()
+    let inner = InMemoryTokenStore()
+    let old = makeModel("old", clock: clock, expiresIn: 3600)
+    await inner.save(old, for: u1)
+    let lease = ReadingLease(store: inner, now: clock.dateSource) {}
+    let replaced = LockedState<[AuthModel?]>([])
+    let authorizer = ClosureAuthorizer { request in
+      replaced.withLock { $0.append(request.replacing) }
+      return makeModel("new", clock: clock, expiresIn: 3600)
+    }
+    let coordinator = AuthCoordinator(
+      store: RemovalFailingStore(inner), lease: lease, authorizer: authorizer,
+      configuration: SharedLeaseTests.Rig.configuration(clock))
+    await coordinator.accountStatusChanged(.logout(mcUid: "u1"))
+    #expect(await inner.model(for: u1) == old, "the removal failed: the store keeps it")
+
+    #expect(try await coordinator.authModel(for: u1).accessToken == "new")
+    #expect(replaced.withLock { $0 } == [nil])
+    #expect(lease.grantsWithRead == 1)
+  }
+
   @Test func aModelOfAnotherUserReadWhileGrantingIsNeverHandedOut() async throws {
     let clock = ManualClock()
     let store = InstrumentedStore()
@@ -48,6 +75,19 @@ import Testing
     call.succeed(with: own)
     #expect(try await caller.value == own)
   }
+}
+
+/// A store whose removals throw (a logout's removal that never reaches it).
+private struct RemovalFailingStore: TokenStore {
+  let inner: InMemoryTokenStore
+  init(_ inner: InMemoryTokenStore) { self.inner = inner }
+  struct Failure: Error {}
+  func model(for key: AccountKey) async throws -> AuthModel? { await inner.model(for: key) }
+  func save(_ model: AuthModel, for key: AccountKey) async throws {
+    await inner.save(model, for: key)
+  }
+  func removeModels(forAccount account: String) async throws { throw Failure() }
+  func removeAll() async throws { throw Failure() }
 }
 
 /// An ``InMemoryAuthorizationLease`` whose grants carry a read of `store` made after

@@ -235,7 +235,14 @@ extension AuthCoordinator {
     stripe.lock.lock()
     var outcome = outcome
     // A model of a user whose logout did not reach the store is not served.
-    if case .loaded(.some) = outcome, stripe.unremoved.covers(key.mcUid) { outcome = .loaded(nil) }
+    if stripe.unremoved.covers(key.mcUid) {
+      switch outcome {
+      case .loaded(.some): outcome = .loaded(nil)
+      case .leaseAttempted(.acquiredWithRead(.some)):
+        outcome = .leaseAttempted(.acquiredWithRead(nil))
+      default: break
+      }
+    }
     let action: AccountStateMachine.AdvanceAction
     if let slot = stripe.accounts[key] {
       action = slot.machine.advance(id, outcome, date: date, now: now)
