@@ -246,6 +246,49 @@ enum FlightInProgress: CaseIterable, Sendable {
   }
 }
 
+/// The machine, not the flight's task, decides what a model of another user is worth.
+@Suite struct AccountStateMachineOwnUserTests: StateMachineFixture {
+  func stranger(_ token: String) -> AuthModel {
+    AuthModel(
+      uid: "2088", accessToken: token, mcUid: "u2", expiresAt: date.addingTimeInterval(3600))
+  }
+
+  @Test func aStoredModelOfAnotherUserReadsAsNothing() {
+    var machine = coldMachine()
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 1)
+    #expect(
+      machine.advance(1, .loaded(stranger("s")), date: date, now: .seconds(1))
+        == .next(authorize(.missing, by: .seconds(121))))
+    #expect(machine.cachedModel == nil)
+  }
+
+  @Test func aModelOfAnotherUserReadWithTheGrantReadsAsNothing() {
+    var machine = coldMachine(policy(usesLease: true))
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 1)
+    _ = machine.advance(1, .loaded(nil), date: date, now: .seconds(1))
+    #expect(
+      machine.advance(
+        1, .leaseAttempted(.acquiredWithRead(stranger("s"))), date: date, now: .seconds(2))
+        == .next(authorize(.missing, by: nil)))
+  }
+
+  @Test func anAuthorizersModelOfAnotherUserFailsTheFlight() {
+    var machine = coldMachine()
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 1)
+    _ = machine.advance(1, .loaded(nil), date: date, now: .seconds(1))
+    guard
+      case .end(let ending) = machine.advance(
+        1, .authorized(.success(stranger("s"))), date: date, now: .seconds(2)),
+      case .failed(let error) = ending.result
+    else {
+      Issue.record("a model of another user did not fail the flight")
+      return
+    }
+    #expect(error.code == .authorizationFailed)
+    #expect(machine.cachedModel == nil)
+  }
+}
+
 /// Fixed dates, a policy with distinct timeouts (store 7 s, authorization 120 s, exchange 20 s),
 /// and machines driven to a given state through the public events only.
 protocol StateMachineFixture {}

@@ -38,8 +38,7 @@ extension AuthCoordinator {
           reportStoreFailure(key, .load, error)
         }
         turn.done.open()
-        // A model stored for another user is never handed out.
-        outcome = .loaded(model.flatMap { $0.mcUid == key.mcUid ? $0 : nil })
+        outcome = .loaded(model)
       case .awaitPredecessors(let latches):
         for latch in latches { await latch.wait() }
         outcome = .predecessorsFinished
@@ -68,14 +67,7 @@ extension AuthCoordinator {
       case .authorize(let request):
         authorized = true
         do {
-          let model = try await authorizer.authorize(request)
-          outcome =
-            model.mcUid == key.mcUid
-            ? .authorized(.success(model))
-            : .authorized(
-              .failure(
-                AuthCoordinatorError(
-                  .authorizationFailed, "the authorizer returned a model for another user")))
+          outcome = .authorized(.success(try await authorizer.authorize(request)))
         } catch {
           outcome = .authorized(.failure(Self.wrap(error)))
         }
@@ -144,8 +136,7 @@ extension AuthCoordinator {
           await self?.renew(grant, of: lease, flight: id, hold: hold)
         }
         guard case .read(let model) = grant.storeRead else { return .acquired }
-        // A model stored for another user is never handed out.
-        return .acquiredWithRead(model.flatMap { $0.mcUid == key.mcUid ? $0 : nil })
+        return .acquiredWithRead(model)
       case .heldElsewhere(_, let until):
         return .heldElsewhere(until: until)
       }

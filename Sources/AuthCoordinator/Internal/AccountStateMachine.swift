@@ -170,10 +170,29 @@ struct AccountStateMachine {
         now: now))
   }
 
+  /// A model stored, read with a grant, or returned for another user is never handed out: a
+  /// read of one finds nothing, and an authorizer's answer with one is a failure.
+  func ownUsers(_ outcome: StepOutcome) -> StepOutcome {
+    switch outcome {
+    case .loaded(let model?) where model.mcUid != key.mcUid:
+      return .loaded(nil)
+    case .leaseAttempted(.acquiredWithRead(let model?)) where model.mcUid != key.mcUid:
+      return .leaseAttempted(.acquiredWithRead(nil))
+    case .authorized(.success(let model)) where model.mcUid != key.mcUid:
+      return .authorized(
+        .failure(
+          AuthCoordinatorError(
+            .authorizationFailed, "the authorizer returned a model for another user")))
+    default:
+      return outcome
+    }
+  }
+
   /// A step of flight `id` finished with `outcome`.
   mutating func advance(
     _ id: UInt64, _ outcome: StepOutcome, date: Date, now: Duration
   ) -> AdvanceAction {
+    let outcome = ownUsers(outcome)
     guard flightID == id else { return stale(id, outcome, date: date) }
     switch (state, outcome) {
     case (.loading(let loading), .loaded(let model)):
