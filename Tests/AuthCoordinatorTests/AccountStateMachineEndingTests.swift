@@ -24,7 +24,7 @@ import Testing
     // Waiting before authorizing is bounded by the authorization deadline.
     #expect(Machine.StepKind.awaitPredecessors.phase == .authorization)
     #expect(Machine.StepKind.acquireLease.phase == .authorization)
-    #expect(Machine.StepKind.awaitLeaseHolder(until: date).phase == .authorization)
+    #expect(Machine.StepKind.awaitLeaseHolder(for: .seconds(1)).phase == .authorization)
   }
 
   @Test func hugeTimeoutsAreClampedToTheLongestWait() {

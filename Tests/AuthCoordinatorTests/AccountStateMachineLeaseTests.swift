@@ -762,8 +762,11 @@ extension AccountStateMachineLeaseTests {
     .init(kind: .awaitPredecessors, deadline: deadline)
   }
 
+  /// The wait the machine decides for a holder whose lease lapses at `until` (``date`` is now).
   func awaitHolder(until: Date) -> Machine.Step {
-    .init(kind: .awaitLeaseHolder(until: until), deadline: nil)
+    let wait = LeaseHolderWait.duration(
+      holderExpiresAt: until, now: date, timeToLive: leasePolicy.leaseTimeToLive)
+    return .init(kind: .awaitLeaseHolder(for: wait), deadline: nil)
   }
 
   /// An idle machine with a lease whose store was read in flight 1 and held `model`; when that

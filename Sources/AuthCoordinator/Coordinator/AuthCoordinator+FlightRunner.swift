@@ -12,7 +12,7 @@ extension AuthCoordinator {
     case load(StoreTurn)
     case awaitPredecessors([Latch])
     case acquireLease(StoreTurn)
-    case awaitLeaseHolder(until: Date)
+    case awaitLeaseHolder(for: Duration)
     case releaseLease
     case backOff(until: Duration, delay: Duration)
     case authorize(AuthorizationRequest)
@@ -48,11 +48,8 @@ extension AuthCoordinator {
         await turn.waitForTurn()
         turn.done.open()
         outcome = .leaseAttempted(await acquireLease(key, flight: id, into: &held))
-      case .awaitLeaseHolder(let until):
+      case .awaitLeaseHolder(let wait):
         // Until the holder announces a change, or its lease lapses (then it is taken over).
-        let wait = LeaseHolderWait.duration(
-          holderExpiresAt: until, now: configuration.now(),
-          timeToLive: configuration.leaseTimeToLive)
         await leaseWatch.wait(
           after: held.seenVersion, until: clock.deadline(after: wait), on: clock)
         outcome = .leaseHolderChanged
@@ -299,8 +296,8 @@ extension AuthCoordinator {
       return .acquireLease(stripe.storeOperations.reserve(key))
     case .releaseLease:
       return .releaseLease
-    case .awaitLeaseHolder(let until):
-      return .awaitLeaseHolder(until: until)
+    case .awaitLeaseHolder(let wait):
+      return .awaitLeaseHolder(for: wait)
     case .backOff(let until, let delay):
       stripe.counters.update { $0.refreshLoopBackoffs += 1 }
       return .backOff(until: until, delay: delay)

@@ -114,7 +114,8 @@ public final class AuthCoordinator: Sendable {
       exchangeTimeout: configuration.exchangeTimeout,
       storeTimeout: min(configuration.storeTimeout, configuration.authorizationTimeout),
       usesLease: lease != nil,
-      maximumHold: Self.maximumHold(configuration, interactive: authorizer.isInteractive))
+      maximumHold: Self.maximumHold(configuration, interactive: authorizer.isInteractive),
+      leaseTimeToLive: configuration.leaseTimeToLive)
     let dueHandler = DueHandler()
     self.scheduler = DeadlineScheduler(clock: clock) { dueHandler.coordinator?.deadlinesDue() }
     // Subscribed before any flight can try the lease, so that no change is missed.

@@ -25,6 +25,9 @@ extension AccountStateMachine {
     /// The longest a flight holds the lease, and the longest a stopped refresh keeps later
     /// flights waiting (``AuthCoordinator/Configuration/maximumHold``, resolved).
     var maximumHold: Duration = .seconds(400)
+    /// The lease's time to live (``AuthCoordinator/Configuration/leaseTimeToLive``): it bounds
+    /// a wait for another process's holder (``LeaseHolderWait``).
+    var leaseTimeToLive: Duration = .seconds(15)
   }
 
   /// What a flight does next. Each kind is one phase; the flight runner carries out one step
@@ -37,8 +40,9 @@ extension AccountStateMachine {
     case awaitPredecessors
     /// Take the cross-process lease.
     case acquireLease
-    /// Wait for the lease's holder to announce a change, or until its lease lapses at `until`.
-    case awaitLeaseHolder(until: Date)
+    /// Wait for the lease's holder to announce a change, or at most `for`: until its lease
+    /// lapses, as ``LeaseHolderWait`` bounds it.
+    case awaitLeaseHolder(for: Duration)
     /// Give the lease back: the flight adopts a stored model.
     case releaseLease
     /// Wait until `until` (on the injected clock), `delay` after the decision: the refresh-loop

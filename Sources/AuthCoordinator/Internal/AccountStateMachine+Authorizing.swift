@@ -56,7 +56,9 @@ extension AccountStateMachine {
     case (.acquiringLease, .leaseAttempted(.heldElsewhere(let until))):
       preparing.stage = .awaitingHolder
       state = .preparing(preparing)
-      return .next(Step(kind: .awaitLeaseHolder(until: until), deadline: nil))
+      let wait = LeaseHolderWait.duration(
+        holderExpiresAt: until, now: date, timeToLive: policy.leaseTimeToLive)
+      return .next(Step(kind: .awaitLeaseHolder(for: wait), deadline: nil))
     case (.acquiringLease, .leaseAttempted(.failed(let error))):
       state = .idle
       return .end(Ending(flight: preparing.id, result: .failed(error)))
