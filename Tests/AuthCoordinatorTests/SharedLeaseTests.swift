@@ -158,6 +158,44 @@ import Testing
     #expect(await rig.store.model(for: u1) == nil)
   }
 
+  /// Rule 19 with a failed undo: a sign-out elsewhere lands while this process's save is in
+  /// the store, so the save is undone; the undo's removal throws and the store keeps the
+  /// signed-out user's model. This process must not serve it from the store afterwards, as
+  /// after a logout whose own removal failed (rule 21's logout half).
+  @Test func aSaveUndoneAfterASignOutElsewhereIsNotServedWhenItsRemovalFailed() async throws {
+    let clock = ManualClock()
+    let lease = InMemoryAuthorizationLease(now: clock.dateSource)
+    let store = InstrumentedStore()
+    let authorizer = ScriptedAuthorizer()
+    try await store.save(makeModel("old", clock: clock, expiresIn: -7200), for: u1)
+    let deaf = AuthCoordinator(
+      store: store, lease: DeafLease(lease), authorizer: authorizer,
+      configuration: Rig.configuration(clock))
+    let other = AuthCoordinator(
+      store: store, lease: lease, authorizer: authorizer, configuration: Rig.configuration(clock))
+
+    store.holdSaves()
+    let caller = Task { try await deaf.authModel(for: u1) }
+    let call = await authorizer.nextCall()
+    call.succeed(with: makeModel("stale-login", clock: clock, expiresIn: 3600))
+    // The save passed its checks and is in the store's hands when the other process logs out.
+    await store.waitForHeldSaves(1)
+    await other.accountStatusChanged(.logout(mcUid: "u1"))
+    store.failRemoves(true)
+    store.releaseSaves()
+    await expectFailure(caller, .signedOut)
+    #expect(await store.inner.model(for: u1)?.accessToken == "stale-login", "the undo failed")
+
+    // The next request must authorize, not adopt what the store still holds. (Before the
+    // fix it returned the stale model at once, and this answerer was never called.)
+    let next = Task { try await deaf.authModel(for: u1) }
+    Task {
+      let again = await authorizer.nextCall()
+      again.succeed(with: makeModel("next-login", clock: clock, expiresIn: 3600))
+    }
+    #expect(try await next.value.accessToken == "next-login")
+  }
+
   /// Rule 20, extension mode: the authorizer is told it may not interact.
   @Test func anExtensionsAuthorizerIsToldNotToInteract() async throws {
     let rig = await Rig(processes: 1, storing: .expired) { $0.allowsInteraction = false }

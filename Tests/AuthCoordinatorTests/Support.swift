@@ -207,8 +207,13 @@ final class InstrumentedStore: TokenStore, @unchecked Sendable {
     changes.changed()
   }
 
+  /// Makes later removals of an account's models throw (``failRemoves(_:)``).
+  private let removalsFail = LockedState(false)
+  func failRemoves(_ fail: Bool) { removalsFail.withLock { $0 = fail } }
+
   func removeModels(forAccount account: String) async throws {
     counts.withLock { $0.removes += 1 }
+    if removalsFail.withLock({ $0 }) { throw Failure() }
     await inner.removeModels(forAccount: account)
     changes.changed()
   }

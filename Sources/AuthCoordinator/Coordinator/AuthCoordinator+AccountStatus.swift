@@ -66,19 +66,12 @@ extension AuthCoordinator {
       // Grants taken before now can no longer store a result, before the store is emptied: a
       // holder in another process whose result lands meanwhile sees it (rule 19).
       await self?.revokeGrants(change)
-      var failure: (any Error)?
-      do {
-        switch change {
-        case .logout(let mcUid), .unbind(let mcUid): try await store.removeModels(forAccount: mcUid)
-        case .logoutAll: try await store.removeAll()
-        }
-      } catch {
-        failure = error
+      if let self {
+        await self.removeAndAnnounce(change)
+      } else {
+        // The coordinator is gone: the user's models still leave the store.
+        try? await Self.remove(change, from: store)
       }
-      self?.removalFinished(change, failure: failure)
-      // Then the other processes hear of it and forget the user (the store was emptied
-      // first, so they read it empty).
-      await self?.announceSignOut(change)
       turn.done.open()
     }
     let limit = policy.storeTimeout
@@ -123,6 +116,28 @@ extension AuthCoordinator {
       if let ending = stripe.accounts[key]?.machine.signOut() {
         closings.append(close(ending, key: key, in: stripe))
       }
+    }
+  }
+
+  /// The one place that takes a sign-out's models out of the store and then tells the other
+  /// processes (which read the store empty when they hear of it): a logout, and a save undone
+  /// because a sign-out elsewhere landed during it. A removal that failed is recorded
+  /// (``removalFinished(_:failure:)``): until one succeeds, what a read finds for the user is
+  /// not served.
+  func removeAndAnnounce(_ change: AccountStatusChange) async {
+    var failure: (any Error)?
+    do { try await Self.remove(change, from: store) } catch { failure = error }
+    removalFinished(change, failure: failure)
+    await announceSignOut(change)
+  }
+
+  /// Removes what `change` signs out from `store`.
+  private static func remove(_ change: AccountStatusChange, from store: any TokenStore)
+    async throws
+  {
+    switch change {
+    case .logout(let mcUid), .unbind(let mcUid): try await store.removeModels(forAccount: mcUid)
+    case .logoutAll: try await store.removeAll()
     }
   }
 

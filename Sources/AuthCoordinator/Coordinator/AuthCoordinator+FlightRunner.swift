@@ -185,12 +185,7 @@ extension AuthCoordinator {
       return .failed(error)
     }
     guard await isCurrent(grant) else {
-      do {
-        try await store.removeModels(forAccount: key.account)
-        try await lease?.signOut(account: key.account, by: leaseOwner)
-      } catch {
-        reportStoreFailure(key, .remove, error)
-      }
+      await removeAndAnnounce(.logout(mcUid: key.account))
       return .signedOut
     }
     return .saved
