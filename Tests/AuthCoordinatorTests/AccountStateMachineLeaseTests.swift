@@ -419,7 +419,7 @@ import Testing
     let rotated = refreshable("t1")
     #expect(
       machine.advance(2, .authorized(.success(rotated)), date: date, now: .seconds(1))
-        == .persistLateResult(rotated))
+        == .next(.init(kind: .persistLateResult(rotated), deadline: nil)))
     #expect(machine.predecessors == [2], "until it is stored")
     #expect(!machine.isEvictable(now: .seconds(1000)))
     #expect(machine.cachedModel == refreshable("t0", expiresIn: 10), "not before it is stored")
@@ -448,7 +448,7 @@ import Testing
     #expect(machine.predecessors == [2])
     #expect(
       machine.advance(2, .authorized(.success(rotated)), date: date, now: .seconds(12))
-        == .persistLateResult(rotated))
+        == .next(.init(kind: .persistLateResult(rotated), deadline: nil)))
     #expect(machine.advance(2, .lateResultSaved(rotated), date: date, now: .seconds(13)) == .ignore)
     #expect(machine.predecessors.isEmpty)
     #expect(machine.cachedModel == rotated)
@@ -473,7 +473,7 @@ import Testing
         == .start(flight: 3, awaitPredecessors(by: .seconds(130))))
     #expect(
       machine.advance(2, .authorized(.success(refreshable("t1"))), date: date, now: .zero)
-        == .persistLateResult(refreshable("t1")))
+        == .next(.init(kind: .persistLateResult(refreshable("t1")), deadline: nil)))
     #expect(machine.advance(2, .lateResultSaved(nil), date: date, now: .zero) == .ignore)
     #expect(
       machine.advance(3, .predecessorsFinished, date: date, now: .seconds(20))
@@ -582,7 +582,7 @@ import Testing
     var (machine, _) = self.machine(withRefreshStoppedBy: .authorizationDeadline)
     #expect(
       machine.advance(2, .authorized(.success(refreshable("t1"))), date: date, now: .zero)
-        == .persistLateResult(refreshable("t1")))
+        == .next(.init(kind: .persistLateResult(refreshable("t1")), deadline: nil)))
     #expect(machine.signOut(elsewhere: elsewhere) == nil)
     #expect(machine.predecessors.isEmpty)
     #expect(

@@ -235,7 +235,7 @@ enum FlightInProgress: CaseIterable, Sendable {
   case persisting
 
   /// The outcome the phase's step would report.
-  var lateOutcome: AccountStateMachine.StepOutcome {
+  var lateOutcome: AccountStateMachine<TestFlight>.StepOutcome {
     switch self {
     case .loading, .rereading: return .loaded(nil)
     case .authorizing:
@@ -293,9 +293,16 @@ enum FlightInProgress: CaseIterable, Sendable {
 /// and machines driven to a given state through the public events only.
 protocol StateMachineFixture {}
 
+/// The effects a machine under test holds: an identity, and whether its work was stopped.
+final class TestFlight: FlightEffects {
+  var workStopped = false
+
+  static func == (lhs: TestFlight, rhs: TestFlight) -> Bool { lhs === rhs }
+}
+
 extension StateMachineFixture {
-  typealias Machine = AccountStateMachine
-  typealias Ending = AccountStateMachine.Ending
+  typealias Machine = AccountStateMachine<TestFlight>
+  typealias Ending = Machine.Ending
 
   var date: Date { Date(timeIntervalSince1970: 1_800_000_000) }
   var key: AccountKey { AccountKey(mcUid: "u1") }

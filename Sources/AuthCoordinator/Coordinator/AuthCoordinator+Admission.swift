@@ -19,7 +19,7 @@ extension AuthCoordinator {
       slot = existing
       isNew = false
     } else {
-      slot = AccountSlot(machine: AccountStateMachine(key: key, policy: policy))
+      slot = AccountSlot(machine: KeyMachine(key: key, policy: policy))
       stripe.accounts[key] = slot
       table.inserted.add(1)
       isNew = true
@@ -36,8 +36,7 @@ extension AuthCoordinator {
       admission = .answered(Answer(.success(model)))
 
     case .join(let id):
-      guard let flight = slot.flight, flight.id == id,
-        let ticket = flight.queue.reserve(coalesced: true)
+      guard let flight = slot.machine.effects, let ticket = flight.queue.reserve(coalesced: true)
       else {
         preconditionFailure("Internal inconsistency: joining flight \(id) that has no open queue")
       }
@@ -48,20 +47,19 @@ extension AuthCoordinator {
         self?.lastWaiterLeft(key, flight: id)
       }
       let ticket = queue.reserve()!
-      stripe.liveFlights += 1
       stripe.counters.update {
         $0.flightsStarted += 1
         $0.flightsInProgress += 1
       }
       let first = prepare(step, key: key, flight: id, in: stripe, wake: &wake)
-      let previous = slot.pendingStops()
-      slot.flight = FlightHandle(
-        id: id, queue: queue,
-        work: Task { [weak self] in
-          // Stopped flights' authorizers are told to stop before this one's starts.
-          for latch in previous { await latch.wait() }
-          await self?.runFlight(key, flight: id, first: first)
-        })
+      let flight = Flight(queue: queue)
+      let stopping = slot.machine.attach(flight, to: id).compactMap(\.work)
+      flight.work = Task { [weak self] in
+        // Stopped flights' authorizers are told to stop before this one's starts (if the
+        // ending that stopped them has not done it yet).
+        for work in stopping { work.cancel() }
+        await self?.runFlight(key, flight: id, effects: flight, first: first)
+      }
       // Events are emitted under the lock, so that a key's events are in the order of its
       // decisions (the flight's task may end it on another thread as soon as it is released).
       broadcaster.emit(.flightStarted(key: key, flight: id))
@@ -71,12 +69,11 @@ extension AuthCoordinator {
       admission = .wait(queue, ticket: ticket)
 
     case .retryAfter(let id, let rejecting):
-      guard var flight = slot.flight, flight.id == id else {
+      guard let flight = slot.machine.effects else {
         preconditionFailure("Internal inconsistency: following flight \(id) that is not running")
       }
       let followers = flight.followers ?? WaiterQueue(counters: stripe.counters)
       flight.followers = followers
-      slot.flight = flight
       admission = .retryAfter(followers, ticket: followers.reserve()!, rejecting: rejecting)
 
     case .refuse(let error):

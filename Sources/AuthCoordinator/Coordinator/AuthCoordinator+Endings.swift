@@ -6,31 +6,23 @@ import SyncPrimitives
 extension AuthCoordinator {
   /// An ending with what carrying it out needs, taken out of the stripe under its lock.
   struct Closing {
+    /// A stopped flight's task, to cancel.
     let work: Task<Void, Never>?
     /// The flight's waiters, and the forced refreshes that waited for it to end.
     let waiters: WaiterQueue.Sealed
     let followers: WaiterQueue.Sealed
-    /// Opened once the stopped flight's work was cancelled; the key's next flight waits for it.
-    let stopped: Latch?
     /// An earlier deadline for the scheduler (a stopped refresh's abandonment was armed).
     var wake: Duration?
   }
 
-  /// Closes flight `ending.flight` of `key` under the stripe's lock: detaches it from its slot,
-  /// counts the ending, seals its queues (the callers to resume are taken out, not resumed)
-  /// and emits its events, so that a key's events are in the order of its decisions.
-  func close(
-    _ ending: AccountStateMachine.Ending, key: AccountKey, in stripe: Stripe
-  ) -> Closing {
-    var handle: FlightHandle?
-    let slot = stripe.accounts[key]
-    if let slot {
-      handle = slot.flight
-      slot.flight = nil
+  /// Closes flight `ending.flight` of `key` under the stripe's lock: counts the ending, seals
+  /// the queues of the effects the machine handed back (the callers to resume are taken out,
+  /// not resumed) and emits its events, so that a key's events are in the order of its
+  /// decisions.
+  func close(_ ending: KeyMachine.Ending, key: AccountKey, in stripe: Stripe) -> Closing {
+    guard let flight = ending.effects else {
+      preconditionFailure("Internal inconsistency: flight \(ending.flight) ended without effects")
     }
-    precondition(
-      handle?.id == ending.flight, "Internal inconsistency: ending a flight the slot does not hold")
-    stripe.liveFlights -= 1
     table.flightsEnded.add(1)
     // One update, so that every snapshot balances.
     stripe.counters.update {
@@ -53,37 +45,31 @@ extension AuthCoordinator {
     case .cancelled(.lastWaiterLeft): outcome = .failure(CancellationError())
     case .cancelled(.signedOut): outcome = .failure(AuthCoordinatorError.signedOut(key))
     }
-    let waiters = handle?.queue.seal(outcome) ?? WaiterQueue.Sealed()
+    let waiters = flight.queue.seal(outcome)
     let followers: WaiterQueue.Sealed
     switch ending.followers {
-    case .askAgain: followers = handle?.followers?.seal(.retry) ?? WaiterQueue.Sealed()
+    case .askAgain: followers = flight.followers?.seal(.retry) ?? WaiterQueue.Sealed()
     case .fail(let error):
-      followers = handle?.followers?.seal(.failure(error)) ?? WaiterQueue.Sealed()
+      followers = flight.followers?.seal(.failure(error)) ?? WaiterQueue.Sealed()
     }
     emitEvents(of: ending, key: key, served: waiters.count)
 
-    // A stopped flight's work is cancelled after the lock is released (cancellation handlers
-    // run synchronously and may reach the coordinator). Until then, the key's next flight
-    // waits: a new authorization never starts beside one not yet told to stop.
-    var stopped: Latch?
-    if ending.stopsWork, handle?.work != nil, let slot {
-      stopped = Latch()
-      slot.stopping.append(stopped!)
-    }
     // A stopped refresh goes on: a flight about to spend the same refresh token waits until
-    // its task ended (its result stored).
-    // It keeps them waiting for at most the maximum hold (rule 22).
+    // its task ended (its result stored), for at most the maximum hold (rule 22).
     var wake: Duration?
-    if ending.letsRefreshFinish, let slot {
-      slot.workFinished[ending.flight] = Latch()
+    if ending.letsRefreshFinish {
+      flight.finished = Latch()
       if let at = ending.abandonAt {
         wake = stripe.arm(
           .init(at: at, key: key, flight: ending.flight, phase: .authorization, abandons: true))
       }
     }
+    // A stopped flight's work is cancelled after the lock is released (cancellation handlers
+    // run synchronously and may reach the coordinator); the machine keeps it recorded until
+    // the key's next flight made sure of it.
     return Closing(
-      work: ending.stopsWork ? handle?.work : nil, waiters: waiters, followers: followers,
-      stopped: stopped, wake: wake)
+      work: ending.stopsWork ? flight.work : nil, waiters: waiters, followers: followers,
+      wake: wake)
   }
 
   /// The effects of an ending, outside any lock: a stopped flight's work is cancelled, the
@@ -91,17 +77,14 @@ extension AuthCoordinator {
   /// ask again (or fail, after a sign-out).
   func carryOut(_ closing: Closing) {
     if let wake = closing.wake { scheduler.wake(by: wake) }
-    if let stopped = closing.stopped {
-      closing.work?.cancel()
-      stopped.open()
-    }
+    closing.work?.cancel()
     closing.waiters.resume()
     closing.followers.resume()
     evictIfNeeded()
   }
 
   /// The events of an ending (emitting never runs user code: it only feeds the streams).
-  private func emitEvents(of ending: AccountStateMachine.Ending, key: AccountKey, served: Int) {
+  private func emitEvents(of ending: KeyMachine.Ending, key: AccountKey, served: Int) {
     let id = ending.flight
     if let operation = ending.storeTimedOut {
       let error: AuthCoordinatorError
@@ -133,7 +116,7 @@ extension AuthCoordinator {
     let stripe = table.stripe(for: key)
     stripe.lock.lock()
     guard let slot = stripe.accounts[key], slot.machine.lastWaiterLeft(id) == .closeQueue,
-      let queue = slot.flight?.queue,
+      let queue = slot.machine.effects?.queue,
       // Atomic with joins, which take this lock too: a caller that joined meanwhile keeps the
       // flight running.
       queue.closeIfIdle(.failure(CancellationError()))
@@ -158,11 +141,11 @@ extension AuthCoordinator {
       var abandoned: [(AccountKey, UInt64, Latch?)] = []
       for entry in stripe.deadlines.popDue(now: now) {
         if entry.abandons {
-          guard let slot = stripe.accounts[entry.key], slot.machine.abandon(entry.flight)
-          else { continue }
+          guard let slot = stripe.accounts[entry.key] else { continue }
+          let stopped = slot.machine.effects(ofStopped: entry.flight)
+          guard slot.machine.abandon(entry.flight) else { continue }
           stripe.counters.update { $0.holdsEnded += 1 }
-          abandoned.append(
-            (entry.key, entry.flight, slot.workFinished.removeValue(forKey: entry.flight)))
+          abandoned.append((entry.key, entry.flight, stopped?.finished))
           continue
         }
         guard let slot = stripe.accounts[entry.key],

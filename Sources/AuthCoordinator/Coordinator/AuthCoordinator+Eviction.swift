@@ -22,10 +22,9 @@ extension AuthCoordinator {
     let now = clock.now()
     for stripe in table.stripes {
       stripe.lock.withLock {
-        idle += stripe.accounts.count - stripe.liveFlights
-        for (key, slot) in stripe.accounts
-        where slot.machine.isEvictable(now: now) && slot.stopping.allSatisfy(\.isOpen) {
-          candidates.append((key, slot.lastUsed, stripe))
+        for (key, slot) in stripe.accounts {
+          if slot.machine.flightID == nil { idle += 1 }
+          if slot.machine.isEvictable(now: now) { candidates.append((key, slot.lastUsed, stripe)) }
         }
       }
     }
@@ -38,7 +37,7 @@ extension AuthCoordinator {
       let stripe = candidate.stripe
       let removed: Bool = stripe.lock.withLock {
         guard let slot = stripe.accounts[candidate.key], slot.lastUsed == candidate.lastUsed,
-          slot.machine.isEvictable(now: now), slot.stopping.allSatisfy(\.isOpen)
+          slot.machine.isEvictable(now: now)
         else { return false }
         stripe.accounts.removeValue(forKey: candidate.key)
         stripe.memo = nil

@@ -6,32 +6,41 @@ import SyncPrimitives
 // outcome to the state machine, which answers with the next step or the end. It holds the
 // flight's lease, renews it, and gives it back as soon as the result is stored.
 extension AuthCoordinator {
-  /// A step of a flight with what carrying it out needs: its place in the key's store order,
-  /// the flights it waits for, or the authorizer's request.
-  enum FlightStep: Sendable {
-    case load(StoreTurn)
-    case awaitPredecessors([Latch])
-    case acquireLease(StoreTurn)
-    case awaitLeaseHolder(for: Duration)
-    case releaseLease
-    case backOff(until: Duration, delay: Duration)
-    case authorize(AuthorizationRequest)
-    case persist(AuthModel, StoreTurn)
-    case persistLateResult(AuthModel, StoreTurn)
+  /// A step the state machine decided (its ``AccountStateMachine/StepKind``, the one enum of
+  /// a flight's phases) with what carrying it out needs, taken under the stripe's lock by
+  /// ``prepare(_:key:flight:in:wake:)``.
+  struct FlightStep: Sendable {
+    let kind: KeyMachine.StepKind
+    /// Its place in the key's store order: for a read, the lease, or a save.
+    var turn: StoreTurn?
+    /// For ``AccountStateMachine/StepKind/awaitPredecessors``: what the stopped refreshes open
+    /// when their tasks end.
+    var predecessors: [Latch] = []
+    /// For ``AccountStateMachine/StepKind/authorize(_:replacing:)``: the authorizer's request.
+    var request: AuthorizationRequest?
+
+    /// The turn of a step that has one.
+    var storeTurn: StoreTurn {
+      guard let turn else { preconditionFailure("Internal inconsistency: \(kind) has no turn") }
+      return turn
+    }
   }
 
   /// The flight's task. A report names the flight, so a flight that was stopped meanwhile gets
   /// no next step, and whatever it produced is discarded (or, for a refresh, stored).
-  func runFlight(_ key: AccountKey, flight id: UInt64, first: FlightStep) async {
+  func runFlight(
+    _ key: AccountKey, flight id: UInt64, effects: Flight, first: FlightStep
+  ) async {
     var held = HeldLease()
     var authorized = false
     // A model served whose save failed: the task retries it once the flight is over (rule 21).
     var unsaved: AuthModel?
     var next: FlightStep? = first
     while let step = next {
-      let outcome: AccountStateMachine.StepOutcome
-      switch step {
-      case .load(let turn):
+      let outcome: KeyMachine.StepOutcome
+      switch step.kind {
+      case .load:
+        let turn = step.storeTurn
         await turn.waitForTurn()
         var model: AuthModel?
         do { model = try await store.model(for: key) } catch {
@@ -39,12 +48,13 @@ extension AuthCoordinator {
         }
         turn.done.open()
         outcome = .loaded(model)
-      case .awaitPredecessors(let latches):
-        for latch in latches { await latch.wait() }
+      case .awaitPredecessors:
+        for latch in step.predecessors { await latch.wait() }
         outcome = .predecessorsFinished
-      case .acquireLease(let turn):
+      case .acquireLease:
         // After the store operations issued before it, a logout's revocation of the user's
         // grants among them: a grant taken before that revocation would be void at once.
+        let turn = step.storeTurn
         await turn.waitForTurn()
         turn.done.open()
         outcome = .leaseAttempted(await acquireLease(key, flight: id, into: &held))
@@ -61,7 +71,10 @@ extension AuthCoordinator {
         // A stopped flight's sleep ends early; its report is then stale and ignored.
         try? await clock.sleepUntil(until)
         outcome = .backedOff
-      case .authorize(let request):
+      case .authorize:
+        guard let request = step.request else {
+          preconditionFailure("Internal inconsistency: an authorization without its request")
+        }
         authorized = true
         do {
           outcome = .authorized(.success(try await authorizer.authorize(request)))
@@ -70,8 +83,8 @@ extension AuthCoordinator {
         }
         // A failure needs the lease no more: another process may try at once.
         if case .authorized(.failure) = outcome { await release(&held, key) }
-      case .persist(let model, let turn):
-        let result = await save(model, for: key, turn: turn, under: held, flight: id)
+      case .persist(let model):
+        let result = await save(model, for: key, turn: step.storeTurn, under: held, flight: id)
         switch result {
         case .saved: outcome = .saved
         case .signedOut: outcome = .signedOutElsewhere
@@ -86,8 +99,8 @@ extension AuthCoordinator {
         // stored: the lease is kept, renewed, while the save is retried, so that no other
         // process spends the refresh token the stored model still carries.
         if unsaved == nil { await release(&held, key) }
-      case .persistLateResult(let model, let turn):
-        let result = await save(model, for: key, turn: turn, under: held, flight: id)
+      case .persistLateResult(let model):
+        let result = await save(model, for: key, turn: step.storeTurn, under: held, flight: id)
         switch result {
         case .saved: outcome = .lateResultSaved(model)
         case .signedOut, .leaseLost: outcome = .lateResultSaved(nil)
@@ -103,7 +116,7 @@ extension AuthCoordinator {
     if let unsaved { await keepSaving(unsaved, key, flight: id, under: held) }
     await release(&held, key)
     // Only a flight that called the authorizer can have been a stopped refresh.
-    if authorized { workFinished(key, flight: id) }
+    if authorized { workFinished(key, effects) }
   }
 
   /// Gives the lease back, if the flight holds it (and has not given it up already).
@@ -119,7 +132,7 @@ extension AuthCoordinator {
   /// for the maximum hold.
   private func acquireLease(
     _ key: AccountKey, flight id: UInt64, into held: inout HeldLease
-  ) async -> AccountStateMachine.LeaseOutcome {
+  ) async -> KeyMachine.LeaseOutcome {
     guard let lease else { return .acquired }
     held.seenVersion = leaseWatch.version
     let ttl = configuration.leaseTimeToLive
@@ -201,15 +214,14 @@ extension AuthCoordinator {
   }
 
   /// The flight's task ended: if it was a stopped refresh, the flights waiting for it go on.
-  private func workFinished(_ key: AccountKey, flight id: UInt64) {
+  private func workFinished(_ key: AccountKey, _ effects: Flight) {
     let stripe = table.stripe(for: key)
-    let latch = stripe.lock.withLock { stripe.accounts[key]?.workFinished.removeValue(forKey: id) }
-    latch?.open()
+    stripe.lock.withLock { effects.finished }?.open()
   }
 
   /// Reports a step's outcome to the machine and carries out its answer.
   func advance(
-    _ key: AccountKey, flight id: UInt64, _ outcome: AccountStateMachine.StepOutcome
+    _ key: AccountKey, flight id: UInt64, _ outcome: KeyMachine.StepOutcome
   ) -> FlightStep? {
     let stripe = table.stripe(for: key)
     let date = configuration.now()
@@ -226,7 +238,7 @@ extension AuthCoordinator {
       default: break
       }
     }
-    let action: AccountStateMachine.AdvanceAction
+    let action: KeyMachine.AdvanceAction
     if let slot = stripe.accounts[key] {
       action = slot.machine.advance(id, outcome, date: date, now: now)
     } else if case .authorized = outcome {
@@ -247,10 +259,6 @@ extension AuthCoordinator {
       broadcaster.emit(.lateResultDiscarded(key: key, flight: id))
       stripe.lock.unlock()
       return nil
-    case .persistLateResult(let model):
-      let turn = stripe.storeOperations.reserve(key)
-      stripe.lock.unlock()
-      return .persistLateResult(model, turn)
     case .next(let step):
       let next = prepare(step, key: key, flight: id, in: stripe, wake: &wake)
       if case .authorize(let reason, _) = step.kind {
@@ -270,7 +278,7 @@ extension AuthCoordinator {
   /// The bookkeeping of a step the machine decided, under the stripe's lock: its deadline, its
   /// place in the store order or its request, its counters.
   func prepare(
-    _ step: AccountStateMachine.Step, key: AccountKey, flight id: UInt64, in stripe: Stripe,
+    _ step: KeyMachine.Step, key: AccountKey, flight id: UInt64, in stripe: Stripe,
     wake: inout Duration?
   ) -> FlightStep {
     if let deadline = step.deadline,
@@ -278,32 +286,28 @@ extension AuthCoordinator {
     {
       wake = earlier
     }
+    var prepared = FlightStep(kind: step.kind)
     switch step.kind {
-    case .load:
-      return .load(stripe.storeOperations.reserve(key))
-    case .persist(let model):
-      return .persist(model, stripe.storeOperations.reserve(key))
+    case .load, .acquireLease, .persist, .persistLateResult:
+      prepared.turn = stripe.storeOperations.reserve(key)
     case .awaitPredecessors:
-      let slot = stripe.accounts[key]
-      return .awaitPredecessors(
-        slot.map { slot in slot.machine.predecessors.compactMap { slot.workFinished[$0] } } ?? [])
-    case .acquireLease:
-      return .acquireLease(stripe.storeOperations.reserve(key))
-    case .releaseLease:
-      return .releaseLease
-    case .awaitLeaseHolder(let wait):
-      return .awaitLeaseHolder(for: wait)
-    case .backOff(let until, let delay):
+      if let machine = stripe.accounts[key]?.machine {
+        prepared.predecessors = machine.predecessors.compactMap {
+          machine.effects(ofStopped: $0)?.finished
+        }
+      }
+    case .backOff:
       stripe.counters.update { $0.refreshLoopBackoffs += 1 }
-      return .backOff(until: until, delay: delay)
     case .authorize(let reason, let replacing):
       stripe.counters.update { $0.authorizationsStarted += 1 }
-      return .authorize(
-        AuthorizationRequest(
-          key: key, reason: reason, requestID: nil, replacing: replacing,
-          allowsInteraction: configuration.allowsInteraction,
-          exchangeBegan: { [weak self] in self?.exchangeBegan(key, flight: id) }))
+      prepared.request = AuthorizationRequest(
+        key: key, reason: reason, requestID: nil, replacing: replacing,
+        allowsInteraction: configuration.allowsInteraction,
+        exchangeBegan: { [weak self] in self?.exchangeBegan(key, flight: id) })
+    case .awaitLeaseHolder, .releaseLease:
+      break
     }
+    return prepared
   }
 
   /// The authorizer of flight `id` entered its exchange: for an interactive authorizer, the

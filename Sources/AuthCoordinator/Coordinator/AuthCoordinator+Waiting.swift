@@ -37,10 +37,11 @@ extension AuthCoordinator {
       return .hit(model)
     }
     // A caller cancelled before it arrives never joins: admission throws for it.
-    guard let flight = slot.flight, !Task.isCancelled,
-      case .join(let id) = slot.machine.request(
-        .ifNeeded, date: date, now: clock.now(), newFlightID: 0),
-      id == flight.id, let ticket = flight.queue.reserve(coalesced: true)
+    // With a flight in progress (and only then: a request on an idle key would start one), an
+    // ordinary request joins it.
+    guard let flight = slot.machine.effects, !Task.isCancelled,
+      case .join = slot.machine.request(.ifNeeded, date: date, now: clock.now(), newFlightID: 0),
+      let ticket = flight.queue.reserve(coalesced: true)
     else {
       stripe.lock.unlock()
       return .miss

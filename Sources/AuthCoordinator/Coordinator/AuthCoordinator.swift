@@ -66,7 +66,7 @@ public final class AuthCoordinator: Sendable {
   let leaseOwner: String
   let authorizer: any Authorizer
   let onAccountStatusChange: (@Sendable (AccountStatusChange) async -> Void)?
-  let policy: AccountStateMachine.Policy
+  let policy: KeyMachine.Policy
   /// Wakes the stripes when their deadlines are due.
   let scheduler: DeadlineScheduler
   /// The changes the lease announced, for flights waiting for another process's result.
@@ -102,7 +102,7 @@ public final class AuthCoordinator: Sendable {
     let clock = CoordinatorClock(configuration.clock)
     self.clock = clock
     self.table = AccountTable(stripeCount: AccountTable.defaultStripeCount)
-    self.policy = AccountStateMachine.Policy(
+    self.policy = KeyMachine.Policy(
       refreshLeeway: configuration.refreshLeeway.seconds,
       maxForcedAuthorizations: configuration.maxForcedAuthorizations,
       loopWindow: configuration.loopWindow,

@@ -52,6 +52,9 @@ extension AccountStateMachine {
     case authorize(AuthorizationReason, replacing: AuthModel?)
     /// Write the new model to the store before the waiters resume.
     case persist(AuthModel)
+    /// Store a stopped refresh's late result (its flight is no longer the key's current one),
+    /// then report ``StepOutcome/lateResultSaved(_:)`` or ``StepOutcome/lateResultUnsaved(_:)``.
+    case persistLateResult(AuthModel)
 
     /// The phase whose deadline bounds this step.
     var phase: AuthEvent.FlightPhase {
@@ -60,7 +63,7 @@ extension AccountStateMachine {
       case .awaitPredecessors, .acquireLease, .awaitLeaseHolder, .releaseLease, .backOff,
         .authorize:
         return .authorization
-      case .persist: return .save
+      case .persist, .persistLateResult: return .save
       }
     }
   }
@@ -157,11 +160,8 @@ extension AccountStateMachine {
     case ignore
     /// The authorizer's result arrived for a flight that was already stopped: discard it.
     case discardLateResult
-    /// The authorizer's result arrived for a flight stopped without a sign-out since: store it
-    /// (a rotated refresh token must not be lost), then report
-    /// ``StepOutcome/lateResultSaved(_:)``.
-    case persistLateResult(AuthModel)
-    /// Carry out the next step of the same flight.
+    /// Carry out the next step of the same flight (for a stopped refresh, the only one is
+    /// ``StepKind/persistLateResult(_:)``).
     case next(Step)
     /// The flight is over.
     case end(Ending)
@@ -186,6 +186,9 @@ extension AccountStateMachine {
 
     var flight: UInt64
     var result: Result
+    /// The flight's effects, handed back by the machine (``AccountStateMachine/finish(_:)``):
+    /// the queues to seal, the task to cancel.
+    var effects: Effects?
     var followers: Followers = .askAgain
     /// The flight ended because a store operation did not finish in time: report it.
     var storeTimedOut: AuthEvent.StoreOperation?

@@ -12,7 +12,7 @@ extension AccountStateMachine {
   ) -> Step {
     var preparing = Preparing(id: id, reason: reason, rejectedTokens: rejected, stage: .rereading)
     let kind: StepKind
-    if replacing?.refreshToken != nil, outstanding.values.contains(true) {
+    if replacing?.refreshToken != nil, !predecessors.isEmpty {
       preparing.stage = .awaitingPredecessors
       kind = .awaitPredecessors
     } else if policy.usesLease {

@@ -3,8 +3,7 @@ import Foundation
 // Rule 21: a model that was served but not stored stays memory's model for its key, marked
 // unsaved, until a retry stores it, a newer model replaces it, or a logout removes it. A re-read
 // never moves memory back to an older stored model, so a refresh always spends the newest
-// refresh token the process knows. And rule 22's in-process half: a stopped refresh that runs
-// past the maximum hold no longer keeps later flights waiting.
+// refresh token the process knows.
 extension AccountStateMachine {
   /// Whether the flight's task should retry the save of `model` now: memory still holds it,
   /// unsaved. `false` once a newer model replaced it or a logout removed it (the retry stops).
@@ -39,21 +38,12 @@ extension AccountStateMachine {
   /// memory holds carries a spent one, and forgetting the result would spend that again.
   mutating func staleSaveFailed(_ model: AuthModel, date: Date, lateResultOf id: UInt64?) {
     if let id {
-      guard outstanding.removeValue(forKey: id) == true else { return }
+      guard takeStoppedRefresh(id)?.storesResult == true else { return }
       adopt(model, obtainedAt: date, unsaved: true)
       return
     }
     guard case .model(var cached) = cache, cached.model == model else { return }
     cached.unsaved = true
     cache = .model(cached)
-  }
-
-  /// The stopped refresh of flight `id` ran past the maximum hold: later flights stop waiting
-  /// for it, and its result, if it ever arrives, is discarded.
-  ///
-  /// - Returns: Whether the flight was still outstanding (the coordinator then opens its latch
-  ///   and reports it).
-  mutating func abandon(_ id: UInt64) -> Bool {
-    outstanding.removeValue(forKey: id) != nil
   }
 }

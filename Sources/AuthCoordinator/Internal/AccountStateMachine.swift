@@ -5,20 +5,23 @@ import Foundation
 /// The coordinator feeds it events (a request arrived, a step of the flight finished, a
 /// deadline passed, the exchange began, the last waiter left, the account signed out) and
 /// carries out the action each event returns. It is the one record of the key's flight: its
-/// id, its phase, what forced refreshes rejected, whether the exchange began. Every flight has a
+/// id, its phase, what forced refreshes rejected, whether the exchange began, and the handle of
+/// its effects (`Effects`: the callers' queue and the task, which the machine holds but never
+/// looks into; an ending hands it back). It is the one record of the key's stopped flights too
+/// (``stopped``). Every flight has a
 /// unique id; an event for a flight that is no longer the current one is stale and returns
 /// "ignore", which is what makes late results, timeouts and logouts safe. A transition the
 /// machine's own actions cannot lead to is a `preconditionFailure`.
 ///
-/// The phases of a flight are data (``StepKind``): a new phase is a new case here and one more
-/// step in the flight runner.
+/// The phases of a flight are data (``StepKind``), the one enum of them: a new phase is a new
+/// case there with its transitions here, and one more case in the flight runner.
 ///
 /// The machine is spread over files by concern: this one (the state, the events, the cold
 /// load, the loop guard), `+Authorizing` (what a flight does before it calls the authorizer:
 /// predecessors, the lease, the re-read), `+LateResults` (stopped refreshes whose results are
 /// stored), `+Actions` and `+State` (its vocabulary). Its state is internal only so that those
 /// files can reach it: nothing outside `AccountStateMachine*.swift` reads or writes it.
-struct AccountStateMachine {
+struct AccountStateMachine<Effects: FlightEffects> {
   /// What is known about the key's model.
   enum Cache: Equatable {
     /// The store has not been read since launch (or since the key was evicted).
@@ -42,13 +45,15 @@ struct AccountStateMachine {
   let policy: Policy
   var cache: Cache = .unknown
   var state: State = .idle
+  /// The handle of the current flight's effects, from ``attach(_:to:)`` to its ending.
+  var effects: Effects?
   /// When (on the injected clock) authorizations counted by the refresh-loop guard began
   /// (forced refreshes, and renewals of models that arrived inside the leeway), oldest first.
   var loopGuardStarts: [Duration] = []
-  /// Stopped flights whose authorizer is still running, and whether its result may be stored
-  /// (no sign-out since). Their results are not served, but a rotated refresh token is never
-  /// thrown away.
-  var outstanding: [UInt64: Bool] = [:]
+  /// Flights that were stopped before their work ended: the refreshes left to finish (their
+  /// results are not served, but a rotated refresh token is never thrown away), and the
+  /// flights whose work is being cancelled.
+  var stopped: [UInt64: StoppedFlight] = [:]
 
   init(key: AccountKey, policy: Policy) {
     self.key = key
@@ -89,13 +94,35 @@ struct AccountStateMachine {
 
   /// Whether the key can be forgotten without losing a decision: no flight, and no
   /// authorization in the refresh-loop window (evicting it would reset the guard).
+  /// A stopped flight whose work is not yet cancelled keeps the key too: the key's next flight
+  /// makes sure it is before it starts, which a forgotten key could not.
   func isEvictable(now: Duration) -> Bool {
-    guard state == .idle, outstanding.isEmpty, !hasUnsavedModel else { return false }
+    guard case .idle = state, !hasUnsavedModel else { return false }
+    for flight in stopped.values {
+      guard case .cancelled = flight.fate, flight.effects?.workStopped ?? true else { return false }
+    }
     guard let last = loopGuardStarts.max() else { return true }
     return last <= now - policy.loopWindow
   }
 
   // MARK: - Events
+
+  /// The coordinator made the effects of flight `id`, which a request just started: the
+  /// machine holds them until the flight ends.
+  ///
+  /// - Returns: The effects of stopped flights whose work may not be cancelled yet: the new
+  ///   flight cancels them before it starts (a new authorization never runs beside one not told
+  ///   to stop). They are no longer recorded.
+  mutating func attach(_ effects: Effects, to id: UInt64) -> [Effects] {
+    precondition(flightID == id && self.effects == nil, "Internal inconsistency: attaching \(id)")
+    self.effects = effects
+    var cancelling: [Effects] = []
+    for (stoppedID, flight) in stopped where flight.fate == .cancelled {
+      stopped.removeValue(forKey: stoppedID)
+      if let effects = flight.effects { cancelling.append(effects) }
+    }
+    return cancelling
+  }
 
   /// A caller asks for a model.
   ///
@@ -194,6 +221,15 @@ struct AccountStateMachine {
   ) -> AdvanceAction {
     let outcome = ownUsers(outcome)
     guard flightID == id else { return stale(id, outcome, date: date) }
+    let action = decide(id, outcome, date: date, now: now)
+    guard case .end(let ending) = action else { return action }
+    return .end(finish(ending))
+  }
+
+  /// What the current flight does after `outcome`.
+  private mutating func decide(
+    _ id: UInt64, _ outcome: StepOutcome, date: Date, now: Duration
+  ) -> AdvanceAction {
     switch (state, outcome) {
     case (.loading(let loading), .loaded(let model)):
       return loaded(loading, model, date: date, now: now)
@@ -218,7 +254,7 @@ struct AccountStateMachine {
       ending.retriesSave = true
       return .end(ending)
     case (.persisting, .signedOutElsewhere):
-      return .end(signOut(elsewhere: true)!)
+      return .end(signedOut(elsewhere: true)!)
     default:
       preconditionFailure("Internal inconsistency: \(outcome) reported in phase \(state)")
     }
@@ -250,6 +286,12 @@ struct AccountStateMachine {
     _ id: UInt64, phase: AuthEvent.FlightPhase, date: Date, at deadline: Duration? = nil
   ) -> Ending? {
     guard flightID == id else { return nil }
+    return expired(id, phase: phase, date: date, at: deadline).map { finish($0) }
+  }
+
+  private mutating func expired(
+    _ id: UInt64, phase: AuthEvent.FlightPhase, date: Date, at deadline: Duration?
+  ) -> Ending? {
     switch (phase, state) {
     case (.authorization, .authorizing(let authorizing)) where authorizing.exchangeBegan:
       return nil
@@ -329,8 +371,8 @@ struct AccountStateMachine {
     }
     let ending = Ending(flight: id, result: .cancelled(.lastWaiterLeft))
     defer { state = .idle }
-    if case .authorizing(let authorizing) = state { return stopped(authorizing, ending) }
-    return ending
+    if case .authorizing(let authorizing) = state { return finish(stopped(authorizing, ending)) }
+    return finish(ending)
   }
 
   /// The account logged out or unbound: memory forgets the model and the loop-guard history.
@@ -341,12 +383,18 @@ struct AccountStateMachine {
   ///   but the store is read again (it may already hold the next login's model).
   /// - Returns: How the flight in progress ends, if there is one.
   mutating func signOut(elsewhere: Bool = false) -> Ending? {
+    signedOut(elsewhere: elsewhere).map { finish($0) }
+  }
+
+  private mutating func signedOut(elsewhere: Bool) -> Ending? {
     let id = flightID
     state = .idle
     cache = elsewhere ? .unknown : .empty
     loopGuardStarts.removeAll()
     // Results still on their way belong to the signed-out user: never stored.
-    for flight in outstanding.keys { outstanding[flight] = false }
+    for (flight, record) in stopped where record.fate == .refreshing(storesResult: true) {
+      stopped[flight]?.fate = .refreshing(storesResult: false)
+    }
     guard let id else { return nil }
     let error = AuthCoordinatorError.signedOut(key)
     return Ending(flight: id, result: .cancelled(.signedOut), followers: .fail(error))

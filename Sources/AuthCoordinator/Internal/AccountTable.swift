@@ -102,8 +102,6 @@ final class Stripe: @unchecked Sendable {
   var reportedEarliest: Duration?
   /// The heap size at which entries of ended flights are dropped next.
   var pruneThreshold = 64
-  /// Flights in progress here.
-  var liveFlights = 0
   /// This stripe's part of the statistics, under a lock of its own: an authorizer's
   /// cancellation handler, which runs under `lock`, may read them.
   let counters = CoordinatorCounters()
@@ -132,7 +130,7 @@ final class Stripe: @unchecked Sendable {
       deadlines.prune { entry in
         guard let machine = self.accounts[entry.key]?.machine else { return false }
         return entry.abandons
-          ? machine.outstanding[entry.flight] != nil : machine.flightID == entry.flight
+          ? machine.isStoppedRefresh(entry.flight) : machine.flightID == entry.flight
       }
       pruneThreshold = max(2 * deadlines.count, 64)
     }
@@ -142,35 +140,16 @@ final class Stripe: @unchecked Sendable {
   }
 }
 
-/// A key in the table: its state machine (the one record of its flight), and the effects that
-/// belong to that flight. A class, so that the table's lookups and updates never copy it;
-/// every access is under its stripe's lock.
+/// The state machine of a key as the coordinator runs it: its flights' effects are ``Flight``s.
+typealias KeyMachine = AccountStateMachine<Flight>
+
+/// A key in the table: its state machine, the one record of its flight, its stopped flights and
+/// their effects. A class, so that the table's lookups and updates never copy it; every access
+/// is under its stripe's lock.
 final class AccountSlot {
-  var machine: AccountStateMachine
-  var flight: FlightHandle?
+  var machine: KeyMachine
   /// The recency tick of the last request.
   var lastUsed: UInt64 = 0
-  /// The cancellations of stopped flights not yet carried out: the key's next flight waits
-  /// for them, and the key is not evicted before they are.
-  var stopping: [Latch] = []
-  /// The stopped refreshes still running, each opened when its task ends (after it stored its
-  /// result): a flight about to spend the same refresh token waits for them.
-  var workFinished: [UInt64: Latch] = [:]
 
-  init(machine: AccountStateMachine) { self.machine = machine }
-
-  /// Drops the cancellations already carried out; returns those still pending.
-  func pendingStops() -> [Latch] {
-    if !stopping.isEmpty { stopping.removeAll { $0.isOpen } }
-    return stopping
-  }
-}
-
-/// What carries out a flight the state machine records: the callers' queue, the queue of
-/// forced refreshes that ask again once it ends, and its task.
-struct FlightHandle {
-  let id: UInt64
-  let queue: WaiterQueue
-  var followers: WaiterQueue?
-  var work: Task<Void, Never>?
+  init(machine: KeyMachine) { self.machine = machine }
 }

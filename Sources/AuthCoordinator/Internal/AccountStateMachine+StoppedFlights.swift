@@ -1,0 +1,119 @@
+import Foundation
+
+// Every flight ends here (``finish(_:)``), and a flight stopped before its work ended is
+// recorded here, in one place (``stopped``), until its work is done with: a refresh left to
+// finish, whose late result is stored (a rotated refresh token must not be lost) unless the
+// user signed out since, and adopted by memory if it is newer; or a flight whose work is being
+// cancelled, until the key's next flight makes sure it was.
+extension AccountStateMachine {
+  /// A flight stopped before its work ended.
+  struct StoppedFlight: Equatable {
+    enum Fate: Equatable {
+      /// Its work is cancelled (after the stripe's lock is released): the key's next flight
+      /// makes sure it was before it starts (``AccountStateMachine/attach(_:to:)``).
+      case cancelled
+      /// A refresh left to finish. Its result is stored if `storesResult` (no sign-out since);
+      /// until then a flight about to spend the same refresh token waits for its task.
+      case refreshing(storesResult: Bool)
+    }
+
+    var fate: Fate
+    /// Its effects (`nil` only for a flight nothing was attached to, in tests).
+    var effects: Effects?
+  }
+
+  /// The stopped refreshes whose result may still be stored, by id: a flight about to spend the
+  /// same refresh token waits for them.
+  var predecessors: [UInt64] {
+    stopped.filter { $0.value.fate == .refreshing(storesResult: true) }.map(\.key).sorted()
+  }
+
+  /// The effects of stopped flight `id`, if it is still recorded.
+  func effects(ofStopped id: UInt64) -> Effects? { stopped[id]?.effects }
+
+  /// Whether `id` is a stopped refresh still recorded (its abandonment deadline still matters).
+  func isStoppedRefresh(_ id: UInt64) -> Bool {
+    if case .refreshing = stopped[id]?.fate { return true }
+    return false
+  }
+
+  /// Ends the current flight: the machine goes idle, the ending takes the flight's effects, and
+  /// a flight stopped before its work ended is recorded as stopped.
+  mutating func finish(_ ending: Ending) -> Ending {
+    var ending = ending
+    state = .idle
+    ending.effects = effects
+    effects = nil
+    if ending.letsRefreshFinish {
+      stopped[ending.flight] = StoppedFlight(
+        fate: .refreshing(storesResult: true), effects: ending.effects)
+    } else if ending.stopsWork {
+      stopped[ending.flight] = StoppedFlight(fate: .cancelled, effects: ending.effects)
+    }
+    return ending
+  }
+
+  /// How a flight stopped while authorizing ends: a refresh in progress is left to finish and
+  /// its result stored; any other authorizer's result is discarded.
+  func stopped(_ authorizing: Authorizing, _ ending: Ending) -> Ending {
+    guard authorizing.spendsRefreshToken else { return ending }
+    var ending = ending
+    ending.letsRefreshFinish = true
+    ending.abandonAt = authorizing.startedAt + policy.maximumHold
+    return ending
+  }
+
+  /// Removes stopped refresh `id` from the record; returns whether its result was to be stored.
+  mutating func takeStoppedRefresh(_ id: UInt64) -> (storesResult: Bool, effects: Effects?)? {
+    guard case .refreshing(let storesResult) = stopped[id]?.fate else { return nil }
+    return (storesResult, stopped.removeValue(forKey: id)?.effects)
+  }
+
+  /// A report of a flight that is no longer the key's current one.
+  mutating func stale(_ id: UInt64, _ outcome: StepOutcome, date: Date) -> AdvanceAction {
+    switch outcome {
+    case .authorized(let result):
+      guard case .success(let model) = result, stopped[id]?.fate == .refreshing(storesResult: true)
+      else {
+        _ = takeStoppedRefresh(id)
+        return .discardLateResult
+      }
+      // Still recorded until stored: a new refresh waits for it.
+      return .next(Step(kind: .persistLateResult(model), deadline: nil))
+    case .lateResultSaved(let model):
+      // Stored, unless the user signed out meanwhile (here or elsewhere).
+      guard takeStoppedRefresh(id)?.storesResult == true, let model else { return .ignore }
+      if isNewer(model, at: date) { adopt(model, obtainedAt: date) }
+      return .ignore
+    case .lateResultUnsaved(let model):
+      staleSaveFailed(model, date: date, lateResultOf: id)
+      return .ignore
+    case .saveFailed(let model):
+      // The save deadline passed before the save failed: the model was served and cached.
+      staleSaveFailed(model, date: date, lateResultOf: nil)
+      return .ignore
+    default:
+      return .ignore
+    }
+  }
+
+  /// Whether a late result should replace what memory holds.
+  func isNewer(_ model: AuthModel, at date: Date) -> Bool {
+    switch cache {
+    case .unknown: return false  // the next request reads the store, which holds it
+    case .empty: return true
+    case .model(let cached):
+      if !cached.model.isValid(at: date, leeway: cached.leeway) { return true }
+      return (model.expiresAt ?? .distantFuture) > (cached.model.expiresAt ?? .distantFuture)
+    }
+  }
+
+  /// The stopped refresh of flight `id` ran past the maximum hold: later flights stop waiting
+  /// for it, and its result, if it ever arrives, is discarded.
+  ///
+  /// - Returns: Whether it was still recorded (the coordinator then opens its latch, taken
+  ///   with ``effects(ofStopped:)`` before, and reports it).
+  mutating func abandon(_ id: UInt64) -> Bool {
+    takeStoppedRefresh(id) != nil
+  }
+}

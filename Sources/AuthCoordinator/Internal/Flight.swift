@@ -1,0 +1,32 @@
+/// What the state machine needs of the handle it holds for a flight's effects: nothing but
+/// whether a stopped flight's work was told to stop. It never looks further inside.
+protocol FlightEffects: AnyObject, Equatable {
+  /// The flight's work was cancelled (or never started): forgetting the key cannot let a new
+  /// authorization start beside it.
+  var workStopped: Bool { get }
+}
+
+/// What carries out one flight: its callers' queue, the queue of forced refreshes that ask
+/// again once it ends, its task, and, for a refresh stopped but left to finish, the latch its
+/// task opens when it ended.
+///
+/// The state machine holds it (``AccountStateMachine/effects``) from the flight's start to its
+/// ending, which hands it back; a stopped flight's stays in the machine's record of stopped
+/// flights until its work is done with. Every variable is guarded by the stripe's lock.
+final class Flight: FlightEffects, @unchecked Sendable {
+  let queue: WaiterQueue
+  /// Made when the first forced refresh must wait for the flight to end.
+  var followers: WaiterQueue?
+  /// The flight's task, set as it is created.
+  var work: Task<Void, Never>?
+  /// Made when the flight is stopped while its refresh goes on: a flight about to spend the
+  /// same refresh token waits for it (opened when the task ended, or when the refresh is
+  /// abandoned).
+  var finished: Latch?
+
+  init(queue: WaiterQueue) { self.queue = queue }
+
+  var workStopped: Bool { work?.isCancelled ?? true }
+
+  static func == (lhs: Flight, rhs: Flight) -> Bool { lhs === rhs }
+}

@@ -1,0 +1,103 @@
+import Foundation
+import Testing
+
+@testable import AuthCoordinator
+
+/// The machine is the one record of a flight's effects and of its stopped flights: it holds the
+/// handle the coordinator attached, hands it back in the ending, and keeps a stopped flight's
+/// until its work is done with. Task-free: the handles are ``TestFlight``s.
+@Suite(.timeLimit(.minutes(2))) struct AccountStateMachineEffectsTests: StateMachineFixture {
+  @Test func theEndingHandsBackTheEffectsTheFlightWasAttachedTo() throws {
+    var machine = coldMachine()
+    let flight = TestFlight()
+    guard
+      case .start(let id, _) = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 1)
+    else { throw Unexpected("a cold key starts a flight") }
+    #expect(machine.attach(flight, to: id).isEmpty, "nothing was stopped before")
+    #expect(machine.effects === flight)
+    guard case .end(let ending) = machine.advance(id, .loaded(model("t1")), date: date, now: .zero)
+    else { throw Unexpected("a valid stored model ends the flight") }
+    #expect(ending.effects === flight)
+    #expect(machine.effects == nil, "the machine no longer holds an ended flight's effects")
+    #expect(machine.stopped.isEmpty, "a flight that ended by itself is not a stopped one")
+  }
+
+  @Test func aCancelledFlightIsRecordedUntilTheNextFlightMakesSureItsWorkStopped() throws {
+    var machine = coldMachine()
+    let first = TestFlight()
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 1)
+    _ = machine.attach(first, to: 1)
+    #expect(machine.lastWaiterLeft(1) == .closeQueue)
+    let ending = machine.queueClosed(1)
+    #expect(ending.stopsWork)
+    #expect(ending.effects === first)
+    #expect(machine.stopped[1] == .init(fate: .cancelled, effects: first))
+    #expect(!machine.isEvictable(now: .zero), "its work is not cancelled yet")
+    first.workStopped = true
+    #expect(machine.isEvictable(now: .zero))
+
+    let second = TestFlight()
+    guard
+      case .start(let id, _) = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+    else { throw Unexpected("the store is read again") }
+    let cancelling = machine.attach(second, to: id)
+    #expect(cancelling.count == 1 && cancelling.first === first, "the new flight makes sure")
+    #expect(machine.stopped.isEmpty, "and the record of it is gone")
+  }
+
+  @Test func aStoppedRefreshKeepsItsEffectsUntilItsLateResultIsStored() throws {
+    let stale = model("t0", expiresIn: -10, refreshToken: "r0")
+    var machine = self.machine(holding: stale)
+    let refresh = TestFlight()
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+    _ = machine.attach(refresh, to: 2)
+    _ = machine.advance(2, .loaded(stale), date: date, now: .zero)
+    let stop = machine.deadlineReached(2, phase: .authorization, date: date)
+    let ending = try #require(stop)
+    #expect(ending.letsRefreshFinish && !ending.stopsWork)
+    #expect(ending.effects === refresh)
+    #expect(machine.effects(ofStopped: 2) === refresh)
+    #expect(machine.predecessors == [2])
+
+    // A new flight starts; the refresh is not one whose work it cancels.
+    let next = TestFlight()
+    guard
+      case .start(let id, _) = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 3)
+    else { throw Unexpected("the expired model is renewed") }
+    #expect(machine.attach(next, to: id).isEmpty)
+    #expect(machine.effects(ofStopped: 2) === refresh)
+
+    let rotated = model("t1", refreshToken: "r1")
+    #expect(
+      machine.advance(2, .authorized(.success(rotated)), date: date, now: .zero)
+        == .next(.init(kind: .persistLateResult(rotated), deadline: nil)))
+    #expect(machine.effects(ofStopped: 2) === refresh, "until it is stored")
+    #expect(machine.advance(2, .lateResultSaved(rotated), date: date, now: .zero) == .ignore)
+    #expect(machine.effects(ofStopped: 2) == nil)
+    #expect(machine.predecessors.isEmpty)
+  }
+
+  @Test func aSignOutKeepsAStoppedRefreshRecordedButNotStored() {
+    let stale = model("t0", expiresIn: -10, refreshToken: "r0")
+    var machine = self.machine(holding: stale)
+    let refresh = TestFlight()
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+    _ = machine.attach(refresh, to: 2)
+    _ = machine.advance(2, .loaded(stale), date: date, now: .zero)
+    let stop = machine.deadlineReached(2, phase: .authorization, date: date)
+    #expect(stop?.letsRefreshFinish == true)
+    #expect(machine.signOut() == nil, "no flight in progress")
+    #expect(machine.stopped[2] == .init(fate: .refreshing(storesResult: false), effects: refresh))
+    #expect(machine.predecessors.isEmpty, "a new login does not wait for the old user's refresh")
+    #expect(
+      machine.advance(2, .authorized(.success(model("t1"))), date: date, now: .zero)
+        == .discardLateResult)
+    #expect(machine.stopped.isEmpty)
+  }
+}
+
+/// A state a test did not reach, thrown to end it.
+struct Unexpected: Error, CustomStringConvertible {
+  let description: String
+  init(_ description: String) { self.description = description }
+}
