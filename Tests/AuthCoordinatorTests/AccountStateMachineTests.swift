@@ -272,6 +272,20 @@ enum FlightInProgress: CaseIterable, Sendable {
         == .next(authorize(.missing, by: nil)))
   }
 
+  @Test func aStoredModelOfAUserWhoseRemovalFailedReadsAsNothing() {
+    var machine = coldMachine(policy(usesLease: true))
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 1)
+    #expect(
+      machine.advance(1, .loaded(model("t-old")), date: date, now: .seconds(1), removalFailed: true)
+        == .next(.init(kind: .acquireLease, deadline: .seconds(121))))
+    #expect(machine.cachedModel == nil, "the signed-out user's model is not served")
+    #expect(
+      machine.advance(
+        1, .leaseAttempted(.acquiredWithRead(model("t-old"))), date: date, now: .seconds(2),
+        removalFailed: true)
+        == .next(authorize(.missing, by: nil)))
+  }
+
   @Test func anAuthorizersModelOfAnotherUserFailsTheFlight() {
     var machine = coldMachine()
     _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 1)

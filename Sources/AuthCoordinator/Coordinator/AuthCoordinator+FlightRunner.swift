@@ -228,19 +228,10 @@ extension AuthCoordinator {
     let now = clock.now()
     var wake: Duration?
     stripe.lock.lock()
-    var outcome = outcome
-    // A model of a user whose logout did not reach the store is not served.
-    if stripe.unremoved.covers(key.mcUid) {
-      switch outcome {
-      case .loaded(.some): outcome = .loaded(nil)
-      case .leaseAttempted(.acquiredWithRead(.some)):
-        outcome = .leaseAttempted(.acquiredWithRead(nil))
-      default: break
-      }
-    }
     let action: KeyMachine.AdvanceAction
     if let slot = stripe.accounts[key] {
-      action = slot.machine.advance(id, outcome, date: date, now: now)
+      action = slot.machine.advance(
+        id, outcome, date: date, now: now, removalFailed: stripe.unremoved.covers(key.mcUid))
     } else if case .authorized = outcome {
       action = .discardLateResult
     } else {

@@ -198,8 +198,17 @@ struct AccountStateMachine<Effects: FlightEffects> {
   }
 
   /// A model stored, read with a grant, or returned for another user is never handed out: a
-  /// read of one finds nothing, and an authorizer's answer with one is a failure.
-  func ownUsers(_ outcome: StepOutcome) -> StepOutcome {
+  /// read of one finds nothing, and an authorizer's answer with one is a failure. Nor is a
+  /// stored model of a user whose logout did not reach the store (`removalFailed`): a read
+  /// finds nothing.
+  func ownUsers(_ outcome: StepOutcome, removalFailed: Bool = false) -> StepOutcome {
+    if removalFailed {
+      switch outcome {
+      case .loaded(.some): return .loaded(nil)
+      case .leaseAttempted(.acquiredWithRead(.some)): return .leaseAttempted(.acquiredWithRead(nil))
+      default: break
+      }
+    }
     switch outcome {
     case .loaded(let model?) where model.mcUid != key.mcUid:
       return .loaded(nil)
@@ -216,10 +225,13 @@ struct AccountStateMachine<Effects: FlightEffects> {
   }
 
   /// A step of flight `id` finished with `outcome`.
+  ///
+  /// - Parameter removalFailed: A logout of the key's user did not reach the store (the
+  ///   coordinator's `UnremovedUsers`): what the store holds for the user is not served.
   mutating func advance(
-    _ id: UInt64, _ outcome: StepOutcome, date: Date, now: Duration
+    _ id: UInt64, _ outcome: StepOutcome, date: Date, now: Duration, removalFailed: Bool = false
   ) -> AdvanceAction {
-    let outcome = ownUsers(outcome)
+    let outcome = ownUsers(outcome, removalFailed: removalFailed)
     guard flightID == id else { return stale(id, outcome, date: date) }
     let action = decide(id, outcome, date: date, now: now)
     guard case .end(let ending) = action else { return action }
