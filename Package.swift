@@ -35,12 +35,17 @@ let package = Package(
     .target(
       name: "AuthCoordinatorOAuth2",
       dependencies: ["AuthCoordinator", "SyncPrimitives", "HTTPSupport"]),
-    .target(name: "AuthCoordinatorTestKit", dependencies: ["AuthCoordinator", "SyncPrimitives"]),
+    .target(
+      name: "AuthCoordinatorTestKit",
+      dependencies: ["AuthCoordinator", "AuthCoordinatorOAuth2", "SyncPrimitives"]),
     // Info.plist checks for account connect, behind `authcoord doctor`.
     .target(name: "AppConfigDoctor"),
     .executableTarget(
       name: "authcoord",
-      dependencies: ["AuthCoordinator", "AlipayBridge", "AppConfigDoctor"]
+      dependencies: [
+        "AuthCoordinator", "AlipayBridge", "AuthCoordinatorOAuth2", "AuthCoordinatorTestKit",
+        "AppConfigDoctor",
+      ]
     ),
     // Saves models in a loop until killed: the crash-safety tests SIGKILL it.
     .executableTarget(name: "store-crasher", dependencies: ["TokenStore"]),

@@ -54,8 +54,11 @@ public struct BearerClient: Sendable {
   public let origin: URL
   /// The session whose configuration the requests use (on Apple platforms, the requests run on
   /// it, with a per-task delegate; on Linux, on one session the client makes from its
-  /// configuration).
+  /// configuration). Not used when the client was given another ``transport``.
   public let session: URLSession
+  /// Where the requests go: a ``URLSessionTransport`` on ``session`` unless the client was
+  /// given another (an in-process API in a test or a simulation).
+  public let transport: any HTTPTransport
   /// The status codes that mean "the token was rejected": an answer with one of them triggers
   /// the one refresh and the one retry. Default `[401]`.
   public let rejectedStatuses: Set<Int>
@@ -67,7 +70,6 @@ public struct BearerClient: Sendable {
   public let deadline: Duration
   /// The clock ``deadline`` is measured on.
   let clock: any Clock<Duration>
-  private let transport: BearerClientTransport
 
   /// Creates a client for one account and one API.
   ///
@@ -83,7 +85,8 @@ public struct BearerClient: Sendable {
   ///   - origin: The API's origin: a URL whose scheme, host and port are the only ones the
   ///     token is sent to (`https://api.example.com`; a path is ignored).
   ///   - session: The session whose configuration the requests use. Default
-  ///     `URLSession.shared`.
+  ///     `URLSession.shared`. Not used when `transport` is given.
+  ///   - transport: Where the requests go; by default a ``URLSessionTransport`` on `session`.
   ///   - rejectedStatuses: The statuses that mean the token was rejected. Default `[401]`; add
   ///     `403` for a server that answers an expired token with it.
   ///   - deadline: The most time one call may take, everything included. Default 60 seconds.
@@ -94,6 +97,7 @@ public struct BearerClient: Sendable {
     key: AccountKey,
     origin: URL,
     session: URLSession = .shared,
+    transport: (any HTTPTransport)? = nil,
     rejectedStatuses: Set<Int> = [401],
     deadline: Duration = .seconds(60),
     clock: any Clock<Duration> = ContinuousClock()
@@ -105,7 +109,7 @@ public struct BearerClient: Sendable {
     self.rejectedStatuses = rejectedStatuses
     self.deadline = deadline
     self.clock = clock
-    transport = BearerClientTransport(session: session)
+    self.transport = transport ?? URLSessionTransport(session: session)
   }
 
   /// Sends `request` with the account's bearer token, refreshing the token and retrying once
@@ -226,8 +230,33 @@ public struct BearerClient: Sendable {
     var authorized = request
     let authorization = "Bearer \(token)"
     authorized.setValue(authorization, forHTTPHeaderField: "Authorization")
-    let (data, response) = try await BearerClientTransfer.run(
-      authorized, on: transport, origin: origin, authorization: authorization)
+    let origin = origin
+    try Task.checkCancellation()
+    let outcome = try await transport.send(
+      HTTPTransportRequest(
+        authorized, maxBodySize: .max, timeout: nil,
+        redirect: { _, next in
+          var next = next
+          if let target = next.url, RedirectPolicy.sameOrigin(origin, target) {
+            next.setValue(authorization, forHTTPHeaderField: "Authorization")
+          } else {
+            // Another origin never sees the token (swift-corelibs-foundation copies the header).
+            next.setValue(nil, forHTTPHeaderField: "Authorization")
+          }
+          return next
+        }))
+    let data: Data
+    let response: URLResponse
+    switch outcome {
+    case .complete(let answer, let body), .truncated(let answer, let body):
+      (response, data) = (answer, body)
+    case .redirectRefused(let status):
+      // The client follows every redirect; a transport that did not broke its contract.
+      throw AuthCoordinatorError(
+        .networkError,
+        "the transport did not follow a redirect (HTTP \(status)) from "
+          + "\(Self.redacted(request.url))", transient: false)
+    }
     guard let http = response as? HTTPURLResponse else {
       throw AuthCoordinatorError(
         .nonHTTPResponse,

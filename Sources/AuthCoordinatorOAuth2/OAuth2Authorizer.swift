@@ -7,8 +7,8 @@ import HTTPSupport
 #endif
 
 /// An ``/AuthCoordinator/Authorizer`` that obtains tokens from an OAuth 2 token endpoint
-/// (RFC 6749) over `URLSession`: for a Swift service that calls APIs on its own behalf or for a
-/// user.
+/// (RFC 6749) over `URLSession` (or any ``HTTPTransport``): for a Swift service that calls APIs
+/// on its own behalf or for a user.
 ///
 /// Each authorization is one token request:
 /// - when the model being replaced (``/AuthCoordinator/AuthorizationRequest/replacing``) holds
@@ -95,8 +95,16 @@ public struct OAuth2Authorizer: Authorizer {
   /// redirect fails with ``AuthCoordinatorError/Code-swift.struct/tokenEndpointError``
   /// and nothing is sent to its `Location`.
   public var allowsSameOriginHTTPSRedirects: Bool
-  /// The session requests run on. Default `URLSession.shared`.
-  public var session: URLSession
+  /// Where the token requests go. Default a ``URLSessionTransport`` on ``session``; give
+  /// another (an in-process server, your HTTP stack) with `init(transport:…)`.
+  public var transport: any HTTPTransport
+  /// The session of the default transport: setting it replaces ``transport`` with a
+  /// ``URLSessionTransport`` on the new session. `URLSession.shared` unless set, or when
+  /// another transport is in use.
+  public var session: URLSession {
+    get { (transport as? URLSessionTransport)?.session ?? .shared }
+    set { transport = URLSessionTransport(session: newValue) }
+  }
   /// The wall clock `expires_in` counts from. Default `Date()`.
   public var now: @Sendable () -> Date
 
@@ -122,7 +130,9 @@ public struct OAuth2Authorizer: Authorizer {
   ///   - maxBodySize: The most reply bytes read; 1 MiB by default.
   ///   - allowsSameOriginHTTPSRedirects: Whether a same-origin HTTPS redirect is followed;
   ///     `false` by default.
-  ///   - session: The session to use; `URLSession.shared` by default.
+  ///   - session: The session to use; `URLSession.shared` by default. Not used when
+  ///     `transport` is given.
+  ///   - transport: Where the requests go; by default a ``URLSessionTransport`` on `session`.
   ///   - now: The wall-clock source for `expiresAt`; `Date()` by default.
   public init(
     tokenEndpoint: URL,
@@ -139,6 +149,7 @@ public struct OAuth2Authorizer: Authorizer {
     maxBodySize: Int = 1 << 20,
     allowsSameOriginHTTPSRedirects: Bool = false,
     session: URLSession = .shared,
+    transport: (any HTTPTransport)? = nil,
     now: @escaping @Sendable () -> Date = { Date() }
   ) {
     self.tokenEndpoint = tokenEndpoint
@@ -154,7 +165,7 @@ public struct OAuth2Authorizer: Authorizer {
     self.refreshTimeout = refreshTimeout
     self.maxBodySize = maxBodySize
     self.allowsSameOriginHTTPSRedirects = allowsSameOriginHTTPSRedirects
-    self.session = session
+    self.transport = transport ?? URLSessionTransport(session: session)
     self.now = now
   }
 
@@ -223,9 +234,21 @@ public struct OAuth2Authorizer: Authorizer {
     try Task.checkCancellation()
     let redirects = RedirectPolicy(
       endpoint: tokenEndpoint, allowsSameOriginHTTPS: allowsSameOriginHTTPSRedirects)
-    let outcome = try await BoundedDataTask.run(
-      urlRequest, on: session, limit: maxBodySize, timeout: timeout(for: form).seconds,
-      redirects: redirects)
+    let outcome: BoundedDataTask.Outcome
+    do {
+      switch try await transport.send(
+        HTTPTransportRequest(
+          urlRequest, maxBodySize: maxBodySize, timeout: timeout(for: form),
+          redirect: { _, next in redirects.allowsRedirect(to: next.url) ? next : nil }))
+      {
+      case .complete(let response, let body): outcome = .complete(response, body)
+      case .truncated(let response, let body): outcome = .tooLarge(response, body)
+      case .redirectRefused(let status): outcome = .redirectRefused(status)
+      }
+    } catch let error as URLError {
+      // The error itself is dropped: it carries the request URL.
+      outcome = .failed(error.code)
+    }
     return try model(from: outcome, form: form, key: request.key)
   }
 }

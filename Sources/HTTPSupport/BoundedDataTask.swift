@@ -5,23 +5,25 @@ import SyncPrimitives
   import FoundationNetworking
 #endif
 
-/// Runs one data task on any `URLSession`, keeping at most `limit` bytes of the body and
-/// cancelling the task when the caller's Task is cancelled.
+/// Runs one data task, keeping at most `limit` bytes of the body, bounding the whole task by a
+/// timeout, deciding each redirect, and cancelling the task when the caller's Task is cancelled.
 ///
-/// It uses a delegate rather than `data(for:)`, which buffers the whole body, so a huge reply
-/// costs at most `limit` bytes. On Apple platforms it is a per-task delegate
-/// (`URLSessionTask.delegate`) on the given session, whose own delegate still sees every other
-/// event (authentication challenges, metrics). On Linux, where swift-corelibs-foundation ignores
-/// per-task delegates of plain data tasks, the task runs on a one-off session made from the
-/// given session's configuration: the given session's delegate is not consulted there.
+/// It is the task's delegate rather than a caller of `data(for:)`, which buffers the whole
+/// body, so a huge reply costs at most `limit` bytes. It runs either on a ``SessionRouter`` (one
+/// long-lived session per client, whose tasks each have their own delegate) or, for a one-off
+/// request, on any `URLSession`: there, on Apple platforms, it is a per-task delegate on the
+/// given session, whose own delegate still sees every other event (authentication challenges,
+/// metrics); on Linux, where swift-corelibs-foundation ignores per-task delegates of plain data
+/// tasks, the task runs on a one-off session made from the given session's configuration.
 ///
-/// Redirects are decided by a ``RedirectPolicy`` in this object's
+/// Redirects are decided by the caller's `redirect` closure in this object's
 /// `urlSession(_:task:willPerformHTTPRedirection:newRequest:completionHandler:)`, which both
 /// platforms call on the task's delegate (swift-corelibs-foundation calls it on the session
-/// delegate, which the one-off session's is). A refused redirect ends the task at once as
-/// `.redirectRefused`: nothing is sent to the new location.
+/// delegate, which the router forwards). A refused redirect ends the task at once as
+/// `.redirectRefused`: nothing is sent to the new location. A followed one goes to the request
+/// the closure returned (a bearer client sets or removes its token there).
 ///
-/// On Linux this object also answers the one-off session's authentication challenges (see
+/// On Linux this object also answers the session's authentication challenges (see
 /// ``AuthenticationChallenges``): an HTTP authentication challenge is declined, and the 401 that
 /// raised it, which has arrived by then, is the outcome. Without that, swift-corelibs-foundation
 /// stalls on a 401 whose `WWW-Authenticate` holds `Basic realm="…"` until the timeout, and a
@@ -37,10 +39,13 @@ package final class BoundedDataTask: NSObject, URLSessionDataDelegate, @unchecke
     /// The transport failed with this `URLError` code (the error itself is dropped: it carries
     /// the request URL, which may hold the auth code).
     case failed(URLError.Code)
-    /// The server answered with a redirect (this status code) that the policy refused; the
+    /// The server answered with a redirect (this status code) that the caller refused; the
     /// redirect was not followed.
     case redirectRefused(Int)
   }
+
+  /// Decides a redirect: the request to send to the new location, or `nil` to refuse it.
+  package typealias RedirectDecision = @Sendable (HTTPURLResponse, URLRequest) -> URLRequest?
 
   private struct State {
     var continuation: CheckedContinuation<Outcome, Never>?
@@ -56,17 +61,23 @@ package final class BoundedDataTask: NSObject, URLSessionDataDelegate, @unchecke
   }
 
   private let limit: Int
-  private let timeout: TimeInterval
-  private let redirects: RedirectPolicy
+  private let timeout: TimeInterval?
+  private let redirect: RedirectDecision
   private let state = LockedState(State())
 
-  private init(limit: Int, timeout: TimeInterval, redirects: RedirectPolicy) {
+  private init(limit: Int, timeout: TimeInterval?, redirect: @escaping RedirectDecision) {
     self.limit = limit
     self.timeout = timeout
-    self.redirects = redirects
+    self.redirect = redirect
   }
 
-  /// Runs `request` on `session`.
+  /// Where a task runs.
+  private enum Venue {
+    case session(URLSession)
+    case router(SessionRouter)
+  }
+
+  /// Runs `request` on `session`, as a one-off request (on Linux, on a session of its own).
   ///
   /// - Parameters:
   ///   - request: The request.
@@ -87,10 +98,40 @@ package final class BoundedDataTask: NSObject, URLSessionDataDelegate, @unchecke
     timeout: TimeInterval,
     redirects: RedirectPolicy
   ) async throws -> Outcome {
-    let runner = BoundedDataTask(limit: limit, timeout: timeout, redirects: redirects)
+    try await run(
+      request, at: .session(session), limit: limit, timeout: timeout,
+      redirect: { _, next in redirects.allowsRedirect(to: next.url) ? next : nil })
+  }
+
+  /// Runs `request` on `router`'s session.
+  ///
+  /// - Parameters:
+  ///   - request: The request.
+  ///   - router: The client's session.
+  ///   - limit: The most body bytes kept.
+  ///   - timeout: The most time the whole task may take (see the other `run`); `nil` for no
+  ///     bound of its own.
+  ///   - redirect: Decides each redirect.
+  /// - Returns: How the task ended.
+  /// - Throws: `CancellationError` when the calling Task is cancelled.
+  package static func run(
+    _ request: URLRequest,
+    via router: SessionRouter,
+    limit: Int,
+    timeout: TimeInterval?,
+    redirect: @escaping RedirectDecision
+  ) async throws -> Outcome {
+    try await run(request, at: .router(router), limit: limit, timeout: timeout, redirect: redirect)
+  }
+
+  private static func run(
+    _ request: URLRequest, at venue: Venue, limit: Int, timeout: TimeInterval?,
+    redirect: @escaping RedirectDecision
+  ) async throws -> Outcome {
+    let runner = BoundedDataTask(limit: limit, timeout: timeout, redirect: redirect)
     let outcome = await withTaskCancellationHandler {
       await withCheckedContinuation { continuation in
-        runner.start(request, on: session, continuation: continuation)
+        runner.start(request, at: venue, continuation: continuation)
       }
     } onCancel: {
       runner.cancel()
@@ -102,22 +143,27 @@ package final class BoundedDataTask: NSObject, URLSessionDataDelegate, @unchecke
 
   private func start(
     _ request: URLRequest,
-    on session: URLSession,
+    at venue: Venue,
     continuation: CheckedContinuation<Outcome, Never>
   ) {
-    #if canImport(Darwin)
-      let task = session.dataTask(with: request)
-      task.delegate = self
-    #else
-      // swift-corelibs-foundation does not call a per-task delegate for a plain data task, so
-      // the task runs on a one-off session with this object as its delegate, made from the given
-      // session's configuration and invalidated as soon as its one task ends.
-      let oneOff = URLSession(
-        configuration: session.configuration, delegate: self,
-        delegateQueue: nil)
-      let task = oneOff.dataTask(with: request)
-      oneOff.finishTasksAndInvalidate()
-    #endif
+    let task: URLSessionDataTask
+    switch venue {
+    case .router(let router):
+      task = router.makeTask(request, for: self)
+    case .session(let session):
+      #if canImport(Darwin)
+        task = session.dataTask(with: request)
+        task.delegate = self
+      #else
+        // swift-corelibs-foundation does not call a per-task delegate for a plain data task, so
+        // the task runs on a one-off session with this object as its delegate, made from the
+        // given session's configuration and invalidated as soon as its one task ends.
+        let oneOff = URLSession(
+          configuration: session.configuration, delegate: self, delegateQueue: nil)
+        task = oneOff.dataTask(with: request)
+        oneOff.finishTasksAndInvalidate()
+      #endif
+    }
     let cancelled = state.withLock { state -> Bool in
       state.continuation = continuation
       state.task = task
@@ -128,14 +174,16 @@ package final class BoundedDataTask: NSObject, URLSessionDataDelegate, @unchecke
       task.cancel()  // completes the never-started task, so a one-off session can invalidate
       return
     }
-    let timer = DispatchWorkItem { [weak self] in self?.timeOut() }
-    let armed = state.withLock { state -> Bool in
-      guard !state.finished else { return false }
-      state.timer = timer
-      return true
-    }
-    if armed {
-      DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: timer)
+    if let timeout {
+      let timer = DispatchWorkItem { [weak self] in self?.timeOut() }
+      let armed = state.withLock { state -> Bool in
+        guard !state.finished else { return false }
+        state.timer = timer
+        return true
+      }
+      if armed {
+        DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: timer)
+      }
     }
     task.resume()
   }
@@ -182,8 +230,8 @@ package final class BoundedDataTask: NSObject, URLSessionDataDelegate, @unchecke
     newRequest request: URLRequest,
     completionHandler: @escaping (URLRequest?) -> Void
   ) {
-    if redirects.allowsRedirect(to: request.url) {
-      completionHandler(request)
+    if let next = redirect(response, request) {
+      completionHandler(next)
       return
     }
     // Finished first, so the outcome is the refusal whatever the session does next. Then nil:

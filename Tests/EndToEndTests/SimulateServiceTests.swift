@@ -3,8 +3,9 @@ import Testing
 
 /// `authcoord simulate --service`, run as a subprocess (the demo installs a process-wide
 /// executor hook, its virtual world, so it never runs inside the test process): a service whose
-/// concurrent requests share one token through the real coordinator, against a simulated OAuth 2
-/// token server and a simulated API.
+/// concurrent requests share one token through the real coordinator, OAuth2Authorizer and
+/// BearerClient, against the TestKit's simulated OAuth 2 token server and simulated API (HTTP
+/// transports in process).
 @Suite("authcoord simulate --service", .timeLimit(.minutes(5)))
 struct SimulateServiceTests {
   /// Runs `authcoord simulate` with `arguments`; returns its exit status and output.
@@ -26,7 +27,7 @@ struct SimulateServiceTests {
       "  requests ..................... \(r * waves) in \(waves) waves",
       "  requests served .............. \(r * (waves - 1))",
       "  requests that failed ......... \(r) (all timed_out in the slow-endpoint wave)",
-      "  retried after a 401 .......... \(6 * r) (each once, after a forced refresh)",
+      "  retried after a 401 .......... \(6 * r) (each once, by BearerClient, after a forced refresh)",
       "  token requests ............... \(e + 9)",
       "  client_credentials grants .... 1",
       "  refresh_token grants ......... \(e + 8) (each rotated)",
@@ -42,7 +43,7 @@ struct SimulateServiceTests {
       "  adopted from the store ....... 1 flight(s)",
       "  cold start: \(r) served",
       "  expiries (\(e) waves): \(r * e) served",
-      "  revocation storm (6 waves): \(6 * r) served (\(6 * r) after a retry)",
+      "  revocation storm (6 waves): \(6 * r) served",
       "  slow endpoint: 0 served, \(r) failed with timed_out",
       "  after the slow wave: \(r) served",
       "  recovery: \(r) served",

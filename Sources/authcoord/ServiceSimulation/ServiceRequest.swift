@@ -1,32 +1,30 @@
 import AuthCoordinator
+import AuthCoordinatorOAuth2
 import Foundation
 
-/// One request the simulated service handles: it asks the real coordinator for the shared
-/// token and calls the simulated API with it, the way a bearer client does. On a 401 it asks
-/// for a forced refresh of exactly the token that was rejected
-/// (`refresh: .force(rejecting: thatToken)`, so that concurrent rejections of the same token
-/// share one refresh) and retries once; a second 401 is the request's answer.
+/// One request the simulated service handles: a real ``BearerClient`` call to the simulated
+/// API. The client asks the real coordinator for the shared token, attaches it, and on a 401
+/// asks for a forced refresh of exactly the token that was rejected (so that concurrent
+/// rejections of the same token share one refresh) and retries once; a second 401 is the
+/// call's answer.
 struct ServiceRequest: Sendable {
   /// How one request ended.
   enum Outcome: Sendable {
-    /// 200 OK; `retried` after a 401 and a forced refresh.
-    case ok(retried: Bool)
-    /// The coordinator threw (its error code), or the API said 401 after the retry.
+    /// 200 OK.
+    case ok
+    /// The call threw (its error code), or the API's last answer was not 200.
     case failed(String)
   }
 
-  let coordinator: AuthCoordinator
-  let resource: SimulatedResourceServer
-  let key: AccountKey
+  /// The API's endpoint the service calls.
+  static let reports = URL(string: "https://api.simulated.example/reports")!
+
+  let client: BearerClient
 
   func run() async -> Outcome {
     do {
-      let model = try await coordinator.authModel(for: key)
-      if await resource.call(bearer: model.accessToken) == 200 { return .ok(retried: false) }
-      let fresh = try await coordinator.authModel(
-        for: key, refresh: .force(rejecting: model.accessToken))
-      if await resource.call(bearer: fresh.accessToken) == 200 { return .ok(retried: true) }
-      return .failed("401 after a refresh")
+      let (_, response) = try await client.data(from: Self.reports)
+      return response.statusCode == 200 ? .ok : .failed("HTTP \(response.statusCode)")
     } catch let error as AuthCoordinatorError {
       return .failed(error.code.rawValue)
     } catch {
@@ -50,32 +48,27 @@ struct ServiceRequest: Sendable {
 /// How the requests of one wave (or of several) ended.
 struct ServiceTally: Sendable, Equatable {
   var served = 0
-  var retried = 0
   var failures: [String: Int] = [:]
 
   var failed: Int { failures.values.reduce(0, +) }
 
   mutating func add(_ outcome: ServiceRequest.Outcome) {
     switch outcome {
-    case .ok(let retried):
-      served += 1
-      if retried { self.retried += 1 }
-    case .failed(let code):
-      failures[code, default: 0] += 1
+    case .ok: served += 1
+    case .failed(let code): failures[code, default: 0] += 1
     }
   }
 
   mutating func add(_ other: ServiceTally) {
     served += other.served
-    retried += other.retried
     failures.merge(other.failures, uniquingKeysWith: +)
   }
 
   func count(_ code: AuthCoordinatorError.Code) -> Int { failures[code.rawValue] ?? 0 }
 
-  /// `2000 served`, `1990 served (10 after a retry), 10 failed with timed_out`.
+  /// `2000 served`, `1990 served, 10 failed with timed_out`.
   var text: String {
-    var parts = [retried > 0 ? "\(served) served (\(retried) after a retry)" : "\(served) served"]
+    var parts = ["\(served) served"]
     for (code, count) in failures.sorted(by: { $0.key < $1.key }) {
       parts.append("\(count) failed with \(code)")
     }

@@ -1,4 +1,5 @@
 import AuthCoordinator
+import AuthCoordinatorTestKit
 import Foundation
 
 // The summary of `authcoord simulate --service`: counts only, never a token.
@@ -7,8 +8,8 @@ extension ServiceScenario {
   func report() -> Simulation.Report {
     var total = ServiceTally()
     for wave in waves { total.add(wave.tally) }
-    let server = tokenServer.snapshot
-    let api = resource.snapshot
+    let server = tokenServer.counters
+    let api = resource.counters
     let stats = coordinator.statistics
     let slowWave = waves.first { $0.name == "slow endpoint" }?.tally
     let failedText: String
@@ -32,7 +33,10 @@ extension ServiceScenario {
     line("requests", "\(total.served + total.failed) in \(waves.count) waves")
     line("requests served", "\(total.served)")
     line("requests that failed", failedText)
-    line("retried after a 401", "\(total.retried) (each once, after a forced refresh)")
+    line(
+      "retried after a 401",
+      "\(waves.map(\.unauthorized).reduce(0, +)) (each once, by BearerClient, after a forced refresh)"
+    )
     line("token requests", "\(server.tokenRequests)")
     line("client_credentials grants", "\(server.clientCredentialsGrants)")
     line("refresh_token grants", "\(server.refreshTokenGrants) (each rotated)")

@@ -1,4 +1,6 @@
 import AuthCoordinator
+import AuthCoordinatorOAuth2
+import AuthCoordinatorTestKit
 import Foundation
 
 /// The phases of the service demo and what each is expected to show. Used by one task only.
@@ -30,7 +32,7 @@ final class ServiceScenario {
   init(
     options: SimulateCommand.Options, configuration: AuthCoordinator.Configuration,
     clock: VirtualClock, timeline: ServiceTimeline, tokenServer: SimulatedTokenServer,
-    resource: SimulatedResourceServer, coordinator: AuthCoordinator
+    resource: SimulatedResourceServer, coordinator: AuthCoordinator, client: BearerClient
   ) {
     self.options = options
     self.configuration = configuration
@@ -39,8 +41,7 @@ final class ServiceScenario {
     self.tokenServer = tokenServer
     self.resource = resource
     self.coordinator = coordinator
-    self.client = ServiceRequest(
-      coordinator: coordinator, resource: resource, key: ServiceSimulation.key)
+    self.client = ServiceRequest(client: client)
   }
 
   /// Requests per wave.
@@ -49,34 +50,29 @@ final class ServiceScenario {
   /// Plays every phase.
   func play() async {
     timeline.log(
-      "a SIMULATED OAuth 2 token server and a SIMULATED API, in process; the coordinator is the "
-        + "real one, with a silent authorizer (isInteractive: false) and a "
+      "a SIMULATED OAuth 2 token server and a SIMULATED API, in process; the coordinator, the "
+        + "OAuth2Authorizer (silent: isInteractive false) and the BearerClient are the real ones, "
+        + "with a "
         + "\(ServiceSimulation.seconds(options.authorizationTimeout)) deadline")
     await coldStart()
     await expiries()
     await revocationStorm()
     await slowEndpoint()
-    expect(tokenServer.snapshot.reuses == 0, "no refresh token was used twice")
-    expect(tokenServer.snapshot.invalidGrants == 0, "the token server refused no grant")
+    expect(tokenServer.counters.reuses == 0, "no refresh token was used twice")
+    expect(tokenServer.counters.invalidGrants == 0, "the token server refused no grant")
   }
 
   /// Sends one wave of `requests` concurrent requests and records what happened.
   func wave(_ name: String) async -> Wave {
-    let before = tokenServer.snapshot
-    let unauthorizedBefore = resource.snapshot.unauthorized
+    let before = tokenServer.counters
+    let unauthorizedBefore = resource.counters.unauthorized
     let tally = await client.wave(requests)
     await clock.world.settled()  // the flight's events reach the timeline first
-    let after = tokenServer.snapshot
+    let after = tokenServer.counters
     let wave = Wave(
       name: name, tally: tally,
-      server: SimulatedTokenServer.Counters(
-        tokenRequests: after.tokenRequests - before.tokenRequests,
-        clientCredentialsGrants: after.clientCredentialsGrants - before.clientCredentialsGrants,
-        refreshTokenGrants: after.refreshTokenGrants - before.refreshTokenGrants,
-        reuses: after.reuses - before.reuses,
-        invalidGrants: after.invalidGrants - before.invalidGrants,
-        familiesRevoked: after.familiesRevoked - before.familiesRevoked),
-      unauthorized: resource.snapshot.unauthorized - unauthorizedBefore)
+      server: after.since(before),
+      unauthorized: resource.counters.unauthorized - unauthorizedBefore)
     waves.append(wave)
     return wave
   }

@@ -1,11 +1,14 @@
 import AuthCoordinator
+import AuthCoordinatorOAuth2
+import AuthCoordinatorTestKit
 import Foundation
 
 /// One run of `authcoord simulate --service`: a Swift service that calls an API on its own
-/// behalf, with one token shared by its concurrent requests through the REAL ``AuthCoordinator``
-/// and a silent authorizer (`isInteractive: false`), against a SIMULATED OAuth 2 token server
-/// (``SimulatedTokenServer``, rotating refresh tokens) and a SIMULATED resource server
-/// (``SimulatedResourceServer``), both in process. Time is virtual (``VirtualWorld``): the
+/// behalf, with one token shared by its concurrent requests through the REAL ``AuthCoordinator``,
+/// ``OAuth2Authorizer`` (silent: client credentials, then rotating refresh tokens) and
+/// ``BearerClient``, against a SIMULATED OAuth 2 token server and a SIMULATED resource server
+/// (the TestKit's `SimulatedTokenServer` and `SimulatedResourceServer`, HTTP transports in
+/// process). Time is virtual (``VirtualWorld``): the
 /// outcome and the timeline are the same on every run.
 ///
 /// The phases (``ServiceScenario``): a cold start, the token's expiries, a storm of access-token
@@ -15,34 +18,27 @@ struct ServiceSimulation {
 
   /// The account the service authorizes as.
   static let key = AccountKey(account: "reports-service")
+  /// The simulated token endpoint (nothing is sent to it: the transport is in process).
+  static let tokenEndpoint = URL(string: "https://auth.simulated.example/oauth/token")!
   /// How long the token endpoint normally takes to answer.
   static let responseDelay: Duration = .milliseconds(200)
 
   /// Plays the scenario on `clock`, a ``VirtualClock`` (see ``VirtualWorld``).
   func run(clock: VirtualClock) async -> Simulation.Report {
     let timeline = ServiceTimeline(clock: clock, quiet: options.quiet)
-    // The token endpoint and the API are SIMULATED, in process; nothing goes over a network.
+    // The token endpoint and the API are SIMULATED, in process (the TestKit's servers, which
+    // are HTTP transports); nothing goes over a network.
     let tokenServer = SimulatedTokenServer(
       clock: clock, responseDelay: Self.responseDelay, tokenLifetime: options.tokenLifetime,
       date: { timeline.date }, log: { timeline.detail($0) })
     let resource = SimulatedResourceServer(tokenServer: tokenServer)
-    // The service's authorizer: silent (no user is ever involved), so the coordinator keeps one
-    // deadline and its loop guard delays instead of failing. It does a refresh-token grant with
-    // the refresh token of the model being replaced, and client_credentials when there is none.
-    let authorizer = ClosureAuthorizer(isInteractive: false) { request in
-      let grant: SimulatedTokenServer.Grant =
-        request.replacing?.refreshToken.map { .refreshToken($0) }
-        ?? .clientCredentials(clientID: request.key.account)
-      let reply: SimulatedTokenServer.Reply
-      do {
-        reply = try await tokenServer.token(grant)
-      } catch {
-        throw AuthCoordinatorError(.authorizationFailed, "the token endpoint answered \(error)")
-      }
-      return AuthModel(
-        accessToken: reply.accessToken, account: request.key.account,
-        expiresAt: reply.expiresAt, refreshToken: reply.refreshToken)
-    }
+    // The service's authorizer is the REAL OAuth2Authorizer: silent (client credentials, no
+    // user is ever involved), so the coordinator keeps one deadline and its loop guard delays
+    // instead of failing. It does a refresh-token grant with the refresh token of the model
+    // being replaced, and client_credentials when there is none.
+    let authorizer = OAuth2Authorizer(
+      tokenEndpoint: Self.tokenEndpoint, clientID: Self.key.account, transport: tokenServer,
+      now: { timeline.date })
     // The REAL coordinator, on the virtual clock: its deadlines and the loop guard's back-off
     // sleep on it, and expiry is measured against the demo's date, which moves with it.
     var configuration = AuthCoordinator.Configuration(
@@ -52,9 +48,15 @@ struct ServiceSimulation {
     let coordinator = AuthCoordinator(authorizer: authorizer, configuration: configuration)
     let printer = timeline.follow(coordinator.events)
 
+    // The REAL BearerClient: the token for the API's origin only, one forced refresh and one
+    // retry on a 401. Its own deadline is well past the coordinator's, which bounds the calls.
+    let client = BearerClient(
+      coordinator: coordinator, key: Self.key, origin: ServiceRequest.reports,
+      transport: resource, deadline: options.authorizationTimeout * 3, clock: clock)
+
     let scenario = ServiceScenario(
       options: options, configuration: configuration, clock: clock, timeline: timeline,
-      tokenServer: tokenServer, resource: resource, coordinator: coordinator)
+      tokenServer: tokenServer, resource: resource, coordinator: coordinator, client: client)
     await scenario.play()
     // Let the last events reach the timeline before the summary.
     await clock.world.settled()

@@ -1,0 +1,50 @@
+import Foundation
+import HTTPSupport
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
+/// The ``HTTPTransport`` on `URLSession`: what ``OAuth2Authorizer`` and ``BearerClient`` use
+/// unless given another.
+///
+/// Every task has a delegate of its own that reads at most the request's
+/// ``HTTPTransportRequest/maxBodySize`` bytes, bounds the whole task by its
+/// ``HTTPTransportRequest/timeout`` (`URLRequest.timeoutInterval` is an idle timeout on Apple
+/// platforms and whole seconds on Linux, so the bound is enforced here), asks the request's
+/// ``HTTPTransportRequest/redirect`` about every redirect, and cancels the task when the calling
+/// task is cancelled.
+///
+/// On Apple platforms the delegate is a per-task delegate on the given session, whose own
+/// delegate still sees every other event (server trust, metrics). On Linux, where
+/// swift-corelibs-foundation ignores per-task delegates, the tasks run on one session this
+/// transport makes from the given session's configuration; the given session's delegate is not
+/// consulted there, and an HTTP authentication challenge is declined, so that the 401 that
+/// raised it is the answer (swift-corelibs-foundation would otherwise stall on a
+/// `WWW-Authenticate: Basic` 401 until the timeout).
+public struct URLSessionTransport: HTTPTransport {
+  /// The session the tasks run on (on Linux, the session whose configuration they use).
+  public let session: URLSession
+  private let router: SessionRouter
+
+  /// Creates a transport on `session`.
+  ///
+  /// - Parameter session: The session; `URLSession.shared` by default.
+  public init(session: URLSession = .shared) {
+    self.session = session
+    router = SessionRouter(session: session)
+  }
+
+  public func send(_ request: HTTPTransportRequest) async throws -> HTTPTransportOutcome {
+    let outcome = try await BoundedDataTask.run(
+      request.urlRequest, via: router, limit: request.maxBodySize,
+      timeout: request.timeout?.seconds, redirect: request.redirect)
+    switch outcome {
+    case .complete(let response?, let body): return .complete(response, body)
+    case .tooLarge(let response?, let body): return .truncated(response, body)
+    case .complete(nil, _), .tooLarge(nil, _): throw URLError(.badServerResponse)
+    case .failed(let code): throw URLError(code)
+    case .redirectRefused(let status): return .redirectRefused(status: status)
+    }
+  }
+}

@@ -1,0 +1,265 @@
+import AuthCoordinatorOAuth2
+import Foundation
+import SyncPrimitives
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
+/// A SIMULATION of an OAuth 2 token endpoint, in process: an ``/AuthCoordinatorOAuth2/HTTPTransport``
+/// that answers the token requests of a real `OAuth2Authorizer` with no socket, on any clock (a
+/// ``ManualClock`` in a test, a virtual clock in `authcoord simulate --service`).
+///
+/// Only the server is simulated: the authorizer's form, its grant choice and its reply parsing
+/// are the real code, which reads the JSON this server writes.
+///
+/// - `grant_type=client_credentials` starts a new token *family* (an access token and a refresh
+///   token).
+/// - `grant_type=refresh_token` ROTATES: each refresh token may be used once and is replaced by
+///   a new one of the same family. Presenting a spent one again is a reuse: the server revokes
+///   the whole family (its access tokens and its refresh tokens), counts the reuse and answers
+///   `invalid_grant`, as OAuth 2 security best practice has servers do (RFC 9700 §4.14.2).
+/// - A grant takes effect when the request arrives (a refresh token is spent then); the answer
+///   comes ``responseDelay`` later on the clock. A delay past the request's
+///   ``/AuthCoordinatorOAuth2/HTTPTransportRequest/timeout`` ends it with `URLError(.timedOut)` at
+///   the timeout, as a real transport would; the grant still took effect.
+///
+/// Tokens are opaque strings (`simulated-access-…`, `simulated-refresh-…`); ``status(of:)``
+/// says whether an access token is active (``SimulatedResourceServer`` asks it).
+public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
+  /// The server's counters.
+  public struct Counters: Sendable, Equatable {
+    public var tokenRequests = 0
+    public var clientCredentialsGrants = 0
+    public var refreshTokenGrants = 0
+    /// Refresh tokens presented again after they were spent.
+    public var reuses = 0
+    public var invalidGrants = 0
+    public var familiesRevoked = 0
+
+    public init() {}
+
+    /// The counts of `self` since `earlier`.
+    public func since(_ earlier: Counters) -> Counters {
+      var delta = Counters()
+      delta.tokenRequests = tokenRequests - earlier.tokenRequests
+      delta.clientCredentialsGrants = clientCredentialsGrants - earlier.clientCredentialsGrants
+      delta.refreshTokenGrants = refreshTokenGrants - earlier.refreshTokenGrants
+      delta.reuses = reuses - earlier.reuses
+      delta.invalidGrants = invalidGrants - earlier.invalidGrants
+      delta.familiesRevoked = familiesRevoked - earlier.familiesRevoked
+      return delta
+    }
+  }
+
+  /// Whether an access token may be used.
+  public enum TokenStatus: Sendable {
+    case active, expired, revoked, unknown
+  }
+
+  private struct AccessRecord {
+    let family: Int
+    let expiresAt: Date
+    var revoked = false
+  }
+
+  private struct RefreshRecord {
+    let family: Int
+    var spent = false
+  }
+
+  private struct State {
+    var delay: Duration
+    var counters = Counters()
+    var accessTokens: [String: AccessRecord] = [:]
+    var refreshTokens: [String: RefreshRecord] = [:]
+    var revokedFamilies: Set<Int> = []
+    var families = 0
+    var issued = 0
+  }
+
+  /// What one token request did, decided on arrival.
+  private enum Answer {
+    case tokens(access: String, refresh: String, family: String, grant: String)
+    case error(status: Int, code: String, description: String)
+  }
+
+  private let clock: any Clock<Duration>
+  private let tokenLifetime: Duration
+  private let date: @Sendable () -> Date
+  private let log: @Sendable (String) -> Void
+  private let state: LockedState<State>
+
+  /// Creates a server.
+  ///
+  /// - Parameters:
+  ///   - clock: The clock the response delay is measured on.
+  ///   - responseDelay: How long the server takes to answer; none by default.
+  ///   - tokenLifetime: The `expires_in` of every access token.
+  ///   - date: The wall-clock date access tokens expire by (move it with the clock).
+  ///   - log: Where the server's lines go (never a token); nowhere by default.
+  public init(
+    clock: any Clock<Duration>, responseDelay: Duration = .zero, tokenLifetime: Duration,
+    date: @escaping @Sendable () -> Date, log: @escaping @Sendable (String) -> Void = { _ in }
+  ) {
+    self.clock = clock
+    self.tokenLifetime = tokenLifetime
+    self.date = date
+    self.log = log
+    state = LockedState(State(delay: responseDelay))
+  }
+
+  /// How long the server takes to answer a token request; it can change while requests run.
+  public var responseDelay: Duration {
+    get { state.withLock { $0.delay } }
+    set { state.withLock { $0.delay = newValue } }
+  }
+
+  /// The counters so far.
+  public var counters: Counters { state.withLock { $0.counters } }
+
+  /// The token endpoint: a `POST` of an `application/x-www-form-urlencoded` form.
+  public func send(_ request: HTTPTransportRequest) async throws -> HTTPTransportOutcome {
+    try Task.checkCancellation()
+    let form = Self.form(request.urlRequest.httpBody ?? Data())
+    let (answer, delay, number) = state.withLock { state in
+      state.counters.tokenRequests += 1
+      return (
+        Self.apply(form, to: &state, date: date(), lifetime: tokenLifetime),
+        state.delay, state.counters.tokenRequests
+      )
+    }
+    if let timeout = request.timeout, delay > timeout {
+      try await clock.sleep(for: timeout)
+      log("token server: token request #\(number) timed out at the client")
+      throw URLError(.timedOut)
+    }
+    try await clock.sleep(for: delay)
+    let status: Int
+    let object: [String: Any]
+    switch answer {
+    case .tokens(let access, let refresh, let family, let grant):
+      log("token server: \(grant) grant (token request #\(number)): \(family)")
+      status = 200
+      object = [
+        "access_token": access, "token_type": "Bearer", "refresh_token": refresh,
+        "expires_in": Int(tokenLifetime.components.seconds),
+      ]
+    case .error(let code, let error, let description):
+      log("token server: token request #\(number) refused: \(error) (\(description))")
+      status = code
+      object = ["error": error, "error_description": description]
+    }
+    let body = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+    return .complete(
+      Self.response(to: request.urlRequest, status: status, contentType: "application/json"),
+      body)
+  }
+
+  /// Applies a token request to the server's state (on arrival, under its lock).
+  private static func apply(
+    _ form: [String: String], to state: inout State, date: Date, lifetime: Duration
+  ) -> Answer {
+    func issue(family: Int) -> (String, String) {
+      state.issued += 1
+      let access = "simulated-access-\(family)-\(state.issued)"
+      let refresh = "simulated-refresh-\(family)-\(state.issued)"
+      let expiresAt = date.addingTimeInterval(TimeInterval(lifetime.components.seconds))
+      state.accessTokens[access] = AccessRecord(family: family, expiresAt: expiresAt)
+      state.refreshTokens[refresh] = RefreshRecord(family: family)
+      return (access, refresh)
+    }
+    func invalidGrant(_ description: String) -> Answer {
+      state.counters.invalidGrants += 1
+      return .error(status: 400, code: "invalid_grant", description: description)
+    }
+    switch form["grant_type"] {
+    case "client_credentials":
+      state.counters.clientCredentialsGrants += 1
+      state.families += 1
+      let (access, refresh) = issue(family: state.families)
+      return .tokens(
+        access: access, refresh: refresh, family: "new token family #\(state.families)",
+        grant: "client_credentials")
+    case "refresh_token":
+      guard let token = form["refresh_token"], var record = state.refreshTokens[token] else {
+        return invalidGrant("unknown refresh token")
+      }
+      guard !state.revokedFamilies.contains(record.family) else {
+        return invalidGrant("token family #\(record.family) is revoked")
+      }
+      guard !record.spent else {
+        // A reuse: someone holds a copy of a spent token. Revoke the whole family.
+        state.counters.reuses += 1
+        state.counters.familiesRevoked += 1
+        state.revokedFamilies.insert(record.family)
+        for (key, access) in state.accessTokens where access.family == record.family {
+          state.accessTokens[key]?.revoked = true
+        }
+        return invalidGrant("refresh token reused: token family #\(record.family) revoked")
+      }
+      record.spent = true
+      state.refreshTokens[token] = record
+      state.counters.refreshTokenGrants += 1
+      let (access, refresh) = issue(family: record.family)
+      return .tokens(
+        access: access, refresh: refresh,
+        family: "rotated (family #\(record.family); the old refresh token is spent)",
+        grant: "refresh_token")
+    default:
+      return .error(
+        status: 400, code: "unsupported_grant_type", description: "this server issues two grants")
+    }
+  }
+
+  /// Whether `accessToken` is active now.
+  public func status(of accessToken: String) -> TokenStatus {
+    let now = date()
+    return state.withLock { state in
+      guard let record = state.accessTokens[accessToken] else { return .unknown }
+      if record.revoked { return .revoked }
+      return now < record.expiresAt ? .active : .expired
+    }
+  }
+
+  /// Revokes every access token issued so far; refresh tokens stay valid.
+  ///
+  /// - Returns: How many active access tokens were revoked.
+  @discardableResult public func revokeAccessTokens() -> Int {
+    let now = date()
+    return state.withLock { state in
+      var count = 0
+      for (key, record) in state.accessTokens where !record.revoked {
+        if now < record.expiresAt { count += 1 }
+        state.accessTokens[key]?.revoked = true
+      }
+      return count
+    }
+  }
+
+  /// The fields of a form body (`application/x-www-form-urlencoded`).
+  static func form(_ body: Data) -> [String: String] {
+    var fields: [String: String] = [:]
+    for pair in String(decoding: body, as: UTF8.self).split(separator: "&") {
+      let parts = pair.split(separator: "=", maxSplits: 1).map {
+        String($0).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? ""
+      }
+      fields[parts[0]] = parts.count > 1 ? parts[1] : ""
+    }
+    return fields
+  }
+
+  /// A response to `request` with `status`.
+  static func response(
+    to request: URLRequest, status: Int, contentType: String, headers: [String: String] = [:]
+  ) -> HTTPURLResponse {
+    let url = request.url ?? URL(string: "https://simulated.invalid/")!
+    var fields = headers
+    fields["Content-Type"] = contentType
+    guard
+      let response = HTTPURLResponse(
+        url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: fields)
+    else { preconditionFailure("HTTPURLResponse refused a valid status \(status)") }
+    return response
+  }
+}
