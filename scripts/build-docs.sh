@@ -40,7 +40,7 @@ modules=(
   "AuthCoordinator:"
   "AlipayBridge:AuthCoordinator"
   "AuthCoordinatorOAuth2:AuthCoordinator"
-  "AuthCoordinatorTestKit:AuthCoordinator"
+  "AuthCoordinatorTestKit:AuthCoordinator AuthCoordinatorOAuth2"
   "AppConfigDoctor:"
 )
 

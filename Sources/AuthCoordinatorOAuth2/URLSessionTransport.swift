@@ -35,6 +35,12 @@ public struct URLSessionTransport: HTTPTransport {
     router = SessionRouter(session: session)
   }
 
+  /// Runs one data task for `request` within its limits.
+  ///
+  /// - Parameter request: The request and its limits.
+  /// - Returns: The response and its body, a truncated body, or the refused redirect.
+  /// - Throws: A `URLError` (without the request's URL, which may hold a secret) when the task
+  ///   failed or ran out of time; `CancellationError` when the calling task is cancelled.
   public func send(_ request: HTTPTransportRequest) async throws -> HTTPTransportOutcome {
     let outcome = try await BoundedDataTask.run(
       request.urlRequest, via: router, limit: request.maxBodySize,

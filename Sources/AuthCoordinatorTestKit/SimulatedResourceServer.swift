@@ -17,10 +17,14 @@ import SyncPrimitives
 public final class SimulatedResourceServer: HTTPTransport, @unchecked Sendable {
   /// The server's counters.
   public struct Counters: Sendable, Equatable {
+    /// Requests answered 200.
     public var ok = 0
+    /// Requests answered 401.
     public var unauthorized = 0
+    /// Calls of ``SimulatedResourceServer/revokeAllAccessTokens()``.
     public var revocations = 0
 
+    /// All zero.
     public init() {}
   }
 
@@ -29,6 +33,8 @@ public final class SimulatedResourceServer: HTTPTransport, @unchecked Sendable {
   private let state = LockedState(Counters())
 
   /// Creates an API that accepts what `tokenServer` issued.
+  ///
+  /// - Parameter tokenServer: The server whose active access tokens are accepted.
   public init(tokenServer: SimulatedTokenServer) {
     self.tokenServer = tokenServer
   }
@@ -36,6 +42,11 @@ public final class SimulatedResourceServer: HTTPTransport, @unchecked Sendable {
   /// The counters so far.
   public var counters: Counters { state.withLock { $0 } }
 
+  /// Answers one API request.
+  ///
+  /// - Parameter request: The request; its `Authorization: Bearer …` header is checked.
+  /// - Returns: 200 with a small JSON body, or 401 with `WWW-Authenticate`.
+  /// - Throws: `CancellationError` when the calling task is cancelled.
   public func send(_ request: HTTPTransportRequest) async throws -> HTTPTransportOutcome {
     try Task.checkCancellation()
     let header = request.urlRequest.value(forHTTPHeaderField: "Authorization") ?? ""

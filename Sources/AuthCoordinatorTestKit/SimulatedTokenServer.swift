@@ -29,17 +29,26 @@ import SyncPrimitives
 public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
   /// The server's counters.
   public struct Counters: Sendable, Equatable {
+    /// Token requests received, whatever their answer.
     public var tokenRequests = 0
+    /// `client_credentials` grants issued (each a new token family).
     public var clientCredentialsGrants = 0
+    /// `refresh_token` grants issued (each a rotation).
     public var refreshTokenGrants = 0
     /// Refresh tokens presented again after they were spent.
     public var reuses = 0
+    /// `invalid_grant` answers (reuses included).
     public var invalidGrants = 0
+    /// Token families revoked because of a reuse.
     public var familiesRevoked = 0
 
+    /// All zero.
     public init() {}
 
     /// The counts of `self` since `earlier`.
+    ///
+    /// - Parameter earlier: A snapshot taken before this one.
+    /// - Returns: The differences, field by field.
     public func since(_ earlier: Counters) -> Counters {
       var delta = Counters()
       delta.tokenRequests = tokenRequests - earlier.tokenRequests
@@ -54,7 +63,14 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
 
   /// Whether an access token may be used.
   public enum TokenStatus: Sendable {
-    case active, expired, revoked, unknown
+    /// Issued, not expired, not revoked.
+    case active
+    /// Past its expiry.
+    case expired
+    /// Revoked (``SimulatedTokenServer/revokeAccessTokens()``, or its family after a reuse).
+    case revoked
+    /// Never issued by this server.
+    case unknown
   }
 
   private struct AccessRecord {
@@ -119,6 +135,12 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
   public var counters: Counters { state.withLock { $0.counters } }
 
   /// The token endpoint: a `POST` of an `application/x-www-form-urlencoded` form.
+  ///
+  /// - Parameter request: The token request and its limits (its timeout is honoured on the
+  ///   server's clock).
+  /// - Returns: A JSON reply: the tokens (200), or an OAuth 2 error (400).
+  /// - Throws: `URLError(.timedOut)` when the response delay is past the request's timeout;
+  ///   `CancellationError` when the calling task is cancelled.
   public func send(_ request: HTTPTransportRequest) async throws -> HTTPTransportOutcome {
     try Task.checkCancellation()
     let form = Self.form(request.urlRequest.httpBody ?? Data())
@@ -213,6 +235,9 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
   }
 
   /// Whether `accessToken` is active now.
+  ///
+  /// - Parameter accessToken: An access token.
+  /// - Returns: Its status at the server's date.
   public func status(of accessToken: String) -> TokenStatus {
     let now = date()
     return state.withLock { state in
