@@ -5,7 +5,7 @@ import PackageDescription
 // replicas. A package of its own so that the root package stays free of any system library:
 // it depends on the root package by path and on the system's libpq (Debian: libpq-dev).
 // Its tests need a server: `scripts/with-postgres.sh swift test --package-path
-// Integrations/PostgreSQL` starts a throwaway one (see docs/fleet.md).
+// Integrations/PostgreSQL` starts a throwaway one (see Sources/AuthCoordinator/Documentation.docc/RunningAFleetOnPostgreSQL.md).
 let package = Package(
   name: "AuthCoordinatorPostgreSQL",
   platforms: [.macOS(.v13), .iOS(.v16)],

@@ -12,7 +12,7 @@ import HTTPSupport
 /// `auth_code`), the host app's user id (``mcUidParameter``, default `mc_uid`, so the server
 /// can bind the Alipay user to it) and the static ``parameters``. The reply is decoded from
 /// Alipay's `alipay_system_oauth_token_response` envelope or a flat object (see
-/// `docs/exchanger.md`).
+/// `Sources/AlipayBridge/Documentation.docc/TheHTTPTokenExchanger.md`).
 ///
 /// ```swift
 /// let exchanger = HTTPTokenExchanger(

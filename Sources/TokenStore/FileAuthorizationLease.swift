@@ -12,7 +12,7 @@ import SyncPrimitives
 ///
 /// The lease file holds a small JSON record: the next fence, the sign-out generation, each
 /// user's last sign-out and who did it, the last sign-out of everyone, and the holders (owner,
-/// fence, expiry) by key. See `docs/token-store.md` ("The lease file").
+/// fence, expiry) by key. See `Sources/TokenStore/Documentation.docc/TokenStores.md` ("The lease file").
 ///
 /// - **A brief lock, never a held one.** Every operation is one read-modify-write under an
 ///   exclusive `flock` on `<name>.lock`, waited for at most ``lockTimeout`` and released before

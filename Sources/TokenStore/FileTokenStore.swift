@@ -22,7 +22,7 @@ import SyncPrimitives
 /// let again = try await store.model(for: AccountKey(mcUid: "u1"))
 /// ```
 ///
-/// Guarantees (see `docs/token-store.md` for the file format):
+/// Guarantees (see `Sources/TokenStore/Documentation.docc/TokenStores.md` for the file format):
 /// - **Atomic replace.** Every change writes a new file next to the old one (mode `0600`,
 ///   created with `open(2)`, not with the process umask's default), `fsync`s it, `rename`s it
 ///   over the store and `fsync`s the directory. A reader, or a crash at any instant, sees the

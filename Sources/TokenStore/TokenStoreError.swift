@@ -48,7 +48,7 @@ public struct TokenStoreError: Error, Hashable, Sendable, CustomStringConvertibl
     /// may write it (the store's file: read it either): another local user could have planted
     /// what it holds, so it is not used. Thrown on Linux, macOS and other platforms; on iOS,
     /// tvOS, watchOS and visionOS (the sandbox keeps apps apart; app group containers' modes
-    /// are the system's) it is reported to `onIssue` instead. See docs/token-store.md.
+    /// are the system's) it is reported to `onIssue` instead. See Sources/TokenStore/Documentation.docc/TokenStores.md.
     public static let insecurePermissions = Code(rawValue: "insecure_permissions")
 
     /// The code's name.

@@ -19,7 +19,8 @@ enum DoctorCommand {
     Checks an Info.plist (XML or binary) for Alipay account connect: LSApplicationQueriesSchemes
     has alipay and alipays, CFBundleURLTypes declares the app's scheme (NAME, when given), and
     MPAuthIdentity (if present) holds real values, not placeholders. Info.plist only: the
-    guide's other steps are in the checklist of docs/integration.md.
+    guide's other steps are in the checklist of the AlipayBridge article
+    "Integrating the coordinator in an iOS app" (IntegratingInAnIOSApp.md).
     --strict  also fail on warnings (suspicious but possibly correct values).
     Exit status: 0 no error, 1 errors (or warnings with --strict), 2 usage or unreadable file.
     """
@@ -29,7 +30,8 @@ enum DoctorCommand {
     let noted = warnings == 0 ? "" : " (\(warnings) warning\(warnings == 1 ? "" : "s") above)"
     return "ok: \(path): the Info.plist entries for account connect are in place\(noted). "
       + "Only Info.plist was checked; the steps outside it are in the checklist "
-      + "\"Steps outside Info.plist\" of docs/integration.md."
+      + "\"Steps outside Info.plist\" of the AlipayBridge article \"Integrating the coordinator "
+      + "in an iOS app\" (IntegratingInAnIOSApp.md)."
   }
 
   /// Runs the command, printing to standard output and standard error.

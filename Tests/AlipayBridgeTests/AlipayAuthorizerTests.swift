@@ -5,7 +5,7 @@ import SyncPrimitives
 import Testing
 
 @Suite(.timeLimit(.minutes(2))) struct AlipayAuthorizerTests {
-  /// Rule 20 (docs/semantics.md): an extension's coordinator asks with `allowsInteraction`
+  /// Rule 20 (Sources/AuthCoordinator/Documentation.docc/Semantics.md): an extension's coordinator asks with `allowsInteraction`
   /// off; account connect always bounces to Alipay, so the authorizer refuses at once with
   /// `interaction_required`, before it asks its provider for a code.
   @Test func anExtensionNeverBouncesToAlipay() async {

@@ -18,7 +18,7 @@ private final class SnippetRecorder<Value: Sendable>: @unchecked Sendable {
   var values: [Value] { lock.withLock { stored } }
 }
 
-// MARK: - ReplacingTheMPaaSDelegate.md
+// MARK: - IntegratingInAnIOSApp.md (the delegate)
 
 /// The shape of the mPaaS delegate call, minus the SDK types: the article's
 /// `authModelForMode:extendParams:callback:` implementation calls exactly this.
@@ -208,7 +208,7 @@ private final class SnippetAlipay: @unchecked Sendable {
     #expect(core.isDisjoint(with: expected.map(\.0)))
   }
 
-  // MARK: ReplacingTheMPaaSDelegate.md
+  // MARK: IntegratingInAnIOSApp.md (the delegate)
 
   @Test func delegateAnswersOnceAndReadsNeedRefreshToken() async throws {
     let authorizer = ScriptedAuthorizer()

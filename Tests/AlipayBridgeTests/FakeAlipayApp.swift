@@ -9,7 +9,7 @@ import Foundation
 /// the integrator's auth URL and, following its script, produces the callback URL that the real
 /// Alipay would open the host app with, handing it to the router as the app delegate would.
 /// It talks to no real Alipay and proves nothing about the real app's URL formats beyond the
-/// shapes the bridge reads (docs/alipay-bridge.md, "URL flow": `<scheme>://safepay/?<JSON>`).
+/// shapes the bridge reads (Sources/AlipayBridge/Documentation.docc/TheAlipayCallbackBridge.md, "URL flow": `<scheme>://safepay/?<JSON>`).
 final class FakeAlipayApp: @unchecked Sendable {
   enum Script: Sendable {
     /// The user authorizes; the callback carries `code` and (if `echoID`) the request id.

@@ -37,7 +37,10 @@ struct DoctorCommandTests {
     let line = DoctorCommand.okLine(path: "Info.plist", warnings: 0)
     #expect(line.hasPrefix("ok: Info.plist: "))
     #expect(line.contains("Only Info.plist was checked"))
-    #expect(line.contains("\"Steps outside Info.plist\" of docs/integration.md"))
+    #expect(
+      line.contains(
+        "\"Steps outside Info.plist\" of the AlipayBridge article \"Integrating the coordinator "
+          + "in an iOS app\" (IntegratingInAnIOSApp.md)"))
     #expect(DoctorCommand.okLine(path: "p", warnings: 2).contains("(2 warnings above)"))
   }
 

@@ -4,7 +4,7 @@ import Foundation
 import SyncPrimitives
 import Testing
 
-/// Rule 22 (docs/semantics.md): a hold always ends. SIMULATED PROCESSES: coordinators in this
+/// Rule 22 (Sources/AuthCoordinator/Documentation.docc/Semantics.md): a hold always ends. SIMULATED PROCESSES: coordinators in this
 /// test process share one store and one ``InMemoryAuthorizationLease`` (wrapped to inject
 /// renewal failures), on a manual clock. Each test reproduces a fault of the faults issue that
 /// failed on the main of 2026-12-02.

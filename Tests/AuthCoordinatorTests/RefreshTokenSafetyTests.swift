@@ -3,7 +3,7 @@ import AuthCoordinatorTestKit
 import Foundation
 import Testing
 
-/// Rule 16 (docs/semantics.md): a refresh token is never lost and never spent twice. Against a
+/// Rule 16 (Sources/AuthCoordinator/Documentation.docc/Semantics.md): a refresh token is never lost and never spent twice. Against a
 /// simulated token server that rotates refresh tokens and revokes the family on reuse
 /// (``RotatingTokenIssuer``), in one process.
 @Suite(.timeLimit(.minutes(2))) struct RefreshTokenSafetyTests {

@@ -4,7 +4,7 @@ import Foundation
 import SyncPrimitives
 import Testing
 
-/// Rules 17-20 (docs/semantics.md): one authorization across processes. SIMULATED PROCESSES:
+/// Rules 17-20 (Sources/AuthCoordinator/Documentation.docc/Semantics.md): one authorization across processes. SIMULATED PROCESSES:
 /// several coordinators in this test process share one store and one
 /// ``InMemoryAuthorizationLease``, as an app and its extensions share a `FileTokenStore` and a
 /// `FileAuthorizationLease` (the multi-process tests run the file-backed pair in real

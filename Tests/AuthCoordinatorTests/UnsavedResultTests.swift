@@ -3,7 +3,7 @@ import AuthCoordinatorTestKit
 import Foundation
 import Testing
 
-/// Rule 21 (docs/semantics.md): a model that was served but not stored is not forgotten. Against
+/// Rule 21 (Sources/AuthCoordinator/Documentation.docc/Semantics.md): a model that was served but not stored is not forgotten. Against
 /// a simulated token server that rotates refresh tokens (``RotatingTokenIssuer``) and a store
 /// whose saves fail on demand (``GatedStore``), in one process, on a manual clock.
 @Suite(.timeLimit(.minutes(1))) struct UnsavedResultTests {

@@ -2,7 +2,7 @@ import AlipayBridge
 import AuthCoordinator
 import Foundation
 
-// The platform-neutral code of docs/integration.md, compiled here so the guide cannot rot.
+// The platform-neutral code of Sources/AlipayBridge/Documentation.docc/IntegratingInAnIOSApp.md, compiled here so the guide cannot rot.
 // Each region between `// snippet: NAME` and `// end-snippet` must appear verbatim in the guide
 // under `<!-- snippet: NAME -->` (IntegrationGuideSnippetsTests checks it). The iOS-only parts
 // of the guide (UIKit, the mPaaS SDK) cannot be compiled on Linux and are marked there.

@@ -40,8 +40,10 @@ final class Answers: @unchecked Sendable {
   }
 }
 
-/// The compiled code of docs/integration.md, exercised.
-@Suite("docs/integration.md snippets", .timeLimit(.minutes(5)))
+/// The compiled code of Sources/AlipayBridge/Documentation.docc/IntegratingInAnIOSApp.md, exercised.
+@Suite(
+  "Sources/AlipayBridge/Documentation.docc/IntegratingInAnIOSApp.md snippets",
+  .timeLimit(.minutes(5)))
 struct IntegrationGuideSnippetsTests {
   /// A bridge over a coordinator with a scripted authorizer on a manual clock.
   struct BridgeHarness {
@@ -306,7 +308,9 @@ struct IntegrationGuideSnippetsTests {
     let source = try String(
       contentsOf: here.appendingPathComponent("IntegrationGuideSnippets.swift"), encoding: .utf8)
     let guide = try String(
-      contentsOf: here.appendingPathComponent("../../docs/integration.md").standardizedFileURL,
+      contentsOf: here.appendingPathComponent(
+        "../../Sources/AlipayBridge/Documentation.docc/IntegratingInAnIOSApp.md"
+      ).standardizedFileURL,
       encoding: .utf8)
     let compiled = Self.regions(in: source)
     #expect(
@@ -314,7 +318,10 @@ struct IntegrationGuideSnippetsTests {
     let documented = Self.guideBlocks(in: guide)
     #expect(documented.keys.sorted() == compiled.keys.sorted())
     for (name, code) in compiled {
-      #expect(documented[name] == code, "docs/integration.md snippet \(name) is out of date")
+      #expect(
+        documented[name] == code,
+        "Sources/AlipayBridge/Documentation.docc/IntegratingInAnIOSApp.md snippet \(name) is out of date"
+      )
     }
   }
 

@@ -10,7 +10,7 @@ import LoopbackTokenServer
 /// ``cancelledCallback(for:)``, ``forgedCallback(targetID:)``) and hands that URL to the real
 /// `AlipayCallbackRouter`, as the app delegate's `application(_:open:options:)` would.
 ///
-/// The callback URLs have the shape the bridge reads (docs/alipay-bridge.md, "URL flow"):
+/// The callback URLs have the shape the bridge reads (Sources/AlipayBridge/Documentation.docc/TheAlipayCallbackBridge.md, "URL flow"):
 /// `<scheme>://safepay/?<percent-encoded JSON>` with
 /// `{"memo": {"result": "success=true&result_code=200&app_id=...&auth_code=...&user_id=2088...
 /// &target_id=<request id>", "ResultStatus": "9000", "memo": ""}, "requestType": "safepay"}`.

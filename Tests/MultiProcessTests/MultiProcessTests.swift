@@ -176,7 +176,7 @@ struct MultiProcessTests {
   ///
   /// The kill must land while the server holds the request: a holder killed after the server
   /// rotated loses the new tokens, and the next holder spends the old refresh token (the
-  /// documented limit, docs/processes.md). With a 300 ms delay and victims caught in its first
+  /// documented limit, Sources/AuthCoordinator/Documentation.docc/SharingOneAuthorizationAcrossProcesses.md). With a 300 ms delay and victims caught in its first
   /// 150 ms, a run beside two busy loops killed one too late: 3 of 4 requests aborted, 1 reuse.
   /// Now the server holds each request 1 s and the test has the second half of it to kill. The
   /// time to live is 1 s (was 400 ms), so that a live holder starved of CPU keeps renewing:

@@ -7,11 +7,11 @@ import Testing
   import FoundationNetworking
 #endif
 
-/// docs/processes.md's hand-written refresh-token authorizer, copied verbatim between the markers (a test compares
+/// Sources/AuthCoordinator/Documentation.docc/SharingOneAuthorizationAcrossProcesses.md's hand-written refresh-token authorizer, copied verbatim between the markers (a test compares
 /// the two), run against the rotating token server: one new family, then only refresh grants,
 /// each spending the refresh token the previous one returned.
 @Suite(.serialized, .timeLimit(.minutes(1))) struct ReadmeRefreshingAuthorizerTests {
-  // --- from docs/processes.md ---
+  // --- from Sources/AuthCoordinator/Documentation.docc/SharingOneAuthorizationAcrossProcesses.md ---
   struct RefreshingAuthorizer: Authorizer {
     let endpoint: URL
     let clientID: String
@@ -72,9 +72,15 @@ import Testing
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
       .deletingLastPathComponent().deletingLastPathComponent()
     let page = try String(
-      contentsOf: root.appendingPathComponent("docs/processes.md"), encoding: .utf8)
+      contentsOf: root.appendingPathComponent(
+        "Sources/AuthCoordinator/Documentation.docc/SharingOneAuthorizationAcrossProcesses.md"),
+      encoding: .utf8)
     let source = try String(contentsOf: URL(fileURLWithPath: #filePath), encoding: .utf8)
-    let begin = try #require(source.range(of: "// --- from docs/processes.md ---\n"))
+    let begin = try #require(
+      source.range(
+        of:
+          "// --- from Sources/AuthCoordinator/Documentation.docc/SharingOneAuthorizationAcrossProcesses.md ---\n"
+      ))
     let end = try #require(source.range(of: "  // --- end ---"))
     let copied = source[begin.upperBound..<end.lowerBound]
       .split(separator: "\n", omittingEmptySubsequences: false)

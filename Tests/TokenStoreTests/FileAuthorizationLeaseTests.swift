@@ -332,7 +332,7 @@ import Testing
       bootExpiry: BootInstant(
         boot: "6f1c2e0a-3b7d-4c1e-9a55-0d2b8e4f7a10", nanoseconds: 86_415_000_000_000))
     #expect(try LeaseRecord.decode(record.encoded()) == record)
-    // The example of docs/token-store.md.
+    // The example of Sources/TokenStore/Documentation.docc/TokenStores.md.
     let documented = Data(
       (#"{"allSignedOut":{"by":"app-1","generation":3},"floor":0,"#
         + #""format":"authcoordinator.lease","generation":3,"holders":[{"#

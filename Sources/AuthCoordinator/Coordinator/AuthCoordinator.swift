@@ -23,7 +23,7 @@ import SyncPrimitives
 ///
 /// The behaviour contract (serial per key, coalescing, forced refresh, the refresh-loop guard,
 /// cancellation, deadlines, logout, persistence, errors, bounded memory, injected time) is in
-/// `docs/semantics.md`, each rule with the test that proves it.
+/// `Sources/AuthCoordinator/Documentation.docc/Semantics.md`, each rule with the test that proves it.
 ///
 /// How it is built: each account key has an `AccountStateMachine` value that makes every
 /// decision and is the one record of the key's flight. The keys live in an `AccountTable` of

@@ -2,7 +2,7 @@ import Foundation
 
 // What a flight does between deciding to authorize and calling the authorizer: wait for a
 // stopped refresh of the key, take the cross-process lease or wait for its holder, and re-read
-// the store, adopting what another process stored (docs/processes.md).
+// the store, adopting what another process stored (Sources/AuthCoordinator/Documentation.docc/SharingOneAuthorizationAcrossProcesses.md).
 extension AccountStateMachine {
   /// A flight must authorize: it waits for stopped refreshes of the key, takes the lease, and
   /// re-reads the store first, as far as each applies.

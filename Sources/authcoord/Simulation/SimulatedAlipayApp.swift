@@ -6,7 +6,7 @@ import Foundation
 /// the request id from the integrator's auth URL, lets the simulated user think for a while on
 /// the demo's clock, and then opens the host app with a `safepay` callback URL, which goes
 /// through the real router and parser. The URL has the shape the bridge reads (inferred from
-/// integrations, not from a vendor specification; docs/alipay-bridge.md, "URL flow"):
+/// integrations, not from a vendor specification; Sources/AlipayBridge/Documentation.docc/TheAlipayCallbackBridge.md, "URL flow"):
 /// `<scheme>://safepay/?<percent-encoded JSON>`, the JSON being `{"memo": {"result":
 /// "success=\"true\"&result_code=\"200\"&app_id=...&auth_code=...&user_id=2088...&target_id=<id>",
 /// "ResultStatus": "9000", "memo": ""}, "requestType": "safepay"}`, where `target_id` echoes the

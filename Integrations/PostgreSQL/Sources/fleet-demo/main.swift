@@ -3,7 +3,7 @@
 //   scripts/with-postgres.sh swift run --package-path Integrations/PostgreSQL fleet-demo
 //
 // The parent starts the replicas (this executable with `replica`), releases them at once, and
-// prints what they and the SIMULATED identity provider saw. See docs/fleet.md.
+// prints what they and the SIMULATED identity provider saw. See Sources/AuthCoordinator/Documentation.docc/RunningAFleetOnPostgreSQL.md.
 import Foundation
 
 let options: Options
