@@ -25,7 +25,7 @@ public struct InsideResult: Sendable, Hashable, CustomStringConvertible,
   CustomDebugStringConvertible
 {
   /// An Inside SDK result code, as an open, string-backed type.
-  public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+  public struct Code: StableCode {
     /// The code's wire value, such as `account_open_auth_9000`.
     public var rawValue: String
     /// Creates a code from its wire value.
@@ -54,9 +54,6 @@ public struct InsideResult: Sendable, Hashable, CustomStringConvertible,
       default: return .authorizationFailed
       }
     }
-
-    /// The wire value.
-    public var description: String { rawValue }
   }
 
   /// The default key of the result code in the SDK's dictionary; pass the SDK's

@@ -23,7 +23,7 @@ import AuthCoordinator
 /// > its `URLError` code (a `URLError` itself carries the request URL, which may hold the code).
 public struct TokenExchangeError: Error, Hashable, Sendable, CustomStringConvertible {
   /// A stable, machine-readable reason.
-  public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+  public struct Code: StableCode {
     /// The code's stable name, such as `http_status`.
     public var rawValue: String
     /// Creates a code from its stable name.
@@ -54,9 +54,6 @@ public struct TokenExchangeError: Error, Hashable, Sendable, CustomStringConvert
     /// and the auth code to another host. Also thrown when the final reply comes from another
     /// origin than the endpoint.
     public static let redirectRefused = Code(rawValue: "redirect_refused")
-
-    /// The stable name.
-    public var description: String { rawValue }
   }
 
   /// The longest ``bodyExcerpt`` kept, in characters.

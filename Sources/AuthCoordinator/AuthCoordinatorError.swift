@@ -17,7 +17,7 @@
 /// Messages never contain an access token or an auth code.
 public struct AuthCoordinatorError: Error, Hashable, Sendable, CustomStringConvertible {
   /// A stable, machine-readable reason.
-  public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+  public struct Code: StableCode {
     /// The code's stable name, such as `timed_out`.
     public var rawValue: String
     /// Creates a code from its stable name.
@@ -46,9 +46,6 @@ public struct AuthCoordinatorError: Error, Hashable, Sendable, CustomStringConve
     /// (``AuthCoordinator/Configuration/allowsInteraction`` is `false`: an app extension, say).
     /// Open the app, or wait for another process to store a model.
     public static let interactionRequired = Code(rawValue: "interaction_required")
-
-    /// The stable name.
-    public var description: String { rawValue }
 
     /// Whether an error with this code is transient unless its thrower says otherwise:
     /// `timed_out`, `network_error` and `store_failed` are; every other code, including the codes

@@ -15,7 +15,7 @@
 /// other stored value.
 public struct TokenStoreError: Error, Hashable, Sendable, CustomStringConvertible {
   /// What went wrong, as a stable, string-backed value.
-  public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+  public struct Code: StableCode {
     /// The code's stable name.
     public var rawValue: String
 
@@ -50,9 +50,6 @@ public struct TokenStoreError: Error, Hashable, Sendable, CustomStringConvertibl
     /// tvOS, watchOS and visionOS (the sandbox keeps apps apart; app group containers' modes
     /// are the system's) it is reported to `onIssue` instead. See Sources/TokenStore/Documentation.docc/TokenStores.md.
     public static let insecurePermissions = Code(rawValue: "insecure_permissions")
-
-    /// The code's name.
-    public var description: String { rawValue }
   }
 
   /// What went wrong.

@@ -95,3 +95,14 @@ import Testing
     #expect(!AuthCoordinatorError(.networkError, transient: false).isTransient)
   }
 }
+
+/// Every code type has the one shape of ``StableCode``: open, compared and printed by its name.
+@Suite struct StableCodeTests {
+  @Test func codesPrintAsTheirNamesAndCompareByThem() {
+    let store = TokenStoreError.Code(rawValue: "made_up")
+    let core = AuthCoordinatorError.Code(rawValue: "made_up")
+    #expect("\(store)" == "made_up" && "\(core)" == "made_up")
+    #expect(AuthCoordinatorError.Code(rawValue: "timed_out") == .timedOut)
+    #expect("\(TokenStoreError.Code.corruptFile)" == "corrupt_file")
+  }
+}

@@ -1,3 +1,5 @@
+import TokenStore
+
 /// Why a PostgreSQL store or lease call failed.
 ///
 /// Every error has a stable ``code-swift.property`` to branch on and a message for people. No
@@ -6,7 +8,7 @@
 /// never shown with their values.
 public struct PostgresError: Error, Hashable, Sendable, CustomStringConvertible {
   /// The kind of failure.
-  public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+  public struct Code: StableCode {
     public var rawValue: String
 
     public init(rawValue: String) { self.rawValue = rawValue }
@@ -34,8 +36,6 @@ public struct PostgresError: Error, Hashable, Sendable, CustomStringConvertible 
     public static let encodingFailed = Code(rawValue: "encoding_failed")
     /// The database was closed (``PostgresDatabase/close()``).
     public static let closed = Code(rawValue: "closed")
-
-    public var description: String { rawValue }
   }
 
   /// The kind of failure.
