@@ -189,9 +189,69 @@ import Testing
     #expect(
       machine.advance(2, .authorized(.success(model("t1"))), date: date, now: .seconds(14))
         == .next(persist(model("t1"), by: .seconds(21))))
+    // Stored: the lease goes back before the callers get the model.
     #expect(
       machine.advance(2, .saved, date: date, now: .seconds(15))
+        == .next(Machine.Step(kind: .releaseLease, deadline: nil)))
+    #expect(machine.cachedModel == model("t1"), "memory has it already")
+    #expect(
+      machine.advance(2, .leaseReleased, date: date, now: .seconds(16))
         == .end(Ending(flight: 2, result: .succeeded(model("t1")))))
+  }
+
+  /// The flight of ``aWarmRequestWithALeaseTakesTheLeaseBeforeReReading()`` up to its
+  /// authorization, holding the lease.
+  func leaseMachineAuthorizing() -> Machine {
+    var machine = leaseMachine(holding: model("t0", expiresIn: 10))
+    _ = machine.request(.ifNeeded, date: date, now: .seconds(10), newFlightID: 2)
+    _ = machine.advance(2, .leaseAttempted(.acquired), date: date, now: .seconds(12))
+    _ = machine.advance(2, .loaded(model("t0", expiresIn: 10)), date: date, now: .seconds(13))
+    return machine
+  }
+
+  @Test func aFailedAuthorizationGivesTheLeaseBackBeforeItsCallersFail() {
+    var machine = leaseMachineAuthorizing()
+    let error = AuthCoordinatorError(.authorizationFailed)
+    #expect(
+      machine.advance(2, .authorized(.failure(error)), date: date, now: .seconds(14))
+        == .next(Machine.Step(kind: .releaseLease, deadline: nil)))
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .seconds(14), newFlightID: noNewFlight())
+        == .join(flight: 2), "a caller arriving meanwhile gets the same failure")
+    #expect(
+      machine.advance(2, .leaseReleased, date: date, now: .seconds(15))
+        == .end(Ending(flight: 2, result: .failed(error))))
+  }
+
+  @Test func aSaveRetriedKeepsTheLeaseAndALostLeaseIsNotGivenBack() {
+    var retried = leaseMachineAuthorizing()
+    _ = retried.advance(2, .authorized(.success(model("t1"))), date: date, now: .seconds(14))
+    guard
+      case .end(let ending) = retried.advance(
+        2, .saveFailed(model("t1")), date: date, now: .seconds(15))
+    else {
+      Issue.record("a failed save ends the flight at once, keeping the lease for its retry")
+      return
+    }
+    #expect(ending.retriesSave)
+
+    var lost = leaseMachineAuthorizing()
+    _ = lost.advance(2, .authorized(.success(model("t1"))), date: date, now: .seconds(14))
+    #expect(
+      lost.advance(2, .leaseLost, date: date, now: .seconds(15))
+        == .end(Ending(flight: 2, result: .succeeded(model("t1")))))
+  }
+
+  @Test func aDeadlineWhileTheLeaseGoesBackServesTheResultAtOnce() {
+    var machine = leaseMachineAuthorizing()
+    _ = machine.advance(2, .authorized(.success(model("t1"))), date: date, now: .seconds(14))
+    _ = machine.advance(2, .saved, date: date, now: .seconds(15))
+    #expect(
+      machine.deadlineReached(2, phase: .save, date: date)
+        == Ending(flight: 2, result: .succeeded(model("t1"))), "a hung release holds no caller")
+    #expect(machine.flightID == nil)
+    #expect(
+      machine.advance(2, .leaseReleased, date: date, now: .seconds(30)) == .ignore, "stale")
   }
 
   @Test func aFlightHoldingTheLeaseAdoptsAValidReRead() {

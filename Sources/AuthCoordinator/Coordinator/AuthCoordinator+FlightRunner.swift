@@ -4,7 +4,8 @@ import SyncPrimitives
 // A flight's one task: it carries out one step at a time (read the store, wait for a stopped
 // refresh, take or wait for the cross-process lease, authorize, persist) and reports each
 // outcome to the state machine, which answers with the next step or the end. It holds the
-// flight's lease, renews it, and gives it back as soon as the result is stored.
+// flight's lease and renews it; the machine says when to give it back (`releaseLease`: before
+// the callers get a result, unless a save is to be retried).
 extension AuthCoordinator {
   /// A step the state machine decided (its ``AccountStateMachine/StepKind``, the one enum of
   /// a flight's phases) with what carrying it out needs, taken under the stripe's lock by
@@ -81,8 +82,6 @@ extension AuthCoordinator {
         } catch {
           outcome = .authorized(.failure(Self.wrap(error)))
         }
-        // A failure needs the lease no more: another process may try at once.
-        if case .authorized(.failure) = outcome { await release(&held, key) }
       case .persist(let model):
         let result = await save(model, for: key, turn: step.storeTurn, under: held, flight: id)
         switch result {
@@ -94,11 +93,6 @@ extension AuthCoordinator {
           reportUnsaved(key, flight: id, error)
           outcome = .saveFailed(model)
         }
-        // Stored: the lease goes back before the callers resume, since a process may exit as
-        // soon as they have the model (the others would wait for the lease to lapse). Not
-        // stored: the lease is kept, renewed, while the save is retried, so that no other
-        // process spends the refresh token the stored model still carries.
-        if unsaved == nil { await release(&held, key) }
       case .persistLateResult(let model):
         let result = await save(model, for: key, turn: step.storeTurn, under: held, flight: id)
         switch result {
@@ -109,11 +103,13 @@ extension AuthCoordinator {
           reportUnsaved(key, flight: id, error)
           outcome = .lateResultUnsaved(model)
         }
-        if unsaved == nil { await release(&held, key) }
       }
       next = advance(key, flight: id, outcome)
     }
     if let unsaved { await keepSaving(unsaved, key, flight: id, under: held) }
+    // Whatever the flight still holds when its task ends: the lease kept while an unsaved
+    // model's save was retried, or that of a flight stopped before the machine had it given
+    // back (the machine decides the release of a flight it ends: `releaseLease`).
     await release(&held, key)
     // Only a flight that called the authorizer can have been a stopped refresh.
     if authorized { workFinished(key, effects) }

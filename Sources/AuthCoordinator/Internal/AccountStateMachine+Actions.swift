@@ -43,7 +43,8 @@ extension AccountStateMachine {
     /// Wait for the lease's holder to announce a change, or at most `for`: until its lease
     /// lapses, as ``LeaseHolderWait`` bounds it.
     case awaitLeaseHolder(for: Duration)
-    /// Give the lease back: the flight adopts a stored model.
+    /// Give the lease back before the callers get the flight's result: it adopts a stored
+    /// model, or it has its own (stored, failed, or signed out elsewhere).
     case releaseLease
     /// Wait until `until` (on the injected clock), `delay` after the decision: the refresh-loop
     /// guard holds back a non-interactive authorizer's authorization.

@@ -21,7 +21,9 @@ extension AccountStateMachine {
     } else if !justRead {
       kind = .load
     } else {
-      return authorize(id, reason: reason, replacing: replacing, now: now, deadlineArmed: false)
+      return authorize(
+        id, reason: reason, replacing: replacing, now: now, deadlineArmed: false,
+        holdsLease: false)
     }
     if kind == .load { return reread(&preparing, now: now) }
     preparing.authorizationDeadlineArmed = true
@@ -120,17 +122,17 @@ extension AccountStateMachine {
     return .next(
       authorize(
         preparing.id, reason: preparing.reason, replacing: model, now: now,
-        deadlineArmed: preparing.authorizationDeadlineArmed))
+        deadlineArmed: preparing.authorizationDeadlineArmed, holdsLease: preparing.holdsLease))
   }
 
   mutating func authorize(
     _ id: UInt64, reason: AuthorizationReason, replacing: AuthModel?, now: Duration,
-    deadlineArmed: Bool
+    deadlineArmed: Bool, holdsLease: Bool
   ) -> Step {
     state = .authorizing(
       Authorizing(
         id: id, reason: reason, spendsRefreshToken: replacing?.refreshToken != nil,
-        startedAt: now))
+        startedAt: now, holdsLease: holdsLease))
     let kind = StepKind.authorize(reason, replacing: replacing)
     return deadlineArmed ? Step(kind: kind, deadline: nil) : step(kind, now: now)
   }

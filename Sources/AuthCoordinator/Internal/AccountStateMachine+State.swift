@@ -84,5 +84,8 @@ extension AccountStateMachine {
     /// When (on the injected clock) the authorizer was called: a stopped refresh is abandoned
     /// ``Policy/maximumHold`` after it.
     var startedAt: Duration = .zero
+    /// The flight holds the cross-process lease: it gives it back before its callers get the
+    /// result (``AccountStateMachine/State/releasing(_:)``).
+    var holdsLease = false
   }
 }

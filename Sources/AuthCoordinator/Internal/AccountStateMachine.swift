@@ -38,7 +38,11 @@ struct AccountStateMachine<Effects: FlightEffects> {
     case loading(Loading)
     case preparing(Preparing)
     case authorizing(Authorizing)
-    case persisting(id: UInt64, model: AuthModel)
+    case persisting(id: UInt64, model: AuthModel, holdsLease: Bool)
+    /// The flight has its result and gives the cross-process lease back before its callers
+    /// get it (a process may exit as soon as they have it, and the others would wait for the
+    /// lease to lapse).
+    case releasing(Ending)
   }
 
   let key: AccountKey
@@ -88,7 +92,8 @@ struct AccountStateMachine<Effects: FlightEffects> {
     case .loading(let loading): return loading.id
     case .preparing(let preparing): return preparing.id
     case .authorizing(let authorizing): return authorizing.id
-    case .persisting(let id, _): return id
+    case .persisting(let id, _, _): return id
+    case .releasing(let ending): return ending.flight
     }
   }
 
@@ -154,11 +159,18 @@ struct AccountStateMachine<Effects: FlightEffects> {
       return .join(flight: preparing.id)
     case .authorizing(let authorizing):
       return .join(flight: authorizing.id)
-    case .persisting(let id, let next):
+    case .persisting(let id, let next, _):
       if case .token(let token) = rejection, token == next.accessToken {
         return .retryAfter(flight: id, rejecting: token)
       }
       return .join(flight: id)
+    case .releasing(let ending):
+      if case .token(let token) = rejection, case .succeeded(let next) = ending.result,
+        token == next.accessToken
+      {
+        return .retryAfter(flight: ending.flight, rejecting: token)
+      }
+      return .join(flight: ending.flight)
     case .idle:
       break
     }
@@ -247,29 +259,47 @@ struct AccountStateMachine<Effects: FlightEffects> {
       return loaded(loading, model, date: date, now: now)
     case (.preparing(let preparing), _):
       return prepared(preparing, outcome, date: date, now: now)
-    case (.authorizing, .authorized(.success(let model))):
-      state = .persisting(id: id, model: model)
+    case (.authorizing(let authorizing), .authorized(.success(let model))):
+      state = .persisting(id: id, model: model, holdsLease: authorizing.holdsLease)
       return .next(step(.persist(model), now: now))
-    case (.authorizing, .authorized(.failure(let error))):
-      state = .idle
-      return .end(Ending(flight: id, result: .failed(error)))
-    case (.persisting(_, let model), .saved), (.persisting(_, let model), .leaseLost):
+    case (.authorizing(let authorizing), .authorized(.failure(let error))):
+      // A failure needs the lease no more: another process may try at once.
+      return releasing(
+        Ending(flight: id, result: .failed(error)), holdsLease: authorizing.holdsLease)
+    case (.persisting(_, let model, let holdsLease), .saved):
+      adopt(model, obtainedAt: date)
+      return releasing(Ending(flight: id, result: .succeeded(model)), holdsLease: holdsLease)
+    case (.persisting(_, let model, _), .leaseLost):
+      // Lost already: nothing to give back.
       adopt(model, obtainedAt: date)
       state = .idle
       return .end(Ending(flight: id, result: .succeeded(model)))
-    case (.persisting(_, let model), .saveFailed):
+    case (.releasing(let ending), .leaseReleased):
+      return .end(ending)
+    case (.persisting(_, let model, _), .saveFailed):
       // Served all the same (rule 10), and kept: the store may hold the model it replaced,
-      // whose refresh token the authorizer may have spent (rule 21).
+      // whose refresh token the authorizer may have spent (rule 21). The lease is kept, renewed,
+      // while the save is retried, so that no other process spends that refresh token.
       adopt(model, obtainedAt: date, unsaved: true)
       state = .idle
       var ending = Ending(flight: id, result: .succeeded(model))
       ending.retriesSave = true
       return .end(ending)
-    case (.persisting, .signedOutElsewhere):
-      return .end(signedOut(elsewhere: true)!)
+    case (.persisting(_, _, let holdsLease), .signedOutElsewhere):
+      return releasing(signedOut(elsewhere: true)!, holdsLease: holdsLease)
     default:
       preconditionFailure("Internal inconsistency: \(outcome) reported in phase \(state)")
     }
+  }
+
+  /// Ends the flight with `ending`, after giving the lease back when it holds one.
+  private mutating func releasing(_ ending: Ending, holdsLease: Bool) -> AdvanceAction {
+    guard holdsLease else {
+      state = .idle
+      return .end(ending)
+    }
+    state = .releasing(ending)
+    return .next(Step(kind: .releaseLease, deadline: nil))
   }
 
   /// The authorizer of flight `id` entered its exchange at `now`.
@@ -352,7 +382,12 @@ struct AccountStateMachine<Effects: FlightEffects> {
           AuthCoordinatorError(
             .storeFailed, "the token store did not answer the load within \(policy.storeTimeout)")),
         storeTimedOut: .load)
-    case (.save, .persisting(_, let model)):
+    case (_, .releasing(let ending)):
+      // Any deadline still armed for the flight: its callers get the result at once; the
+      // lease goes back in the background.
+      state = .idle
+      return ending
+    case (.save, .persisting(_, let model, _)):
       // Rule 10: the waiters get the model and it is cached; the save goes on.
       adopt(model, obtainedAt: date)
       state = .idle
@@ -368,6 +403,7 @@ struct AccountStateMachine<Effects: FlightEffects> {
     // A flight that already has its model finishes and caches it: the save is under way, and
     // dropping the model would leave the store holding what memory forgot.
     if case .persisting = state { return .keepRunning }
+    if case .releasing = state { return .keepRunning }
     // Before authorizing there is nothing to finish: an abandoned lease wait just stops.
     switch policy.whenAbandoned {
     case .finishAndCache: return .keepRunning
