@@ -37,7 +37,7 @@ let package = Package(
       dependencies: ["AuthCoordinator", "SyncPrimitives", "HTTPSupport"]),
     .target(
       name: "AuthCoordinatorTestKit",
-      dependencies: ["AuthCoordinator", "AuthCoordinatorOAuth2", "SyncPrimitives"]),
+      dependencies: ["AuthCoordinator", "AuthCoordinatorOAuth2", "HTTPSupport", "SyncPrimitives"]),
     // Info.plist checks for account connect, behind `authcoord doctor`.
     .target(name: "AppConfigDoctor"),
     .executableTarget(

@@ -71,6 +71,10 @@ public struct AuthCoordinatorError: Error, Hashable, Sendable, CustomStringConve
   /// or an error type that conforms to ``ClassifiedError``. The coordinator never caches a
   /// failure either way: the flag is for the caller deciding whether to retry.
   public var isTransient: Bool
+  /// How long the server asked the client to wait before trying again (its `Retry-After`,
+  /// clamped by the thrower), or `nil` when it said nothing. `OAuth2Authorizer` sets it for a
+  /// 429 or 5xx answer of the token endpoint.
+  public var retryAfter: Duration?
 
   /// Creates an error.
   ///
@@ -80,14 +84,16 @@ public struct AuthCoordinatorError: Error, Hashable, Sendable, CustomStringConve
   ///   - underlying: The cause, if any.
   ///   - transient: Whether retrying later can help; `nil` (the default) takes the code's
   ///     ``Code-swift.struct/isTransientByDefault``.
+  ///   - retryAfter: How long the server asked to wait before a retry, if it said.
   public init(
     _ code: Code, _ message: String = "", underlying: (any Error & Sendable)? = nil,
-    transient: Bool? = nil
+    transient: Bool? = nil, retryAfter: Duration? = nil
   ) {
     self.code = code
     self.message = message
     self.underlying = underlying
     self.isTransient = transient ?? code.isTransientByDefault
+    self.retryAfter = retryAfter
   }
 
   /// An authorizer's failure that retrying later can help, with code

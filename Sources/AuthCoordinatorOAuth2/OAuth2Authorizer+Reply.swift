@@ -40,35 +40,60 @@ extension OAuth2Authorizer {
         throw Self.endpointError("the token endpoint's reply is not HTTP", transient: false)
       }
       let status = http.statusCode
-      if (300...399).contains(status) {
-        throw Self.endpointError(
-          "the token endpoint answered HTTP \(status), a redirect; it was not followed",
-          transient: false)
+      // A 429 or 5xx may say when to come back: the error carries it.
+      let retryAfter =
+        Self.isTransientStatus(status)
+        ? RetryAfter.delay(
+          http.value(forHTTPHeaderField: "Retry-After"),
+          serverDate: http.value(forHTTPHeaderField: "Date"), now: now(),
+          limit: Self.maximumRetryAfter) : nil
+      do {
+        return try model(from: http, body: body, form: form, key: key, secrets: secrets)
+      } catch var error as AuthCoordinatorError {
+        error.retryAfter = retryAfter
+        throw error
       }
-      if let final = http.url, !RedirectPolicy.sameOrigin(tokenEndpoint, final) {
-        throw Self.endpointError(
-          "the token endpoint's reply came from another origin", transient: false)
-      }
-      let object = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
-      if let object, let error = object["error"] as? String,
-        !(200...299).contains(status) || object["access_token"] == nil
-      {
-        throw Self.refusal(
-          error, object["error_description"], status: status, grant: grant,
-          secrets: secrets)
-      }
-      guard (200...299).contains(status) else {
-        throw Self.endpointError(
-          "the token endpoint answered the \(grant) request with HTTP \(status) and no OAuth 2 "
-            + "error", transient: Self.isTransientStatus(status))
-      }
-      guard let object else {
-        throw Self.endpointError(
-          "the token endpoint's reply to the \(grant) request is not a JSON object",
-          transient: false)
-      }
-      return try model(from: object, form: form, key: key)
     }
+  }
+
+  /// The longest `Retry-After` an error carries: a server asking for more is taken to mean an
+  /// hour.
+  static let maximumRetryAfter: Duration = .seconds(3600)
+
+  /// The model in an HTTP reply, or the error it says.
+  private func model(
+    from http: HTTPURLResponse, body: Data, form: TokenForm, key: AccountKey, secrets: [String]
+  ) throws -> AuthModel {
+    let grant = form.grantType
+    let status = http.statusCode
+    if (300...399).contains(status) {
+      throw Self.endpointError(
+        "the token endpoint answered HTTP \(status), a redirect; it was not followed",
+        transient: false)
+    }
+    if let final = http.url, !RedirectPolicy.sameOrigin(tokenEndpoint, final) {
+      throw Self.endpointError(
+        "the token endpoint's reply came from another origin", transient: false)
+    }
+    let object = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
+    if let object, let error = object["error"] as? String,
+      !(200...299).contains(status) || object["access_token"] == nil
+    {
+      throw Self.refusal(
+        error, object["error_description"], status: status, grant: grant,
+        secrets: secrets)
+    }
+    guard (200...299).contains(status) else {
+      throw Self.endpointError(
+        "the token endpoint answered the \(grant) request with HTTP \(status) and no OAuth 2 "
+          + "error", transient: Self.isTransientStatus(status))
+    }
+    guard let object else {
+      throw Self.endpointError(
+        "the token endpoint's reply to the \(grant) request is not a JSON object",
+        transient: false)
+    }
+    return try model(from: object, form: form, key: key)
   }
 
   func model(from reply: [String: Any], form: TokenForm, key: AccountKey) throws -> AuthModel {

@@ -1,5 +1,6 @@
 import AuthCoordinatorOAuth2
 import Foundation
+import HTTPSupport
 import SyncPrimitives
 
 #if canImport(FoundationNetworking)
@@ -61,6 +62,29 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
     }
   }
 
+  /// An outage: while one is set (``outage``), every token request is answered with it, and
+  /// no grant takes effect.
+  public struct Outage: Sendable, Equatable {
+    /// The HTTP status, such as 503 or 429.
+    public var status: Int
+    /// The `Retry-After` header's value (`"7"`, or an HTTP-date), or `nil` for none.
+    public var retryAfter: String?
+    /// The OAuth 2 `error` of the JSON body, or `nil` for an empty body.
+    public var error: String?
+
+    /// Creates an outage.
+    ///
+    /// - Parameters:
+    ///   - status: The HTTP status.
+    ///   - retryAfter: The `Retry-After` value, if any.
+    ///   - error: The OAuth 2 error code of the body, if any.
+    public init(status: Int, retryAfter: String? = nil, error: String? = nil) {
+      self.status = status
+      self.retryAfter = retryAfter
+      self.error = error
+    }
+  }
+
   /// Whether an access token may be used.
   public enum TokenStatus: Sendable {
     /// Issued, not expired, not revoked.
@@ -85,6 +109,7 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
   }
 
   private struct State {
+    var outage: Outage?
     var delay: Duration
     var counters = Counters()
     var accessTokens: [String: AccessRecord] = [:]
@@ -98,6 +123,7 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
   private enum Answer {
     case tokens(access: String, refresh: String, family: String, grant: String)
     case error(status: Int, code: String, description: String)
+    case outage(Outage)
   }
 
   private let clock: any Clock<Duration>
@@ -134,6 +160,13 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
   /// The counters so far.
   public var counters: Counters { state.withLock { $0.counters } }
 
+  /// The outage in progress, or `nil` when the server answers normally. Set it to take the
+  /// server down; set it back to `nil` to bring it up.
+  public var outage: Outage? {
+    get { state.withLock { $0.outage } }
+    set { state.withLock { $0.outage = newValue } }
+  }
+
   /// The token endpoint: a `POST` of an `application/x-www-form-urlencoded` form.
   ///
   /// - Parameter request: The token request and its limits (its timeout is honoured on the
@@ -146,10 +179,10 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
     let form = Self.form(request.urlRequest.httpBody ?? Data())
     let (answer, delay, number) = state.withLock { state in
       state.counters.tokenRequests += 1
-      return (
-        Self.apply(form, to: &state, date: date(), lifetime: tokenLifetime),
-        state.delay, state.counters.tokenRequests
-      )
+      let answer =
+        state.outage.map { Answer.outage($0) }
+        ?? Self.apply(form, to: &state, date: date(), lifetime: tokenLifetime)
+      return (answer, state.delay, state.counters.tokenRequests)
     }
     if let timeout = request.timeout, delay > timeout {
       try await clock.sleep(for: timeout)
@@ -159,7 +192,13 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
     try await clock.sleep(for: delay)
     let status: Int
     let object: [String: Any]
+    var headers = ["Date": RetryAfter.imfFixdate(date())]
     switch answer {
+    case .outage(let outage):
+      log("token server: token request #\(number) answered \(outage.status) (outage)")
+      status = outage.status
+      object = outage.error.map { ["error": $0] } ?? [:]
+      if let retryAfter = outage.retryAfter { headers["Retry-After"] = retryAfter }
     case .tokens(let access, let refresh, let family, let grant):
       log("token server: \(grant) grant (token request #\(number)): \(family)")
       status = 200
@@ -174,7 +213,9 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
     }
     let body = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
     return .complete(
-      Self.response(to: request.urlRequest, status: status, contentType: "application/json"),
+      Self.response(
+        to: request.urlRequest, status: status, contentType: "application/json",
+        headers: headers),
       body)
   }
 

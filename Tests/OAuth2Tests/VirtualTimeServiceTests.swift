@@ -99,4 +99,58 @@ import Testing
     #expect(tokenServer.counters.reuses == 1)
     #expect(tokenServer.status(of: rotated.accessToken) == .revoked)
   }
+
+  /// An authorization through the real authorizer, for its error.
+  func authorizationError() async -> AuthCoordinatorError? {
+    let authorizer = OAuth2Authorizer(
+      tokenEndpoint: Self.endpoint, clientID: "reports", transport: tokenServer,
+      now: clock.dateSource)
+    return await #expect(throws: AuthCoordinatorError.self) {
+      try await authorizer.authorize(
+        AuthorizationRequest(key: AccountKey(account: "reports"), reason: .missing, requestID: "1"))
+    }
+  }
+
+  @Test func aServerThatIsDownSaysWhenToComeBackAndTheCallersHearIt() async throws {
+    tokenServer.outage = .init(status: 503, retryAfter: "7")
+    let direct = await authorizationError()
+    #expect(direct?.code == .tokenEndpointError)
+    #expect(direct?.isTransient == true)
+    #expect(direct?.retryAfter == .seconds(7))
+    // Through the coordinator and the client, the callers get the same.
+    let viaClient = await #expect(throws: AuthCoordinatorError.self) {
+      try await client.data(from: Self.reports)
+    }
+    #expect(viaClient?.retryAfter == .seconds(7))
+    #expect(tokenServer.counters.clientCredentialsGrants == 0, "no grant while it is down")
+    tokenServer.outage = nil
+    #expect(try await calls(3) == [200, 200, 200], "back up: the next call is served")
+  }
+
+  @Test func anHTTPDateRetryAfterIsMeasuredFromTheServersDate() async {
+    let formatter = DateFormatter()
+    formatter.locale = Locale(identifier: "en_US_POSIX")
+    formatter.timeZone = TimeZone(identifier: "GMT")
+    formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+    tokenServer.outage = .init(
+      status: 429, retryAfter: formatter.string(from: clock.date.addingTimeInterval(30)))
+    #expect(await authorizationError()?.retryAfter == .seconds(30))
+  }
+
+  @Test(arguments: [("999999", Duration.seconds(3600)), ("soon", nil), ("-5", nil)])
+  func aRetryAfterIsClampedToAnHourAndAnUnreadableOneIgnored(
+    _ value: String, _ expected: Duration?
+  ) async {
+    tokenServer.outage = .init(status: 503, retryAfter: value, error: "temporarily_unavailable")
+    let error = await authorizationError()
+    #expect(error?.isTransient == true)
+    #expect(error?.retryAfter == expected)
+  }
+
+  @Test func aTerminalRefusalCarriesNoRetryAfter() async {
+    tokenServer.outage = .init(status: 400, retryAfter: "7", error: "invalid_client")
+    let error = await authorizationError()
+    #expect(error?.code == .invalidClient)
+    #expect(error?.retryAfter == nil, "only a 429 or a 5xx says when to come back")
+  }
 }
