@@ -19,6 +19,7 @@ cp -n "$root"/Fuzz/corpus/callback/* "$out/corpus/" 2>/dev/null || true
 # the core's AuthCoordinatorError.swift and URLRedaction.swift alone (with a stand-in AccountKey), then the parsers and
 # the fuzz target are compiled against it. Both are instrumented.
 core_sources=(
+  "$root/Sources/TokenStore/StableCode.swift"
   "$root/Sources/AuthCoordinator/AuthCoordinatorError.swift"
   "$root/Sources/AuthCoordinator/URLRedaction.swift"
   "$root/Fuzz/CallbackParser/Core/Stubs.swift"

@@ -24,6 +24,7 @@ sources=(
   "$root/Sources/TokenStore/SignOutGenerations.swift"
   "$root/Sources/TokenStore/LeaseChangeFeed.swift"
   "$root/Sources/TokenStore/Duration+Seconds.swift"
+  "$root/Sources/TokenStore/StableCode.swift"
   "$root/Sources/TokenStore/TokenStoreError.swift"
   "$root/Sources/TokenStore/AuthModel.swift"
   "$root/Sources/TokenStore/AccountKey.swift"

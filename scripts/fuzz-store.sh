@@ -19,6 +19,7 @@ sources=(
   "$root/Fuzz/StoreDecoder/main.swift"
   "$root/Sources/TokenStore/StoreFileFormat.swift"
   "$root/Sources/TokenStore/CRC32.swift"
+  "$root/Sources/TokenStore/StableCode.swift"
   "$root/Sources/TokenStore/TokenStoreError.swift"
   "$root/Sources/TokenStore/AuthModel.swift"
   "$root/Sources/TokenStore/AccountKey.swift"

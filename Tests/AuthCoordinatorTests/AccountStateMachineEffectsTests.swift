@@ -45,14 +45,21 @@ import Testing
     #expect(machine.stopped.isEmpty, "and the record of it is gone")
   }
 
-  @Test func aStoppedRefreshKeepsItsEffectsUntilItsLateResultIsStored() throws {
+  /// A machine whose flight 2, a refresh with `refresh` attached, was stopped by the
+  /// authorization deadline, and how it ended.
+  func machineWithStoppedRefresh(_ refresh: TestFlight) -> (Machine, Ending?) {
     let stale = model("t0", expiresIn: -10, refreshToken: "r0")
     var machine = self.machine(holding: stale)
-    let refresh = TestFlight()
     _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
     _ = machine.attach(refresh, to: 2)
     _ = machine.advance(2, .loaded(stale), date: date, now: .zero)
     let stop = machine.deadlineReached(2, phase: .authorization, date: date)
+    return (machine, stop)
+  }
+
+  @Test func aStoppedRefreshKeepsItsEffectsUntilItsLateResultIsStored() throws {
+    let refresh = TestFlight()
+    var (machine, stop) = machineWithStoppedRefresh(refresh)
     let ending = try #require(stop)
     #expect(ending.letsRefreshFinish && !ending.stopsWork)
     #expect(ending.effects === refresh)
@@ -78,13 +85,8 @@ import Testing
   }
 
   @Test func aSignOutKeepsAStoppedRefreshRecordedButNotStored() {
-    let stale = model("t0", expiresIn: -10, refreshToken: "r0")
-    var machine = self.machine(holding: stale)
     let refresh = TestFlight()
-    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
-    _ = machine.attach(refresh, to: 2)
-    _ = machine.advance(2, .loaded(stale), date: date, now: .zero)
-    let stop = machine.deadlineReached(2, phase: .authorization, date: date)
+    var (machine, stop) = machineWithStoppedRefresh(refresh)
     #expect(stop?.letsRefreshFinish == true)
     #expect(machine.signOut() == nil, "no flight in progress")
     #expect(machine.stopped[2] == .init(fate: .refreshing(storesResult: false), effects: refresh))
