@@ -18,8 +18,9 @@ import Foundation
 ///
 /// The machine is spread over files by concern: this one (the state, the events, the cold
 /// load, the loop guard), `+Authorizing` (what a flight does before it calls the authorizer:
-/// predecessors, the lease, the re-read), `+LateResults` (stopped refreshes whose results are
-/// stored), `+Actions` and `+State` (its vocabulary). Its state is internal only so that those
+/// predecessors, the lease, the re-read), `+StoppedFlights` (every ending, the record of
+/// stopped flights, and the late results of stopped refreshes), `+Unsaved` (models served but
+/// not stored), `+LoopGuard`, `+Actions` and `+State` (its vocabulary). Its state is internal only so that those
 /// files can reach it: nothing outside `AccountStateMachine*.swift` reads or writes it.
 struct AccountStateMachine<Effects: FlightEffects> {
   /// What is known about the key's model.
