@@ -242,6 +242,17 @@ import Testing
         == .end(Ending(flight: 2, result: .succeeded(model("t1")))))
   }
 
+  @Test func aLogoutWhileTheLeaseGoesBackWinsOverTheResult() {
+    var machine = leaseMachineAuthorizing()
+    _ = machine.advance(2, .authorized(.success(model("t1"))), date: date, now: .seconds(14))
+    _ = machine.advance(2, .saved, date: date, now: .seconds(15))
+    let ending = machine.signOut()
+    #expect(ending?.result == .cancelled(.signedOut), "the callers are signed out, not served")
+    #expect(machine.cachedModel == nil)
+    #expect(
+      machine.advance(2, .leaseReleased, date: date, now: .seconds(16)) == .ignore, "stale")
+  }
+
   @Test func aDeadlineWhileTheLeaseGoesBackServesTheResultAtOnce() {
     var machine = leaseMachineAuthorizing()
     _ = machine.advance(2, .authorized(.success(model("t1"))), date: date, now: .seconds(14))

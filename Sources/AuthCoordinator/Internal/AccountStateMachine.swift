@@ -16,8 +16,9 @@ import Foundation
 /// The phases of a flight are data (``StepKind``), the one enum of them: a new phase is a new
 /// case there with its transitions here, and one more case in the flight runner.
 ///
-/// The machine is spread over files by concern: this one (the state, the events, the cold
-/// load, the loop guard), `+Authorizing` (what a flight does before it calls the authorizer:
+/// The machine is spread over files by concern: this one (the state, the requests, the steps'
+/// outcomes, the cold load), `+Stops` (what stops a flight from outside: the exchange's start,
+/// deadlines, the last waiter leaving, sign-outs), `+Authorizing` (what a flight does before it calls the authorizer:
 /// predecessors, the lease, the re-read), `+StoppedFlights` (every ending, the record of
 /// stopped flights, and the late results of stopped refreshes), `+Unsaved` (models served but
 /// not stored), `+LoopGuard`, `+Actions` and `+State` (its vocabulary). Its state is internal only so that those
@@ -301,152 +302,6 @@ struct AccountStateMachine<Effects: FlightEffects> {
     }
     state = .releasing(ending)
     return .next(Step(kind: .releaseLease, deadline: nil))
-  }
-
-  /// The authorizer of flight `id` entered its exchange at `now`.
-  ///
-  /// - Returns: The exchange's deadline, or `nil` if the event is stale or the authorizer is
-  ///   not interactive (its authorization deadline bounds the exchange too).
-  mutating func exchangeBegan(_ id: UInt64, now: Duration) -> Duration? {
-    guard policy.interactiveAuthorizer, case .authorizing(var authorizing) = state,
-      authorizing.id == id,
-      !authorizing.exchangeBegan
-    else { return nil }
-    authorizing.exchangeBegan = true
-    state = .authorizing(authorizing)
-    return CoordinatorClock.deadline(after: policy.exchangeTimeout, from: now)
-  }
-
-  /// A deadline of flight `id` for `phase` passed.
-  ///
-  /// Each phase that waits on something outside has one: the store load, the authorization,
-  /// the exchange, the save. A deadline of a phase the flight has left does nothing, and the
-  /// authorization deadline no longer applies once the exchange began (the exchange has its own).
-  ///
-  /// - Parameter deadline: The instant the deadline was armed for: a re-read is bounded by its
-  ///   own, not by the deadline of an earlier read of the same flight. `nil` matches any.
-  mutating func deadlineReached(
-    _ id: UInt64, phase: AuthEvent.FlightPhase, date: Date, at deadline: Duration? = nil
-  ) -> Ending? {
-    guard flightID == id else { return nil }
-    return expired(id, phase: phase, date: date, at: deadline).map { finish($0) }
-  }
-
-  private mutating func expired(
-    _ id: UInt64, phase: AuthEvent.FlightPhase, date: Date, at deadline: Duration?
-  ) -> Ending? {
-    switch (phase, state) {
-    case (.authorization, .authorizing(let authorizing)) where authorizing.exchangeBegan:
-      return nil
-    case (.authorization, .authorizing(let authorizing)),
-      (.exchange, .authorizing(let authorizing)):
-      state = .idle
-      let limit = phase == .authorization ? policy.authorizationTimeout : policy.exchangeTimeout
-      return stopped(
-        authorizing,
-        Ending(
-          flight: id,
-          result: .timedOut(
-            phase,
-            AuthCoordinatorError.timedOut("the \(phase.rawValue) did not finish within \(limit)"))
-        ))
-    case (.authorization, .preparing(let preparing)) where preparing.authorizationDeadlineArmed:
-      state = .idle
-      let waited =
-        preparing.stage == .awaitingHolder ? "another process's authorization" : "the authorization"
-      return Ending(
-        flight: id,
-        result: .timedOut(
-          .authorization,
-          AuthCoordinatorError.timedOut(
-            "\(waited) did not finish within \(policy.authorizationTimeout)")
-        ))
-    case (.load, .preparing(let preparing))
-    where preparing.stage == .rereading && (deadline == nil || deadline == preparing.readDeadline):
-      state = .idle
-      return Ending(
-        flight: id,
-        result: .timedOut(
-          .load,
-          AuthCoordinatorError(
-            .storeFailed,
-            "the token store did not answer the re-read within \(policy.storeTimeout)")),
-        storeTimedOut: .load)
-    case (.load, .loading):
-      // The cache stays unknown: the next request reads the store again. Nothing is
-      // authorized: a stuck store is no reason to send the user to authorize.
-      state = .idle
-      return Ending(
-        flight: id,
-        result: .timedOut(
-          .load,
-          AuthCoordinatorError(
-            .storeFailed, "the token store did not answer the load within \(policy.storeTimeout)")),
-        storeTimedOut: .load)
-    case (_, .releasing(let ending)):
-      // Any deadline still armed for the flight: its callers get the result at once; the
-      // lease goes back in the background.
-      state = .idle
-      return ending
-    case (.save, .persisting(_, let model, _)):
-      // Rule 10: the waiters get the model and it is cached; the save goes on.
-      adopt(model, obtainedAt: date)
-      state = .idle
-      return Ending(flight: id, result: .succeeded(model), storeTimedOut: .save)
-    default:
-      return nil
-    }
-  }
-
-  /// Every caller waiting on flight `id` left.
-  mutating func lastWaiterLeft(_ id: UInt64) -> LastWaiterAction {
-    guard flightID == id else { return .ignore }
-    // A flight that already has its model finishes and caches it: the save is under way, and
-    // dropping the model would leave the store holding what memory forgot.
-    if case .persisting = state { return .keepRunning }
-    if case .releasing = state { return .keepRunning }
-    // Before authorizing there is nothing to finish: an abandoned lease wait just stops.
-    switch policy.whenAbandoned {
-    case .finishAndCache: return .keepRunning
-    case .cancel: return .closeQueue
-    }
-  }
-
-  /// The queue of flight `id` was closed after its last waiter left (no one joined
-  /// meanwhile): the flight stops.
-  mutating func queueClosed(_ id: UInt64) -> Ending {
-    guard flightID == id else {
-      preconditionFailure("Internal inconsistency: closed the queue of flight \(id), not current")
-    }
-    let ending = Ending(flight: id, result: .cancelled(.lastWaiterLeft))
-    defer { state = .idle }
-    if case .authorizing(let authorizing) = state { return finish(stopped(authorizing, ending)) }
-    return finish(ending)
-  }
-
-  /// The account logged out or unbound: memory forgets the model and the loop-guard history.
-  ///
-  /// - Returns: How the flight in progress ends, if there is one.
-  ///
-  /// - Parameter elsewhere: The sign-out happened in another process: memory forgets the model
-  ///   but the store is read again (it may already hold the next login's model).
-  /// - Returns: How the flight in progress ends, if there is one.
-  mutating func signOut(elsewhere: Bool = false) -> Ending? {
-    signedOut(elsewhere: elsewhere).map { finish($0) }
-  }
-
-  private mutating func signedOut(elsewhere: Bool) -> Ending? {
-    let id = flightID
-    state = .idle
-    cache = elsewhere ? .unknown : .empty
-    loopGuardStarts.removeAll()
-    // Results still on their way belong to the signed-out user: never stored.
-    for (flight, record) in stopped where record.fate == .refreshing(storesResult: true) {
-      stopped[flight]?.fate = .refreshing(storesResult: false)
-    }
-    guard let id else { return nil }
-    let error = AuthCoordinatorError.signedOut(key)
-    return Ending(flight: id, result: .cancelled(.signedOut), followers: .fail(error))
   }
 
   // MARK: - Transitions
