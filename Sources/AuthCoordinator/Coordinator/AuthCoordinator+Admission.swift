@@ -53,11 +53,10 @@ extension AuthCoordinator {
       }
       let first = prepare(step, key: key, flight: id, in: stripe, wake: &wake)
       let flight = Flight(queue: queue)
-      let stopping = slot.machine.attach(flight, to: id).compactMap(\.work)
+      let stopping = slot.machine.attach(flight, to: id).compactMap(\.cancellation)
       flight.work = Task { [weak self] in
-        // Stopped flights' authorizers are told to stop before this one's starts (if the
-        // ending that stopped them has not done it yet).
-        for work in stopping { work.cancel() }
+        // Stopped flights' authorizers are told to stop before this one's starts.
+        for latch in stopping { await latch.wait() }
         await self?.runFlight(key, flight: id, effects: flight, first: first)
       }
       // Events are emitted under the lock, so that a key's events are in the order of its

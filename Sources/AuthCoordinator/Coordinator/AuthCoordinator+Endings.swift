@@ -6,8 +6,9 @@ import SyncPrimitives
 extension AuthCoordinator {
   /// An ending with what carrying it out needs, taken out of the stripe under its lock.
   struct Closing {
-    /// A stopped flight's task, to cancel.
+    /// A stopped flight's task, to cancel, and the latch to open once it was.
     let work: Task<Void, Never>?
+    let cancellation: Latch?
     /// The flight's waiters, and the forced refreshes that waited for it to end.
     let waiters: WaiterQueue.Sealed
     let followers: WaiterQueue.Sealed
@@ -65,10 +66,15 @@ extension AuthCoordinator {
       }
     }
     // A stopped flight's work is cancelled after the lock is released (cancellation handlers
-    // run synchronously and may reach the coordinator); the machine keeps it recorded until
-    // the key's next flight made sure of it.
+    // run synchronously and may reach the coordinator); the machine keeps it recorded, and
+    // the key's next flight waits until the cancellation was delivered.
+    var work: Task<Void, Never>?
+    if ending.stopsWork, let task = flight.work {
+      work = task
+      flight.cancellation = Latch()
+    }
     return Closing(
-      work: ending.stopsWork ? flight.work : nil, waiters: waiters, followers: followers,
+      work: work, cancellation: flight.cancellation, waiters: waiters, followers: followers,
       wake: wake)
   }
 
@@ -78,6 +84,7 @@ extension AuthCoordinator {
   func carryOut(_ closing: Closing) {
     if let wake = closing.wake { scheduler.wake(by: wake) }
     closing.work?.cancel()
+    closing.cancellation?.open()
     closing.waiters.resume()
     closing.followers.resume()
     evictIfNeeded()

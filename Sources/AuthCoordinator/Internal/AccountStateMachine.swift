@@ -118,8 +118,8 @@ struct AccountStateMachine<Effects: FlightEffects> {
   /// machine holds them until the flight ends.
   ///
   /// - Returns: The effects of stopped flights whose work may not be cancelled yet: the new
-  ///   flight cancels them before it starts (a new authorization never runs beside one not told
-  ///   to stop). They are no longer recorded.
+  ///   flight waits until their cancellation was delivered before it starts (a new
+  ///   authorization never runs beside one not told to stop). They are no longer recorded.
   mutating func attach(_ effects: Effects, to id: UInt64) -> [Effects] {
     precondition(flightID == id && self.effects == nil, "Internal inconsistency: attaching \(id)")
     self.effects = effects

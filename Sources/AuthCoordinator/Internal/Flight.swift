@@ -23,10 +23,16 @@ final class Flight: FlightEffects, @unchecked Sendable {
   /// same refresh token waits for it (opened when the task ended, or when the refresh is
   /// abandoned).
   var finished: Latch?
+  /// Made when the flight is stopped before its work ended; opened once its task's
+  /// cancellation was delivered (its cancellation handlers ran, outside the stripe's lock).
+  /// The key's next flight waits for it: a new authorization never starts beside one whose
+  /// handler has not run yet. (`Task.isCancelled` turns true before the handlers run, and a
+  /// second `cancel()` returns while another thread is still running them.)
+  var cancellation: Latch?
 
   init(queue: WaiterQueue) { self.queue = queue }
 
-  var workStopped: Bool { work?.isCancelled ?? true }
+  var workStopped: Bool { cancellation?.isOpen ?? true }
 
   static func == (lhs: Flight, rhs: Flight) -> Bool { lhs === rhs }
 }
