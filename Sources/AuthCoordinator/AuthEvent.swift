@@ -69,6 +69,22 @@ public enum AuthEvent: Sendable, Hashable {
   /// A stopped refresh was still running `Configuration.maximumHold` after it began: later
   /// flights of the key stop waiting for it, and its result, if it ever arrives, is discarded.
   case refreshAbandoned(key: AccountKey, flight: UInt64)
+  /// A cache hit inside a silent-refresh policy's advisory window started flight `flight` to
+  /// refresh the model ahead of its expiry (reason ``AuthorizationReason/refreshAhead``); the
+  /// hit was answered with the cached model.
+  case refreshAheadStarted(key: AccountKey, flight: UInt64)
+  /// A silent authorizer failed transiently (`code`): flight `flight` calls it again, attempt
+  /// `attempt` (counted from 1), after `delay` (the back-off, or the server's `Retry-After`).
+  case retryScheduled(
+    key: AccountKey, flight: UInt64, attempt: Int, delay: Duration,
+    code: AuthCoordinatorError.Code)
+  /// Flight `flight` failed transiently and the policy serves stale models: its waiters, and
+  /// requests during the cooldown that follows, get the cached model, which has not expired,
+  /// with its own expiry.
+  case staleServed(key: AccountKey, flight: UInt64)
+  /// The key remembers a failure with `code` for `duration`: requests meanwhile get it at once
+  /// (or a stale model) instead of starting a flight.
+  case cooldownEntered(key: AccountKey, code: AuthCoordinatorError.Code, duration: Duration)
 
   /// The phase a flight was in.
   public enum FlightPhase: String, Sendable, Hashable {

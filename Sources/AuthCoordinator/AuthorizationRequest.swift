@@ -9,6 +9,12 @@ public enum AuthorizationReason: String, Sendable, Hashable, CustomStringConvert
   case expired
   /// A caller rejected the token it was given (an API's 401; a container's `NeedRefreshToken`).
   case forcedRefresh
+  /// The cached model is still valid but inside the advisory window of a
+  /// ``SilentRefreshPolicy``: a background refresh nobody waits for (yet). The request never
+  /// allows interaction; an authorizer that can only involve the user throws (an error with
+  /// code ``AuthCoordinatorError/Code-swift.struct/interactionRequired``, say) and the model is
+  /// served until the leeway.
+  case refreshAhead
 
   /// The reason's name.
   public var description: String { rawValue }

@@ -62,11 +62,20 @@ public protocol Authorizer: Sendable {
   /// ``AuthCoordinator/Configuration/maxLoopBackoff``) instead of failing it with
   /// ``AuthCoordinatorError/Code-swift.struct/refreshLoop``.
   var isInteractive: Bool { get }
+
+  /// The silent-refresh policy this authorizer suits (refresh ahead, retries, remembered
+  /// failures), used when ``AuthCoordinator/Configuration/silentRefresh`` is `nil`. Default
+  /// `nil`: none, the coordinator renews a model when it enters the leeway and hands every
+  /// failure to the callers. `OAuth2Authorizer` returns ``SilentRefreshPolicy/recommended``.
+  var silentRefresh: SilentRefreshPolicy? { get }
 }
 
 extension Authorizer {
   /// `true`: an authorizer may involve the user unless it says otherwise.
   public var isInteractive: Bool { true }
+
+  /// `nil`: no silent-refresh policy unless the coordinator's configuration sets one.
+  public var silentRefresh: SilentRefreshPolicy? { nil }
 }
 
 /// An ``Authorizer`` made from a closure.

@@ -104,6 +104,15 @@ extension AuthCoordinator {
     /// ``AuthorizationRequest/allowsInteraction`` `false` (a silent refresh, or an error with
     /// code ``AuthCoordinatorError/Code-swift.struct/interactionRequired``). Default `true`.
     public var allowsInteraction = true
+    /// Refresh ahead of expiry, retries of transient failures, remembered failures and
+    /// stale-if-error (see ``SilentRefreshPolicy``). `nil` (the default) takes the authorizer's
+    /// own (``Authorizer/silentRefresh``; `OAuth2Authorizer` brings
+    /// ``SilentRefreshPolicy/recommended``, a closure authorizer none); set
+    /// ``SilentRefreshPolicy/disabled`` to turn that off.
+    public var silentRefresh: SilentRefreshPolicy? = nil
+    /// The source of the silent-refresh policy's jitter: a number in `0..<1`. Default
+    /// `Double.random(in: 0..<1)`; tests pin it.
+    public var random: @Sendable () -> Double = { Double.random(in: 0..<1) }
     /// The clock of every deadline, window and grace period. Default `ContinuousClock()`.
     public var clock: any Clock<Duration> = ContinuousClock()
     /// The wall-clock source that ``AuthModel/expiresAt`` is compared with. Default `Date()`.
@@ -133,6 +142,7 @@ extension AuthCoordinator {
     ///   - saveRetryDelay: See ``saveRetryDelay``.
     ///   - maxSaveRetryDelay: See ``maxSaveRetryDelay``.
     ///   - allowsInteraction: See ``allowsInteraction``.
+    ///   - silentRefresh: See ``silentRefresh``.
     ///   - clock: See ``clock``.
     ///   - now: See ``now``.
     public init(
@@ -151,6 +161,7 @@ extension AuthCoordinator {
       saveRetryDelay: Duration = .seconds(1),
       maxSaveRetryDelay: Duration = .seconds(30),
       allowsInteraction: Bool = true,
+      silentRefresh: SilentRefreshPolicy? = nil,
       clock: any Clock<Duration> = ContinuousClock(),
       now: @escaping @Sendable () -> Date = { Date() }
     ) {
@@ -169,6 +180,7 @@ extension AuthCoordinator {
       self.saveRetryDelay = saveRetryDelay
       self.maxSaveRetryDelay = maxSaveRetryDelay
       self.allowsInteraction = allowsInteraction
+      self.silentRefresh = silentRefresh
       self.clock = clock
       self.now = now
     }

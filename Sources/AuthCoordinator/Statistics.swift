@@ -49,6 +49,16 @@ extension AuthCoordinator {
     /// Holds ended by ``AuthCoordinator/Configuration/maximumHold``, and stopped refreshes
     /// abandoned after it.
     public var holdsEnded = 0
+    /// Refreshes ahead of expiry started by cache hits (``SilentRefreshPolicy``).
+    public var refreshesAhead = 0
+    /// Retries of a silent authorizer's transient failures, within their flights.
+    public var retriesScheduled = 0
+    /// Answers with a stale model (not expired, inside the leeway) after a transient failure.
+    public var staleServed = 0
+    /// Cooldowns begun: failures the keys remembered.
+    public var cooldownsEntered = 0
+    /// Requests failed at once by a cooldown, without a flight.
+    public var failedFast = 0
     /// Idle keys evicted from memory.
     public var evictions = 0
     /// Keys held in memory now.
@@ -83,6 +93,11 @@ extension AuthCoordinator.Statistics {
     saveRetries += other.saveRetries
     leasesLost += other.leasesLost
     holdsEnded += other.holdsEnded
+    refreshesAhead += other.refreshesAhead
+    retriesScheduled += other.retriesScheduled
+    staleServed += other.staleServed
+    cooldownsEntered += other.cooldownsEntered
+    failedFast += other.failedFast
     evictions += other.evictions
     keysInMemory += other.keysInMemory
   }

@@ -107,6 +107,13 @@ public struct OAuth2Authorizer: Authorizer {
   }
   /// The wall clock `expires_in` counts from. Default `Date()`.
   public var now: @Sendable () -> Date
+  /// The silent-refresh policy a coordinator uses with this authorizer unless its
+  /// configuration sets one (``/AuthCoordinator/AuthCoordinator/Configuration/silentRefresh``).
+  /// Default ``/AuthCoordinator/SilentRefreshPolicy/recommended``: refresh ahead of expiry in a
+  /// lifetime-scaled window, retries of 5xx, 429 and network failures with back-off and
+  /// `Retry-After`, a short memory of terminal failures. A refresh ahead never runs the
+  /// authorization code grant's closure (the request allows no interaction).
+  public var silentRefresh: SilentRefreshPolicy? = .recommended
 
   /// Creates an authorizer.
   ///

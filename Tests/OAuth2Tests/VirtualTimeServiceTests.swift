@@ -28,6 +28,9 @@ import Testing
     var configuration = AuthCoordinator.Configuration(authorizationTimeout: .seconds(120))
     configuration.clock = clock
     configuration.now = clock.dateSource
+    // The authorizer's own silent-refresh policy applies (`.recommended`); its jitter is
+    // pinned at the middle: each back-off is three quarters of its nominal length.
+    configuration.random = { 0.5 }
     coordinator = AuthCoordinator(authorizer: authorizer, configuration: configuration)
     client = BearerClient(
       coordinator: coordinator, key: AccountKey(account: "reports"), origin: Self.reports,
@@ -67,16 +70,23 @@ import Testing
     #expect(tokenServer.counters.reuses == 0)
   }
 
-  @Test func aTokenEndpointSlowerThanTheAuthorizersTimeoutFailsAtTheTimeout() async throws {
+  @Test func aTokenEndpointSlowerThanTheAuthorizersTimeoutIsRetriedThenFails() async throws {
     tokenServer.responseDelay = .seconds(30)
     let call = Task { [client] in try await client.data(from: Self.reports) }
-    // The coordinator's deadline scheduler, the client's deadline and the token request.
+    // Three attempts, each ended by the authorizer's own 5 s timeout, with back-offs of 0.75 s
+    // and 1.5 s between them. Each step has three sleepers: the coordinator's deadline
+    // scheduler, the client's deadline, and the token request or the back-off.
+    for step in [Duration.seconds(5), .milliseconds(750), .seconds(5), .milliseconds(1500)] {
+      await clock.waitForSleepers(3)
+      clock.advance(by: step)
+    }
     await clock.waitForSleepers(3)
     clock.advance(by: .seconds(5))
     let error = await #expect(throws: AuthCoordinatorError.self) { try await call.value }
     #expect(error?.code == .networkError, "the authorizer's own timeout, in virtual time")
     #expect(error?.isTransient == true)
-    #expect(tokenServer.counters.tokenRequests == 1)
+    #expect(tokenServer.counters.tokenRequests == 3)
+    #expect(coordinator.statistics.retriesScheduled == 2)
   }
 
   @Test func aRefreshTokenPresentedTwiceIsAReuseThatRevokesTheFamily() async throws {
@@ -123,8 +133,17 @@ import Testing
     }
     #expect(viaClient?.retryAfter == .seconds(7))
     #expect(tokenServer.counters.clientCredentialsGrants == 0, "no grant while it is down")
+    let requests = tokenServer.counters.tokenRequests
     tokenServer.outage = nil
+    // The key remembers the answer for the 7 s the server asked for: no token request.
+    let remembered = await #expect(throws: AuthCoordinatorError.self) {
+      try await client.data(from: Self.reports)
+    }
+    #expect(remembered?.retryAfter == .seconds(7))
+    #expect(tokenServer.counters.tokenRequests == requests)
+    clock.advance(by: .seconds(7))
     #expect(try await calls(3) == [200, 200, 200], "back up: the next call is served")
+    #expect(tokenServer.counters.tokenRequests == requests + 1)
   }
 
   @Test func anHTTPDateRetryAfterIsMeasuredFromTheServersDate() async {

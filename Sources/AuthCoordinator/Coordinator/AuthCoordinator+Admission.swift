@@ -19,7 +19,7 @@ extension AuthCoordinator {
       slot = existing
       isNew = false
     } else {
-      slot = AccountSlot(machine: KeyMachine(key: key, policy: policy))
+      slot = AccountSlot(machine: KeyMachine(key: key, policy: policy, random: configuration.random))
       stripe.accounts[key] = slot
       table.inserted.add(1)
       isNew = true
@@ -43,29 +43,23 @@ extension AuthCoordinator {
       admission = .wait(flight.queue, ticket: ticket)
 
     case .start(let id, let step):
-      let queue = WaiterQueue(counters: stripe.counters) { [weak self] in
-        self?.lastWaiterLeft(key, flight: id)
-      }
-      let ticket = queue.reserve()!
-      stripe.counters.update {
-        $0.flightsStarted += 1
-        $0.flightsInProgress += 1
-      }
-      let first = prepare(step, key: key, flight: id, in: stripe, wake: &wake)
-      let flight = Flight(queue: queue)
-      let stopping = slot.machine.attach(flight, to: id).compactMap(\.cancellation)
-      flight.work = Task { [weak self] in
-        // Stopped flights' authorizers are told to stop before this one's starts.
-        for latch in stopping { await latch.wait() }
-        await self?.runFlight(key, flight: id, effects: flight, first: first)
-      }
-      // Events are emitted under the lock, so that a key's events are in the order of its
-      // decisions (the flight's task may end it on another thread as soon as it is released).
-      broadcaster.emit(.flightStarted(key: key, flight: id))
-      if case .authorize(let reason, _) = step.kind {
-        broadcaster.emit(.authorizationStarted(key: key, flight: id, reason: reason))
-      }
-      admission = .wait(queue, ticket: ticket)
+      let queue = start(id, at: step, key: key, slot: slot, in: stripe, wake: &wake)
+      admission = .wait(queue, ticket: queue.reserve()!)
+
+    case .serveAndRefreshAhead(let model, let id, let step):
+      // Nobody waits for a refresh ahead: the hit is answered now.
+      stripe.hits += 1
+      stripe.counters.update { $0.refreshesAhead += 1 }
+      _ = start(id, at: step, key: key, slot: slot, in: stripe, wake: &wake, ahead: true)
+      admission = .answered(Answer(.success(model)))
+
+    case .failFast(let error):
+      stripe.counters.update { $0.failedFast += 1 }
+      admission = .answered(Answer(.failure(error)))
+
+    case .serveStale(let model):
+      stripe.counters.update { $0.staleServed += 1 }
+      admission = .answered(Answer(.success(model)))
 
     case .retryAfter(let id, let rejecting):
       guard let flight = slot.machine.effects else {
@@ -86,5 +80,36 @@ extension AuthCoordinator {
     if let wake { scheduler.wake(by: wake) }
     if isNew { evictIfNeeded() }
     return admission
+  }
+
+  /// Starts flight `id` of `key` at `step`, under the stripe's lock: its queue (no caller in it
+  /// yet), its counters, its task, its events.
+  private func start(
+    _ id: UInt64, at step: KeyMachine.Step, key: AccountKey, slot: AccountSlot, in stripe: Stripe,
+    wake: inout Duration?, ahead: Bool = false
+  ) -> WaiterQueue {
+    let queue = WaiterQueue(counters: stripe.counters) { [weak self] in
+      self?.lastWaiterLeft(key, flight: id)
+    }
+    stripe.counters.update {
+      $0.flightsStarted += 1
+      $0.flightsInProgress += 1
+    }
+    let first = prepare(step, key: key, flight: id, in: stripe, wake: &wake)
+    let flight = Flight(queue: queue)
+    let stopping = slot.machine.attach(flight, to: id).compactMap(\.cancellation)
+    flight.work = Task { [weak self] in
+      // Stopped flights' authorizers are told to stop before this one's starts.
+      for latch in stopping { await latch.wait() }
+      await self?.runFlight(key, flight: id, effects: flight, first: first)
+    }
+    // Events are emitted under the lock, so that a key's events are in the order of its
+    // decisions (the flight's task may end it on another thread as soon as it is released).
+    broadcaster.emit(.flightStarted(key: key, flight: id))
+    if ahead { broadcaster.emit(.refreshAheadStarted(key: key, flight: id)) }
+    if case .authorize(let reason, _) = step.kind {
+      broadcaster.emit(.authorizationStarted(key: key, flight: id, reason: reason))
+    }
+    return queue
   }
 }

@@ -37,16 +37,21 @@ extension AuthCoordinator {
       if ending.storeTimedOut != nil { $0.storeFailures += 1 }
       if ending.refusedByLoopGuard { $0.refreshLoopsStopped += 1 }
       if ending.adoptedFromStore { $0.adoptedFromStore += 1 }
+      if ending.cooldown != nil { $0.cooldownsEntered += 1 }
     }
 
     let outcome: WaiterQueue.Outcome
     switch ending.result {
     case .succeeded(let model): outcome = .success(model)
-    case .failed(let error), .timedOut(_, let error): outcome = .failure(error)
+    case .failed(let error): outcome = ending.stale.map { .success($0) } ?? .failure(error)
+    case .timedOut(_, let error): outcome = .failure(error)
     case .cancelled(.lastWaiterLeft): outcome = .failure(CancellationError())
     case .cancelled(.signedOut): outcome = .failure(AuthCoordinatorError.signedOut(key))
     }
     let waiters = flight.queue.seal(outcome)
+    if ending.stale != nil, waiters.count > 0 {
+      stripe.counters.update { $0.staleServed += waiters.count }
+    }
     let followers: WaiterQueue.Sealed
     switch ending.followers {
     case .askAgain: followers = flight.followers?.seal(.retry) ?? WaiterQueue.Sealed()
@@ -111,6 +116,10 @@ extension AuthCoordinator {
       if ending.refusedByLoopGuard { broadcaster.emit(.refreshLoopStopped(key: key)) }
       broadcaster.emit(
         .flightFailed(key: key, flight: id, code: error.code, message: "\(error)"))
+      if let duration = ending.cooldown {
+        broadcaster.emit(.cooldownEntered(key: key, code: error.code, duration: duration))
+      }
+      if ending.stale != nil { broadcaster.emit(.staleServed(key: key, flight: id)) }
     case .timedOut(let phase, _):
       broadcaster.emit(.flightTimedOut(key: key, flight: id, phase: phase))
     case .cancelled(let reason):

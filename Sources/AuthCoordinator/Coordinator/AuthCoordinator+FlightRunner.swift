@@ -72,6 +72,12 @@ extension AuthCoordinator {
         // A stopped flight's sleep ends early; its report is then stale and ignored.
         try? await clock.sleepUntil(until)
         outcome = .backedOff
+      case .awaitRetry(let until, let attempt, let delay, let code):
+        broadcaster.emit(
+          .retryScheduled(key: key, flight: id, attempt: attempt, delay: delay, code: code))
+        // A stopped flight's sleep ends early; its report is then stale and ignored.
+        try? await clock.sleepUntil(until)
+        outcome = .backedOff
       case .authorize:
         guard let request = step.request else {
           preconditionFailure("Internal inconsistency: an authorization without its request")
@@ -285,11 +291,14 @@ extension AuthCoordinator {
       }
     case .backOff:
       stripe.counters.update { $0.refreshLoopBackoffs += 1 }
+    case .awaitRetry:
+      stripe.counters.update { $0.retriesScheduled += 1 }
     case .authorize(let reason, let replacing):
       stripe.counters.update { $0.authorizationsStarted += 1 }
       prepared.request = AuthorizationRequest(
         key: key, reason: reason, requestID: nil, replacing: replacing,
-        allowsInteraction: configuration.allowsInteraction,
+        // A refresh ahead runs without a caller: it never involves the user.
+        allowsInteraction: configuration.allowsInteraction && reason != .refreshAhead,
         exchangeBegan: { [weak self] in self?.exchangeBegan(key, flight: id) })
     case .awaitLeaseHolder, .releaseLease:
       break

@@ -115,7 +115,8 @@ public final class AuthCoordinator: Sendable {
       storeTimeout: min(configuration.storeTimeout, configuration.authorizationTimeout),
       usesLease: lease != nil,
       maximumHold: Self.maximumHold(configuration, interactive: authorizer.isInteractive),
-      leaseTimeToLive: configuration.leaseTimeToLive)
+      leaseTimeToLive: configuration.leaseTimeToLive,
+      silent: configuration.silentRefresh ?? authorizer.silentRefresh ?? .disabled)
     let dueHandler = DueHandler()
     self.scheduler = DeadlineScheduler(clock: clock) { dueHandler.coordinator?.deadlinesDue() }
     // Subscribed before any flight can try the lease, so that no change is missed.

@@ -28,6 +28,9 @@ extension AccountStateMachine {
     /// The lease's time to live (``AuthCoordinator/Configuration/leaseTimeToLive``): it bounds
     /// a wait for another process's holder (``LeaseHolderWait``).
     var leaseTimeToLive: Duration = .seconds(15)
+    /// Refresh ahead, retries, remembered failures, stale-if-error (resolved: the
+    /// configuration's, or the authorizer's own, or ``SilentRefreshPolicy/disabled``).
+    var silent: SilentRefreshPolicy = .disabled
   }
 
   /// What a flight does next. Each kind is one phase; the flight runner carries out one step
@@ -49,6 +52,9 @@ extension AccountStateMachine {
     /// Wait until `until` (on the injected clock), `delay` after the decision: the refresh-loop
     /// guard holds back a non-interactive authorizer's authorization.
     case backOff(until: Duration, delay: Duration)
+    /// Wait until `until` (on the injected clock), `delay` after a transient failure with
+    /// `code`, before attempt `attempt` of the authorizer.
+    case awaitRetry(until: Duration, attempt: Int, delay: Duration, code: AuthCoordinatorError.Code)
     /// Call the authorizer.
     case authorize(AuthorizationReason, replacing: AuthModel?)
     /// Write the new model to the store before the waiters resume.
@@ -62,7 +68,7 @@ extension AccountStateMachine {
       switch self {
       case .load: return .load
       case .awaitPredecessors, .acquireLease, .awaitLeaseHolder, .releaseLease, .backOff,
-        .authorize:
+        .awaitRetry, .authorize:
         return .authorization
       case .persist, .persistLateResult: return .save
       }
@@ -109,7 +115,7 @@ extension AccountStateMachine {
     case leaseHolderChanged
     /// The lease was given back.
     case leaseReleased
-    /// The loop guard's back-off is over.
+    /// The loop guard's back-off, or a retry's, is over.
     case backedOff
     /// A stopped flight's late result was stored (`nil`: it was not, because the user signed
     /// out in another process meanwhile).
@@ -153,6 +159,14 @@ extension AccountStateMachine {
     case retryAfter(flight: UInt64, rejecting: String)
     /// Fail at once: the refresh-loop guard refused another authorization.
     case refuse(AuthCoordinatorError)
+    /// Answer at once with this valid model, and start a background flight (with the given
+    /// id) at this step to refresh it ahead of expiry; nobody waits for it.
+    case serveAndRefreshAhead(AuthModel, flight: UInt64, Step)
+    /// Fail at once: the key remembers this failure (a ``SilentRefreshPolicy`` cooldown).
+    case failFast(AuthCoordinatorError)
+    /// Answer at once with this model, not expired but inside the leeway: the key's refresh
+    /// failed transiently and the policy serves stale models.
+    case serveStale(AuthModel)
   }
 
   /// What to do after a step of flight `id` finished.
@@ -206,6 +220,11 @@ extension AccountStateMachine {
     /// For a stopped refresh (``letsRefreshFinish``): when (on the injected clock) later
     /// flights stop waiting for it (``AccountStateMachine/abandon(_:)``).
     var abandonAt: Duration?
+    /// For a failure: the model the waiters get instead of the error (stale-if-error: not
+    /// expired, only inside the leeway), with its own expiry.
+    var stale: AuthModel?
+    /// For a failure: the key remembers it for this long (a cooldown began).
+    var cooldown: Duration?
 
     /// Whether the flight's work must be cancelled (it was stopped before producing a result).
     var stopsWork: Bool {

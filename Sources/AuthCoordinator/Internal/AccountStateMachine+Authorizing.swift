@@ -22,13 +22,14 @@ extension AccountStateMachine {
       kind = .load
     } else {
       return authorize(
-        id, reason: reason, replacing: replacing, now: now, deadlineArmed: false,
-        holdsLease: false)
+        id, reason: reason, replacing: replacing, now: now, deadline: nil, holdsLease: false)
     }
     if kind == .load { return reread(&preparing, now: now) }
+    let step = step(kind, now: now)
     preparing.authorizationDeadlineArmed = true
+    preparing.authorizationDeadline = step.deadline
     state = .preparing(preparing)
-    return step(kind, now: now)
+    return step
   }
 
   /// The next step of a flight preparing to authorize, after `outcome`.
@@ -48,6 +49,12 @@ extension AccountStateMachine {
       preparing.stage = .acquiringLease
       state = .preparing(preparing)
       return .next(Step(kind: .acquireLease, deadline: nil))
+    case (.awaitingRetry(let attempt), .backedOff):
+      return .next(
+        authorize(
+          preparing.id, reason: preparing.reason, replacing: cachedModel, now: now,
+          deadline: preparing.authorizationDeadline, holdsLease: preparing.holdsLease,
+          attempt: attempt))
     case (.acquiringLease, .leaseAttempted(.acquired)):
       preparing.holdsLease = true
       return .next(reread(&preparing, now: now))
@@ -97,14 +104,12 @@ extension AccountStateMachine {
     // leeway and history), unless memory holds a newer model whose save failed (rule 21).
     let model = preferred(overStored: model)
     if model != cachedModel {
-      cache =
-        model.map {
-          .model(Cached(model: $0, leeway: policy.refreshLeeway, arrivedInsideLeeway: false))
-        } ?? .empty
+      cache = model.map { .model(cached($0, from: date)) } ?? .empty
     }
     if let model, model.isValid(at: date, leeway: policy.refreshLeeway),
       !preparing.rejectedTokens.contains(model.accessToken)
     {
+      recovered()
       guard preparing.holdsLease else {
         state = .idle
         return .end(
@@ -122,18 +127,22 @@ extension AccountStateMachine {
     return .next(
       authorize(
         preparing.id, reason: preparing.reason, replacing: model, now: now,
-        deadlineArmed: preparing.authorizationDeadlineArmed, holdsLease: preparing.holdsLease))
+        deadline: preparing.authorizationDeadline, holdsLease: preparing.holdsLease))
   }
 
+  /// Calls the authorizer (attempt `attempt`), under the flight's authorization `deadline`, or
+  /// under one armed now when there is none yet.
   mutating func authorize(
     _ id: UInt64, reason: AuthorizationReason, replacing: AuthModel?, now: Duration,
-    deadlineArmed: Bool, holdsLease: Bool
+    deadline: Duration?, holdsLease: Bool, attempt: Int = 1
   ) -> Step {
+    let kind = StepKind.authorize(reason, replacing: replacing)
+    let step = deadline == nil ? step(kind, now: now) : Step(kind: kind, deadline: nil)
     state = .authorizing(
       Authorizing(
         id: id, reason: reason, spendsRefreshToken: replacing?.refreshToken != nil,
-        startedAt: now, holdsLease: holdsLease))
-    let kind = StepKind.authorize(reason, replacing: replacing)
-    return deadlineArmed ? Step(kind: kind, deadline: nil) : step(kind, now: now)
+        startedAt: now, holdsLease: holdsLease, attempt: attempt,
+        deadline: deadline ?? step.deadline))
+    return step
   }
 }

@@ -15,6 +15,17 @@ extension AccountStateMachine {
     /// re-read must not bring back (its refresh token may be spent). Cleared when a retry
     /// stores it; a newer model or a logout replaces it.
     var unsaved = false
+    /// From when (wall clock) a cache hit starts a refresh ahead (a ``SilentRefreshPolicy``'s
+    /// advisory window, jittered); `nil` when none is due for this model (no policy, or one
+    /// was tried and may not be tried again).
+    var refreshAheadAt: Date?
+  }
+
+  /// A failure the key remembers (``SilentRefreshPolicy``): until `until` (on the injected
+  /// clock) requests get it at once instead of starting a flight.
+  struct Cooldown: Equatable {
+    var error: AuthCoordinatorError
+    var until: Duration
   }
 
   struct Loading: Equatable {
@@ -48,6 +59,9 @@ extension AccountStateMachine {
       /// Waiting for stopped flights of the key whose refresh is still running: a new one
       /// would spend the same refresh token.
       case awaitingPredecessors
+      /// A silent authorizer failed transiently: the flight waits out its back-off, then calls
+      /// it again (attempt `attempt`, counted from 1), keeping the lease if it holds one.
+      case awaitingRetry(attempt: Int)
       /// Taking the cross-process lease.
       case acquiringLease
       /// Another process holds the lease: waiting for its result (or for its lease to lapse).
@@ -68,6 +82,8 @@ extension AccountStateMachine {
     var holdsLease = false
     /// The authorization deadline is armed (it bounds waiting for the lease as well).
     var authorizationDeadlineArmed = false
+    /// That deadline, once armed: a retry never waits past it.
+    var authorizationDeadline: Duration?
     /// The deadline of the re-read in progress: an earlier read's deadline does not end it.
     var readDeadline: Duration?
   }
@@ -87,5 +103,9 @@ extension AccountStateMachine {
     /// The flight holds the cross-process lease: it gives it back before its callers get the
     /// result (``AccountStateMachine/State/releasing(_:)``).
     var holdsLease = false
+    /// Which call into the authorizer this is, from 1 (``SilentRefreshPolicy/maxAttempts``).
+    var attempt = 1
+    /// The flight's authorization deadline: a retry never waits past it.
+    var deadline: Duration?
   }
 }

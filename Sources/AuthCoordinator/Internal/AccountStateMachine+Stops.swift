@@ -106,6 +106,8 @@ extension AccountStateMachine {
     // dropping the model would leave the store holding what memory forgot.
     if case .persisting = state { return .keepRunning }
     if case .releasing = state { return .keepRunning }
+    // A refresh ahead was started by no caller: the ones that joined it do not own it.
+    if reason == .refreshAhead { return .keepRunning }
     // Before authorizing there is nothing to finish: an abandoned lease wait just stops.
     switch policy.whenAbandoned {
     case .finishAndCache: return .keepRunning
@@ -142,6 +144,8 @@ extension AccountStateMachine {
     state = .idle
     cache = elsewhere ? .unknown : .empty
     loopGuardStarts.removeAll()
+    cooldown = nil
+    transientFailures = 0
     // Results still on their way belong to the signed-out user: never stored.
     for (flight, record) in stopped where record.fate == .refreshing(storesResult: true) {
       stopped[flight]?.fate = .refreshing(storesResult: false)

@@ -60,10 +60,18 @@ struct AccountStateMachine<Effects: FlightEffects> {
   /// results are not served, but a rotated refresh token is never thrown away), and the
   /// flights whose work is being cancelled.
   var stopped: [UInt64: StoppedFlight] = [:]
+  /// A failure the key remembers under a ``SilentRefreshPolicy`` (`nil`: none, or over).
+  var cooldown: Cooldown?
+  /// Transient failures of the authorizer since the key's last model: the back-off doubles
+  /// with each.
+  var transientFailures = 0
+  /// The jitter source, a number in `0..<1` (the configuration's `random`).
+  let random: @Sendable () -> Double
 
-  init(key: AccountKey, policy: Policy) {
+  init(key: AccountKey, policy: Policy, random: @escaping @Sendable () -> Double = { 0.5 }) {
     self.key = key
     self.policy = policy
+    self.random = random
   }
 
   // MARK: - Queries
@@ -144,7 +152,15 @@ struct AccountStateMachine<Effects: FlightEffects> {
     let rejection = resolve(refresh)
     if case .model(let cached) = cache, cached.model.isValid(at: date, leeway: cached.leeway) {
       switch rejection {
-      case .none: return .serve(cached.model)
+      case .none:
+        // Inside the advisory window of a silent-refresh policy: served, and refreshed ahead.
+        if let due = cached.refreshAheadAt, date >= due, case .idle = state,
+          mayRefreshAhead(now: now)
+        {
+          let id = newFlightID()
+          return .serveAndRefreshAhead(cached.model, flight: id, refreshAhead(id, now: now))
+        }
+        return .serve(cached.model)
       case .token(let token) where token != cached.model.accessToken: return .serve(cached.model)
       default: break
       }
@@ -176,6 +192,7 @@ struct AccountStateMachine<Effects: FlightEffects> {
     case .idle:
       break
     }
+    if let answer = cooledDown(rejection, date: date, now: now) { return answer }
 
     if cache == .unknown {
       let id = newFlightID()
@@ -265,9 +282,10 @@ struct AccountStateMachine<Effects: FlightEffects> {
       state = .persisting(id: id, model: model, holdsLease: authorizing.holdsLease)
       return .next(step(.persist(model), now: now))
     case (.authorizing(let authorizing), .authorized(.failure(let error))):
-      // A failure needs the lease no more: another process may try at once.
-      return releasing(
-        Ending(flight: id, result: .failed(error)), holdsLease: authorizing.holdsLease)
+      // A silent authorizer's transient failure may be retried, within the flight.
+      // A silent authorizer's transient failure may be retried; a failure needs the lease no
+      // more otherwise (another process may try at once).
+      return authorizationFailed(authorizing, error, date: date, now: now)
     case (.persisting(_, let model, let holdsLease), .saved):
       adopt(model, obtainedAt: date)
       return releasing(Ending(flight: id, result: .succeeded(model)), holdsLease: holdsLease)
@@ -295,7 +313,7 @@ struct AccountStateMachine<Effects: FlightEffects> {
   }
 
   /// Ends the flight with `ending`, after giving the lease back when it holds one.
-  private mutating func releasing(_ ending: Ending, holdsLease: Bool) -> AdvanceAction {
+  mutating func releasing(_ ending: Ending, holdsLease: Bool) -> AdvanceAction {
     guard holdsLease else {
       state = .idle
       return .end(ending)
@@ -309,15 +327,13 @@ struct AccountStateMachine<Effects: FlightEffects> {
   mutating func loaded(
     _ loading: Loading, _ model: AuthModel?, date: Date, now: Duration
   ) -> AdvanceAction {
-    cache =
-      model.map {
-        .model(Cached(model: $0, leeway: policy.refreshLeeway, arrivedInsideLeeway: false))
-      } ?? .empty
+    cache = model.map { .model(cached($0, from: date)) } ?? .empty
     let rejected =
       model.map { loading.rejectsStoredModel || loading.rejectedTokens.contains($0.accessToken) }
       ?? false
     if let model, model.isValid(at: date, leeway: policy.refreshLeeway), !rejected {
       state = .idle
+      recovered()
       return .end(Ending(flight: loading.id, result: .succeeded(model)))
     }
     let reason: AuthorizationReason =
@@ -364,15 +380,23 @@ struct AccountStateMachine<Effects: FlightEffects> {
 
   /// Caches a model an authorization produced at `date`; `unsaved` when its save failed.
   mutating func adopt(_ model: AuthModel, obtainedAt date: Date, unsaved: Bool = false) {
-    cache = .model(
-      Cached(
-        model: model,
-        leeway: Self.leeway(
-          policy.refreshLeeway, forModelExpiring: model.expiresAt, obtainedAt: date),
-        arrivedInsideLeeway: model.expiresAt.map {
-          $0.timeIntervalSince(date) <= policy.refreshLeeway
-        } ?? false,
-        unsaved: unsaved))
+    var cached = cached(model, from: date)
+    cached.leeway = Self.leeway(
+      policy.refreshLeeway, forModelExpiring: model.expiresAt, obtainedAt: date)
+    cached.arrivedInsideLeeway =
+      model.expiresAt.map { $0.timeIntervalSince(date) <= policy.refreshLeeway } ?? false
+    cached.unsaved = unsaved
+    cache = .model(cached)
+    recovered()
+  }
+
+  /// How memory keeps a model that arrived at `date` (read from the store, unless ``adopt(_:obtainedAt:unsaved:)``
+  /// refines it for a model just obtained): the configured leeway, and when a refresh ahead is
+  /// due.
+  func cached(_ model: AuthModel, from date: Date) -> Cached {
+    Cached(
+      model: model, leeway: policy.refreshLeeway, arrivedInsideLeeway: false,
+      refreshAheadAt: refreshAheadDate(for: model, arrivedAt: date))
   }
 
   /// The leeway for a model obtained at `date`: the configured one, but never more than half

@@ -91,6 +91,17 @@ final class ServiceTimeline: @unchecked Sendable {
       return "the save for \(key.account) failed: the token stays in memory, the save is retried"
     case .refreshAbandoned(let key, _):
       return "a stopped token request for \(key.account) ran past the maximum hold: abandoned"
+    case .refreshAheadStarted(let key, let flight):
+      return "flight #\(flight): refreshing \(key.account) ahead of expiry; callers keep the cached token"
+    case .retryScheduled(let key, let flight, let attempt, let delay, let code):
+      return
+        "flight #\(flight): \(code) for \(key.account); attempt \(attempt) after \(ServiceSimulation.seconds(delay))"
+    case .staleServed(let key, let flight):
+      return
+        "flight #\(flight) failed: callers get \(key.account)'s cached token, not yet expired (stale-if-error)"
+    case .cooldownEntered(let key, let code, let duration):
+      return
+        "\(key.account) remembers \(code) for \(ServiceSimulation.seconds(duration)): no token request meanwhile"
     case .signedOutElsewhere, .accountStatusChanged, .evicted, .saveRetryFailed,
       .unsavedModelSaved, .unsavedModelDropped, .leaseLost, .leaseHoldEnded:
       return nil

@@ -59,6 +59,14 @@ extension Simulation {
       return "the lease of \(key.mcUid) was held for the maximum hold: given up"
     case .refreshAbandoned(let key, _):
       return "a stopped refresh of \(key.mcUid) ran past the maximum hold: abandoned"
+    case .refreshAheadStarted(let key, let flight):
+      return "flight #\(flight): refreshing \(key.mcUid) ahead of expiry, in the background"
+    case .retryScheduled(let key, let flight, let attempt, let delay, let code):
+      return "flight #\(flight): \(code) for \(key.mcUid); attempt \(attempt) after \(delay)"
+    case .staleServed(let key, let flight):
+      return "flight #\(flight) failed: \(key.mcUid)'s cached model, not yet expired, is served"
+    case .cooldownEntered(let key, let code, let duration):
+      return "\(key.mcUid) remembers \(code) for \(duration)"
     case .evicted, .unsavedModelDropped:
       return nil
     }

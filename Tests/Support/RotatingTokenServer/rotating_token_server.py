@@ -65,7 +65,12 @@ Client authentication and scripted failures (all set through /config, all off by
                  `Bearer realm="rotating-token-server", error="invalid_token"`.
   fail_count, fail_status, fail_body
                  the next `fail_count` token requests are answered `fail_status` with the raw
-                 `fail_body` (JSON or not) instead of a grant; nothing rotates.
+                 `fail_body` (JSON or not) instead of a grant; nothing rotates. A
+                 `fail_status` of 0 drops the connection instead: no status line, the socket
+                 closes.
+  fail_retry_after
+                 the `Retry-After` header of those answers (seconds or an HTTP-date); none
+                 when empty.
   redirect_to    token requests are answered 307 with `Location: <redirect_to>`.
   huge_reply     token requests are answered 200 with a JSON body of this many bytes.
   revoke_access_after
@@ -100,6 +105,7 @@ CONFIG = {
     "fail_count": 0,
     "fail_status": 503,
     "fail_body": "",
+    "fail_retry_after": "",
     "redirect_to": "",
     "huge_reply": 0,
     "revoke_access_after": 0,
@@ -351,10 +357,17 @@ class Handler(BaseHTTPRequestHandler):
                 reply = (200, [json_type], json.dumps({"access_token": filler}).encode("utf-8"))
             elif CONFIG["fail_count"] > 0:
                 CONFIG["fail_count"] -= 1
-                reply = (CONFIG["fail_status"], [json_type], CONFIG["fail_body"].encode("utf-8"))
+                headers = [json_type]
+                if CONFIG["fail_retry_after"]:
+                    headers.append(("Retry-After", CONFIG["fail_retry_after"]))
+                reply = (CONFIG["fail_status"], headers, CONFIG["fail_body"].encode("utf-8"))
             else:
                 return False
             STATS["scripted_failures"] += 1
+        if reply[0] == 0:
+            # A dropped connection: no status line at all, the socket just closes.
+            self.close_connection = True
+            return True
         self.send_raw(*reply)
         return True
 

@@ -1,0 +1,144 @@
+import Foundation
+
+// The decisions of a silent-refresh policy (``SilentRefreshPolicy``): when a cache hit
+// refreshes ahead, when a failure is retried inside its flight, what the key remembers of a
+// failure (a cooldown), and when a stale model is served instead of an error.
+extension AccountStateMachine {
+  /// Why the flight in progress authorizes, once it knows.
+  var reason: AuthorizationReason? {
+    switch state {
+    case .preparing(let preparing): return preparing.reason
+    case .authorizing(let authorizing): return authorizing.reason
+    default: return nil
+    }
+  }
+
+  // MARK: - Refresh ahead
+
+  /// When a model that arrived at `date` is due for a refresh ahead: `expiresAt` minus the
+  /// policy's window, less a random part of it (``SilentRefreshPolicy/refreshAheadJitter``);
+  /// `nil` without a window, without an expiry, or when that point falls inside the leeway.
+  func refreshAheadDate(for model: AuthModel, arrivedAt date: Date) -> Date? {
+    guard policy.silent.refreshAhead != nil, let expiresAt = model.expiresAt else { return nil }
+    // Clamped to a century: `Duration` cannot hold `Date.distantFuture`.
+    let remaining = min(expiresAt.timeIntervalSince(date), 100 * 365 * 86_400)
+    guard remaining > 0, let window = policy.silent.window(forLifetime: .seconds(remaining))
+    else { return nil }
+    let jitter = min(max(policy.silent.refreshAheadJitter, 0), 1)
+    let lead = window.seconds * (1 - jitter * random())
+    guard lead > policy.refreshLeeway else { return nil }
+    return expiresAt.addingTimeInterval(-lead)
+  }
+
+  /// Whether a refresh ahead may start now: no failure is remembered.
+  func mayRefreshAhead(now: Duration) -> Bool {
+    guard let cooldown else { return true }
+    return now >= cooldown.until
+  }
+
+  /// Starts flight `id` to refresh the cached model ahead of its expiry. One try per model: a
+  /// failure that is remembered (a transient one) makes it due again when the cooldown ends.
+  /// The re-read adopts only another model (another process refreshed): the cached one is
+  /// still valid, and the point is to replace it.
+  mutating func refreshAhead(_ id: UInt64, now: Duration) -> Step {
+    guard case .model(var cached) = cache else {
+      preconditionFailure("Internal inconsistency: a refresh ahead without a model")
+    }
+    cached.refreshAheadAt = nil
+    cache = .model(cached)
+    return beginAuthorization(
+      id, reason: .refreshAhead, rejecting: [cached.model.accessToken], replacing: cached.model,
+      justRead: false, now: now)
+  }
+
+  // MARK: - Failures
+
+  /// The key has a valid model again: the failures it remembered are over.
+  mutating func recovered() {
+    cooldown = nil
+    transientFailures = 0
+  }
+
+  /// The back-off before the next attempt after the key's ``transientFailures``: jittered
+  /// between half of it and all of it, and never shorter than the server's `Retry-After`.
+  func nextDelay(after error: AuthCoordinatorError) -> Duration {
+    let silent = policy.silent
+    let base = Self.backoff(
+      transientFailures, first: silent.retryDelay, limit: silent.maxRetryDelay)
+    return max(base * (0.5 + 0.5 * random()), error.retryAfter ?? .zero)
+  }
+
+  /// What a flight does after its authorizer failed with `error`: a silent authorizer's
+  /// transient failure is retried after a back-off when attempts are left and the back-off
+  /// fits (``SilentRefreshPolicy/maxRetryWait``, the flight's deadline); otherwise the flight
+  /// ends, the key may remember the failure, and the waiters may get a stale model.
+  mutating func authorizationFailed(
+    _ authorizing: Authorizing, _ error: AuthCoordinatorError, date: Date, now: Duration
+  ) -> AdvanceAction {
+    let silent = policy.silent
+    var ending = Ending(flight: authorizing.id, result: .failed(error))
+    // Stale-if-error: a model that has not expired, renewed because it neared its expiry (never
+    // one a caller rejected), with its own expiry.
+    if silent.servesStaleOnError, error.isTransient,
+      authorizing.reason == .expired || authorizing.reason == .refreshAhead,
+      let model = cachedModel, let expiresAt = model.expiresAt, expiresAt > date
+    {
+      ending.stale = model
+    }
+    guard !policy.interactiveAuthorizer else {
+      return releasing(ending, holdsLease: authorizing.holdsLease)
+    }
+    var remembered: Duration = .zero
+    if error.isTransient {
+      transientFailures += 1
+      if silent.retryDelay > .zero { remembered = nextDelay(after: error) }
+      let fitsDeadline = authorizing.deadline.map { now + remembered < $0 } ?? true
+      if authorizing.attempt < silent.maxAttempts, remembered <= silent.maxRetryWait,
+        fitsDeadline
+      {
+        let attempt = authorizing.attempt + 1
+        state = .preparing(
+          Preparing(
+            id: authorizing.id, reason: authorizing.reason, rejectedTokens: [],
+            stage: .awaitingRetry(attempt: attempt), holdsLease: authorizing.holdsLease,
+            authorizationDeadlineArmed: true, authorizationDeadline: authorizing.deadline))
+        return .next(
+          Step(
+            kind: .awaitRetry(
+              until: now + remembered, attempt: attempt, delay: remembered, code: error.code),
+            deadline: nil))
+      }
+    } else {
+      remembered = max(silent.failureCooldown, .zero)
+    }
+    if remembered > .zero {
+      cooldown = Cooldown(error: error, until: now + remembered)
+      ending.cooldown = remembered
+      // A refresh ahead that failed transiently is due again once the cooldown is over.
+      if error.isTransient, authorizing.reason == .refreshAhead, case .model(var cached) = cache {
+        cached.refreshAheadAt = date
+        cache = .model(cached)
+      }
+    }
+    return releasing(ending, holdsLease: authorizing.holdsLease)
+  }
+
+  /// The answer to a request while the key remembers a failure: the error at once (its
+  /// ``AuthCoordinatorError/retryAfter`` is the rest of the cooldown), or the cached model if
+  /// it has not expired and the policy serves stale models; `nil` when no cooldown runs.
+  mutating func cooledDown(_ rejection: Rejection, date: Date, now: Duration) -> RequestAction? {
+    guard let cooldown else { return nil }
+    guard now < cooldown.until else {
+      self.cooldown = nil
+      return nil
+    }
+    if rejection == .none, cooldown.error.isTransient, policy.silent.servesStaleOnError,
+      let model = cachedModel, let expiresAt = model.expiresAt, expiresAt > date
+    {
+      return .serveStale(model)
+    }
+    var error = cooldown.error
+    error.retryAfter = cooldown.until - now
+    return .failFast(error)
+  }
+}

@@ -1,0 +1,125 @@
+/// How a coordinator refreshes without its callers noticing: ahead of expiry, with retries of
+/// transient failures, a short memory of failures, and (opt-in) the cached model served while
+/// the token endpoint is down.
+///
+/// A policy applies when ``AuthCoordinator/Configuration/silentRefresh`` sets one, or when the
+/// authorizer brings its own (``Authorizer/silentRefresh``: `OAuth2Authorizer` brings
+/// ``recommended``). Without one, the coordinator behaves as it always did: a model is renewed
+/// when it enters the leeway, a failure is handed to the callers and not remembered.
+///
+/// ```swift
+/// var configuration = AuthCoordinator.Configuration()
+/// configuration.silentRefresh = .recommended
+/// configuration.silentRefresh?.servesStaleOnError = true
+/// ```
+///
+/// With an **interactive** authorizer (``Authorizer/isInteractive``, the Alipay bridge's) a
+/// policy never sends the user anywhere: a refresh ahead asks with
+/// ``AuthorizationRequest/allowsInteraction`` `false` and reason
+/// ``AuthorizationReason/refreshAhead`` (an authorizer that can only bounce declines, and the
+/// model is served until the leeway as before), and there are no retries and no remembered
+/// failures (a user who cancelled may try again at once).
+public struct SilentRefreshPolicy: Sendable, Hashable {
+  /// How long before a model's expiry a refresh ahead may begin.
+  public enum Window: Sendable, Hashable {
+    /// Scaled by the lifetime the model arrived with, as aws-sdk-go-v2's credential cache
+    /// does: 5 minutes for a lifetime up to 20 minutes, 15 minutes below 90 minutes, 60 minutes
+    /// beyond; never more than half the lifetime.
+    case scaledByLifetime
+    /// This long before expiry (never more than half the lifetime).
+    case fixed(Duration)
+  }
+
+  /// The advisory window, or `nil` for no refresh ahead. Default ``Window/scaledByLifetime``.
+  ///
+  /// A cache hit inside the window (but outside ``AuthCoordinator/Configuration/refreshLeeway``,
+  /// where callers wait for the refresh) returns the cached model at once and starts at most one
+  /// background flight for the key, with reason ``AuthorizationReason/refreshAhead``.
+  public var refreshAhead: Window? = .scaledByLifetime
+  /// Which fraction of the window is jitter, from 0 to 1. Default 0.5: each model's refresh
+  /// ahead begins at a random point between the whole window and half of it before expiry, so
+  /// that replicas and keys holding tokens obtained together do not refresh together.
+  public var refreshAheadJitter: Double = 0.5
+  /// How many times one flight calls the authorizer, the first call included, when it fails
+  /// transiently (``AuthCoordinatorError/isTransient``: a network error, a 5xx or 429, a timeout
+  /// of the request). Default 3; 1 turns retries off. Never retried: terminal errors
+  /// (`invalid_grant`, `invalid_client`), and anything from an interactive authorizer.
+  public var maxAttempts: Int = 3
+  /// The back-off after the first transient failure of a key; each further consecutive one
+  /// doubles it, up to ``maxRetryDelay``. Each delay is drawn uniformly between half of it and
+  /// all of it. A server's `Retry-After` (``AuthCoordinatorError/retryAfter``, as its thrower
+  /// clamped it) lengthens it. After a flight's last attempt, the key remembers the failure for
+  /// the next back-off step: requests meanwhile get it at once (or a stale model), so a server
+  /// that is down sees one request per step and key. Default 1 second; zero turns every
+  /// back-off off (retries follow at once, nothing is remembered).
+  public var retryDelay: Duration = .seconds(1)
+  /// The longest back-off. Default 30 seconds.
+  public var maxRetryDelay: Duration = .seconds(30)
+  /// The longest back-off a flight waits inside itself, with its callers. A longer one (a
+  /// `Retry-After` of minutes, say), or one past the flight's deadline, ends the flight with
+  /// the error instead, and the key cools down for the rest of it. Default 5 seconds.
+  public var maxRetryWait: Duration = .seconds(5)
+  /// How long a terminal failure of a silent authorizer is remembered: requests meanwhile get
+  /// the same error at once, so a storm of callers makes one token request, not one each.
+  /// Default 2 seconds; zero turns it off.
+  public var failureCooldown: Duration = .seconds(2)
+  /// Whether callers get the cached model when a silent refresh failed transiently and the
+  /// model has not yet expired (it is only inside the leeway or the window): with its own
+  /// expiry, never a new one, and a ``AuthEvent/staleServed(key:flight:)`` event. An expired
+  /// model is never served. Default `false`.
+  public var servesStaleOnError = false
+
+  /// Creates a policy with the defaults, changing the ones given.
+  ///
+  /// - Parameters:
+  ///   - refreshAhead: See ``refreshAhead``.
+  ///   - refreshAheadJitter: See ``refreshAheadJitter``.
+  ///   - maxAttempts: See ``maxAttempts``.
+  ///   - retryDelay: See ``retryDelay``.
+  ///   - maxRetryDelay: See ``maxRetryDelay``.
+  ///   - maxRetryWait: See ``maxRetryWait``.
+  ///   - failureCooldown: See ``failureCooldown``.
+  ///   - servesStaleOnError: See ``servesStaleOnError``.
+  public init(
+    refreshAhead: Window? = .scaledByLifetime, refreshAheadJitter: Double = 0.5,
+    maxAttempts: Int = 3, retryDelay: Duration = .seconds(1),
+    maxRetryDelay: Duration = .seconds(30), maxRetryWait: Duration = .seconds(5),
+    failureCooldown: Duration = .seconds(2), servesStaleOnError: Bool = false
+  ) {
+    self.refreshAhead = refreshAhead
+    self.refreshAheadJitter = refreshAheadJitter
+    self.maxAttempts = maxAttempts
+    self.retryDelay = retryDelay
+    self.maxRetryDelay = maxRetryDelay
+    self.maxRetryWait = maxRetryWait
+    self.failureCooldown = failureCooldown
+    self.servesStaleOnError = servesStaleOnError
+  }
+
+  /// Refresh ahead in the lifetime-scaled window, 3 attempts with back-off from 1 second, a
+  /// 2-second memory of terminal failures, no stale models.
+  public static let recommended = SilentRefreshPolicy()
+
+  /// Nothing silent: no refresh ahead, no retries, no back-off, no remembered failures (the
+  /// coordinator's behaviour without a policy). Set it to turn off an authorizer's own policy.
+  public static let disabled = SilentRefreshPolicy(
+    refreshAhead: nil, maxAttempts: 1, retryDelay: .zero, failureCooldown: .zero)
+
+  /// The advisory window for a model with `lifetime` left when it arrived.
+  func window(forLifetime lifetime: Duration) -> Duration? {
+    guard let refreshAhead else { return nil }
+    let window: Duration
+    switch refreshAhead {
+    case .scaledByLifetime:
+      if lifetime <= .seconds(20 * 60) {
+        window = .seconds(5 * 60)
+      } else if lifetime < .seconds(90 * 60) {
+        window = .seconds(15 * 60)
+      } else {
+        window = .seconds(60 * 60)
+      }
+    case .fixed(let fixed): window = fixed
+    }
+    return min(window, lifetime / 2)
+  }
+}
