@@ -92,11 +92,15 @@ import Testing
     #expect(
       machine.request(.ifNeeded, date: before, now: .zero, newFlightID: noNewFlight())
         == .serve(model("t1")))
+    // The lock-only hit path leaves a due refresh to the decision below.
+    #expect(machine.servableModel(at: before) == model("t1"))
+    #expect(machine.servableModel(at: inside) == nil)
     // The re-read first (another process may have refreshed), under the store's deadline.
     #expect(
       machine.request(.ifNeeded, date: inside, now: .seconds(3000), newFlightID: 2)
         == .serveAndRefreshAhead(model("t1"), flight: 2, load(by: .seconds(3007))))
     // Every later hit is served from memory and starts nothing.
+    #expect(machine.servableModel(at: inside) == model("t1"))
     #expect(
       machine.request(.ifNeeded, date: inside, now: .seconds(3000), newFlightID: noNewFlight())
         == .serve(model("t1")))

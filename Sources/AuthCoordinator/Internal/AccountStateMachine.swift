@@ -82,10 +82,13 @@ struct AccountStateMachine<Effects: FlightEffects> {
     return nil
   }
 
-  /// The cached model if it is valid at `date`: what an ordinary request is served.
+  /// The cached model if it is valid at `date` and no refresh ahead is due: what an ordinary
+  /// request is served without deciding anything (a due refresh ahead is decided by
+  /// ``request(_:date:now:newFlightID:)``).
   func servableModel(at date: Date) -> AuthModel? {
     guard case .model(let cached) = cache, cached.model.isValid(at: date, leeway: cached.leeway)
     else { return nil }
+    if let due = cached.refreshAheadAt, date >= due { return nil }
     return cached.model
   }
 

@@ -1,0 +1,182 @@
+import AuthCoordinator
+import AuthCoordinatorOAuth2
+import AuthCoordinatorTestKit
+import Foundation
+import Testing
+
+// SIMULATED SERVERS, REAL PRODUCTS, VIRTUAL TIME (issue 24): the coordinator's silent-refresh
+// policy with the real OAuth2Authorizer and BearerClient over the TestKit's in-process token
+// server, on a ManualClock, the jitter pinned at the middle (each back-off is three quarters of
+// its nominal length). Nothing sleeps; every time in these tests is the manual clock's.
+@Suite(.timeLimit(.minutes(2))) struct SilentRefreshVirtualTimeTests {
+  let clock = ManualClock()
+  let tokenServer: SimulatedTokenServer
+  let recorder: RequestTimes
+  static let endpoint = URL(string: "https://auth.example.test/oauth/token")!
+  static let reports = URL(string: "https://api.example.test/reports")!
+  let key = AccountKey(account: "reports")
+
+  init() {
+    tokenServer = SimulatedTokenServer(
+      clock: clock, tokenLifetime: .seconds(3600), date: clock.dateSource)
+    recorder = RequestTimes(tokenServer, clock: clock)
+  }
+
+  /// A coordinator on the recording transport, with `silent` (`nil`: the authorizer's own).
+  func coordinator(_ silent: SilentRefreshPolicy? = nil) -> AuthCoordinator {
+    let authorizer = OAuth2Authorizer(
+      tokenEndpoint: Self.endpoint, clientID: "reports", timeout: .seconds(5),
+      transport: recorder, now: clock.dateSource)
+    var configuration = AuthCoordinator.Configuration(authorizationTimeout: .seconds(120))
+    configuration.clock = clock
+    configuration.now = clock.dateSource
+    configuration.random = { 0.5 }
+    configuration.silentRefresh = silent
+    return AuthCoordinator(authorizer: authorizer, configuration: configuration)
+  }
+
+  func client(_ coordinator: AuthCoordinator) -> BearerClient {
+    BearerClient(
+      coordinator: coordinator, key: key, origin: Self.reports,
+      transport: SimulatedResourceServer(tokenServer: tokenServer), deadline: .seconds(600),
+      clock: clock)
+  }
+
+  /// `count` concurrent calls through `client`; their statuses.
+  func calls(_ count: Int, _ client: BearerClient) async throws -> [Int] {
+    try await withThrowingTaskGroup(of: Int.self) { group in
+      for _ in 0..<count {
+        group.addTask { try await client.data(from: Self.reports).1.statusCode }
+      }
+      return try await group.reduce(into: []) { $0.append($1) }
+    }
+  }
+
+  @Test func aHitInTheWindowIsServedAtOnceAndOneBackgroundRefreshReplacesTheToken()
+    async throws
+  {
+    let coordinator = coordinator()
+    let client = client(coordinator)
+    #expect(try await calls(1, client) == [200])
+    let first = try await coordinator.authModel(for: key)
+    // An hour's token: a 15-minute window, three quarters of it with the jitter pinned: the
+    // refresh ahead is due 675 s before expiry, at 2925 s.
+    clock.advance(by: .seconds(2920))
+    #expect(try await calls(10, client) == Array(repeating: 200, count: 10))
+    #expect(tokenServer.counters.tokenRequests == 1, "not yet due")
+    clock.advance(by: .seconds(80))
+    let events = coordinator.events
+    #expect(try await calls(50, client) == Array(repeating: 200, count: 50))
+    var ahead: UInt64?
+    for await event in events {
+      if case .refreshAheadStarted(_, let flight) = event { ahead = flight }
+      if case .flightSucceeded(_, let flight, let waiters) = event, flight == ahead {
+        #expect(waiters == 0, "nobody waited for it")
+        break
+      }
+    }
+    #expect(tokenServer.counters.tokenRequests == 2, "one background refresh for 50 hits")
+    #expect(tokenServer.counters.refreshTokenGrants == 1)
+    #expect(coordinator.statistics.refreshesAhead == 1)
+    #expect(try await coordinator.authModel(for: key).accessToken != first.accessToken)
+  }
+
+  @Test func aServerDownForFiveMinutesSeesOneRequestPerBackOffStepThenOneRefresh()
+    async throws
+  {
+    let coordinator = coordinator()
+    _ = try await coordinator.authModel(for: key)
+    clock.advance(by: .seconds(3600))
+    tokenServer.outage = .init(status: 503)
+    let outageBegan = recorder.times.count
+    // The first flight retries twice inside itself (0.75 s, then 1.5 s) with its caller.
+    let first = Task { [key] in try await coordinator.authModel(for: key) }
+    for step in [Duration.milliseconds(750), .milliseconds(1500)] {
+      // The deadline scheduler and the back-off.
+      await clock.waitForSleepers(2)
+      clock.advance(by: step)
+    }
+    let error = await #expect(throws: AuthCoordinatorError.self) { try await first.value }
+    #expect(error?.code == .tokenEndpointError)
+    // Then one caller a second for five minutes. Each later back-off is longer than a flight
+    // may wait (5 s): the flight fails at once and the key cools down for it.
+    var failures = 0
+    for _ in 0..<300 {
+      clock.advance(by: .seconds(1))
+      do { _ = try await coordinator.authModel(for: key) } catch { failures += 1 }
+    }
+    #expect(failures == 300, "nothing valid to serve while the server is down")
+    let outage = Array(recorder.times[outageBegan...])
+    let gaps = zip(outage.dropFirst(), outage).map { $0 - $1 }
+    #expect(gaps.first == .milliseconds(750))
+    #expect(gaps.allSatisfy { $0 >= .milliseconds(750) })
+    #expect(zip(gaps.dropFirst(), gaps).allSatisfy { $0 >= $1 }, "the back-off never shrinks")
+    #expect(gaps.suffix(5).allSatisfy { $0 >= .milliseconds(22_500) }, "capped at 30 s")
+    #expect(outage.count <= 20, "\(outage.count) token requests for 301 callers")
+    #expect(coordinator.statistics.failedFast > 250)
+
+    // The server comes back: the first caller after the cooldown refreshes, once.
+    tokenServer.outage = nil
+    let before = recorder.times.count
+    var served = 0
+    for _ in 0..<60 {
+      clock.advance(by: .seconds(1))
+      if (try? await coordinator.authModel(for: key)) != nil { served += 1 }
+    }
+    #expect(recorder.times.count == before + 1, "exactly one token request after the outage")
+    #expect(tokenServer.counters.refreshTokenGrants == 1)
+    #expect(served >= 60 - 23, "served from the refresh on")
+  }
+
+  @Test func staleIfErrorServesTheUnexpiredTokenWhileTheServerIsDownAndNeverPastItsExpiry()
+    async throws
+  {
+    var silent = SilentRefreshPolicy.recommended
+    silent.refreshAhead = nil
+    silent.servesStaleOnError = true
+    let coordinator = coordinator(silent)
+    let client = client(coordinator)
+    let events = coordinator.events
+    #expect(try await calls(1, client) == [200])
+    let cached = try await coordinator.authModel(for: key)
+    // Inside the 60 s leeway, the server down and asking for 20 s.
+    clock.advance(by: .seconds(3570))
+    tokenServer.outage = .init(status: 503, retryAfter: "20")
+    #expect(try await calls(5, client) == Array(repeating: 200, count: 5))
+    let stale = try await coordinator.authModel(for: key)
+    #expect(stale == cached, "the same model, with its own expiry")
+    #expect(coordinator.statistics.staleServed == 6)
+    #expect(tokenServer.counters.tokenRequests == 2, "one failed refresh, then the cooldown")
+    for await event in events {
+      if case .staleServed = event { break }
+    }
+    // Past its expiry it is never served, however long the outage.
+    clock.advance(by: .seconds(31))
+    let expired = await #expect(throws: AuthCoordinatorError.self) {
+      try await coordinator.authModel(for: key)
+    }
+    #expect(expired?.code == .tokenEndpointError)
+  }
+}
+
+/// The token server's transport, recording the manual clock's time of every token request.
+final class RequestTimes: HTTPTransport, @unchecked Sendable {
+  private let server: SimulatedTokenServer
+  private let clock: ManualClock
+  private let lock = NSLock()
+  private var recorded: [Duration] = []
+
+  init(_ server: SimulatedTokenServer, clock: ManualClock) {
+    self.server = server
+    self.clock = clock
+  }
+
+  /// The times of the token requests so far, in order.
+  var times: [Duration] { lock.withLock { recorded } }
+
+  func send(_ request: HTTPTransportRequest) async throws -> HTTPTransportOutcome {
+    let now = clock.now.offset
+    lock.withLock { recorded.append(now) }
+    return try await server.send(request)
+  }
+}
