@@ -105,8 +105,16 @@ public struct SilentRefreshPolicy: Sendable, Hashable {
   public static let disabled = SilentRefreshPolicy(
     refreshAhead: nil, maxAttempts: 1, retryDelay: .zero, failureCooldown: .zero)
 
-  /// The advisory window for a model with `lifetime` left when it arrived.
-  func window(forLifetime lifetime: Duration) -> Duration? {
+  /// The advisory window for a model with `lifetime` left when it arrived (before jitter), or
+  /// `nil` without refresh ahead.
+  ///
+  /// ```swift
+  /// SilentRefreshPolicy.recommended.window(forLifetime: .seconds(3600))  // 15 minutes
+  /// ```
+  ///
+  /// - Parameter lifetime: How long the model had left when it arrived.
+  /// - Returns: How long before expiry its refresh ahead may begin, at most half `lifetime`.
+  public func window(forLifetime lifetime: Duration) -> Duration? {
     guard let refreshAhead else { return nil }
     let window: Duration
     switch refreshAhead {

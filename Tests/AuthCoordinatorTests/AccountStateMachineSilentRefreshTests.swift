@@ -58,8 +58,9 @@ import Testing
     #expect(policy.window(forLifetime: .seconds(20 * 60)) == .seconds(5 * 60))
     #expect(policy.window(forLifetime: .seconds(60 * 60)) == .seconds(15 * 60))
     #expect(policy.window(forLifetime: .seconds(3 * 3600)) == .seconds(60 * 60))
-    #expect(SilentRefreshPolicy(refreshAhead: .fixed(.seconds(30))).window(
-      forLifetime: .seconds(3600)) == .seconds(30))
+    #expect(
+      SilentRefreshPolicy(refreshAhead: .fixed(.seconds(30))).window(
+        forLifetime: .seconds(3600)) == .seconds(30))
     #expect(SilentRefreshPolicy.disabled.window(forLifetime: .seconds(3600)) == nil)
   }
 
@@ -76,7 +77,8 @@ import Testing
       key: key, policy: silentPolicy(SilentRefreshPolicy(refreshAhead: .fixed(.seconds(60)))),
       random: { 0 })
     #expect(narrow.refreshAheadDate(for: expiring, arrivedAt: date) == nil)
-    #expect(Machine(key: key, policy: policy).refreshAheadDate(for: expiring, arrivedAt: date) == nil)
+    #expect(
+      Machine(key: key, policy: policy).refreshAheadDate(for: expiring, arrivedAt: date) == nil)
     // No expiry, no refresh ahead; a far future expiry does not overflow.
     #expect(atZero.refreshAheadDate(for: model("t1", expiresIn: nil), arrivedAt: date) == nil)
     #expect(
@@ -206,7 +208,8 @@ import Testing
     }
     #expect(error.code == .networkError && error.retryAfter == .seconds(2))
     #expect(
-      machine.request(.force(rejecting: nil), date: date, now: .seconds(5), newFlightID: noNewFlight())
+      machine.request(
+        .force(rejecting: nil), date: date, now: .seconds(5), newFlightID: noNewFlight())
         == .failFast(remembered))
     // After it, one flight; its first failure backs off 8 s (three quarters: 6 s).
     #expect(

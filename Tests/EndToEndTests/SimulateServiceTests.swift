@@ -16,37 +16,46 @@ struct SimulateServiceTests {
   }
 
   /// The summary of a run with `r` requests per wave and `e` expiries: a cold start, `e`
-  /// expiries, six revocations, the slow wave, the wave after it and a recovery (`e + 10`
-  /// waves); one token request per wave but the one after the slow wave, which is served by the
-  /// stopped refresh's stored result. With the defaults (2,000 and 100): 220,000 requests and
-  /// 109 token requests, as the README says (`.ci/run` checks the default run's lines).
+  /// expiries, six revocations, the slow wave, the wave after it, a recovery, and the flaky
+  /// server's four waves (`e + 14` waves); one token request per wave but the one after the
+  /// slow wave, which is served by the stopped refresh's stored result, and the server-down
+  /// wave in the window, whose background refresh is tried twice. With the defaults (2,000 and
+  /// 100): 228,000 requests and 114 token requests, as the README says (`.ci/run` checks the
+  /// default run's lines).
   static func expectedSummary(requests r: Int, expiries e: Int) -> [String] {
-    let waves = e + 10
+    let waves = e + 14
     return [
       "Summary",
       "  requests ..................... \(r * waves) in \(waves) waves",
       "  requests served .............. \(r * (waves - 1))",
       "  requests that failed ......... \(r) (all timed_out in the slow-endpoint wave)",
       "  retried after a 401 .......... \(6 * r) (each once, by BearerClient, after a forced refresh)",
-      "  token requests ............... \(e + 9)",
+      "  token requests ............... \(e + 14)",
       "  client_credentials grants .... 1",
-      "  refresh_token grants ......... \(e + 8) (each rotated)",
+      "  refresh_token grants ......... \(e + 10) (each rotated)",
       "  refresh-token reuses ......... 0",
       "  invalid_grant answers ........ 0",
       "  API answers 200 / 401 ........ \(r * (waves - 1)) / \(6 * r)",
       "  API revocations .............. 6",
-      "  callers that shared a flight . \(r * waves - waves)",
-      "  cache hits ................... \(6 * r)",
+      "  callers that shared a flight . \(r * (waves - 2) - (waves - 2))",
+      "  cache hits ................... \(8 * r + 2)",
       "  loop-guard back-offs ......... 3 (1 s, 2 s, 4 s)",
       "  timeouts ..................... 1 flight(s)",
       "  late results stored .......... 1 (never served to the callers that timed out)",
       "  adopted from the store ....... 1 flight(s)",
+      "  refreshes ahead .............. 2 (the callers served from memory meanwhile)",
+      "  retried token requests ....... 1 (after a back-off, in their flight)",
+      "  stale answers ................ \(r) (unexpired token while the server was down)",
       "  cold start: \(r) served",
       "  expiries (\(e) waves): \(r * e) served",
       "  revocation storm (6 waves): \(6 * r) served",
       "  slow endpoint: 0 served, \(r) failed with timed_out",
       "  after the slow wave: \(r) served",
       "  recovery: \(r) served",
+      "  refresh ahead: \(r) served",
+      "  window, server down: \(r) served",
+      "  leeway, server down: \(r) served",
+      "  server back: \(r) served",
       "Result: as expected",
     ]
   }
@@ -96,6 +105,24 @@ struct SimulateServiceTests {
     #expect(
       timeline.contains {
         $0.hasSuffix("flight #12 adopted the model the stopped refresh stored (no token request)")
+      })
+    // Phase 5, the flaky server: a refresh ahead nobody waits for, a retry after the pinned
+    // back-off (three quarters of 1 s), and the unexpired token served while the server is down.
+    #expect(
+      timeline.contains {
+        $0.hasSuffix("refreshing reports-service ahead of expiry; callers keep the cached token")
+      })
+    #expect(
+      timeline.contains {
+        $0.hasSuffix("token_endpoint_error for reports-service; attempt 2 after 0.75 s")
+      })
+    #expect(
+      timeline.contains { $0.contains("got the cached token, not yet expired (stale-if-error)") })
+    #expect(
+      timeline.contains {
+        $0.hasSuffix(
+          "refresh-ahead wave done in 0 s of virtual time: 200 served; the background refresh made 1 token request(s)"
+        )
       })
     #expect(!first.out.contains("simulated-access") && !first.out.contains("simulated-refresh"))
     #expect(lines.last == "Result: as expected")

@@ -19,7 +19,8 @@ extension AuthCoordinator {
       slot = existing
       isNew = false
     } else {
-      slot = AccountSlot(machine: KeyMachine(key: key, policy: policy, random: configuration.random))
+      slot = AccountSlot(
+        machine: KeyMachine(key: key, policy: policy, random: configuration.random))
       stripe.accounts[key] = slot
       table.inserted.add(1)
       isNew = true

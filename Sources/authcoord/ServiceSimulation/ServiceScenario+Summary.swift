@@ -54,6 +54,9 @@ extension ServiceScenario {
       "late results stored",
       "\(stats.lateResultsSaved) (never served to the callers that timed out)")
     line("adopted from the store", "\(stats.adoptedFromStore) flight(s)")
+    line("refreshes ahead", "\(stats.refreshesAhead) (the callers served from memory meanwhile)")
+    line("retried token requests", "\(stats.retriesScheduled) (after a back-off, in their flight)")
+    line("stale answers", "\(stats.staleServed) (unexpired token while the server was down)")
     for (phase, tally, count) in phases {
       lines.append("  \(phase)\(count > 1 ? " (\(count) waves)" : ""): \(tally.text)")
     }

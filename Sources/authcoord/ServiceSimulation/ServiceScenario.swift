@@ -58,6 +58,7 @@ final class ServiceScenario {
     await expiries()
     await revocationStorm()
     await slowEndpoint()
+    await flakyServer()
     expect(tokenServer.counters.reuses == 0, "no refresh token was used twice")
     expect(tokenServer.counters.invalidGrants == 0, "the token server refused no grant")
   }

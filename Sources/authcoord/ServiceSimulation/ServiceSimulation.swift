@@ -45,6 +45,12 @@ struct ServiceSimulation {
       authorizationTimeout: options.authorizationTimeout)
     configuration.clock = clock
     configuration.now = { timeline.date }
+    // The OAuth2Authorizer's own policy, with stale-if-error on for phase 5; the jitter is
+    // pinned at the middle of its range so that the timeline is the same on every run.
+    var silent = SilentRefreshPolicy.recommended
+    silent.servesStaleOnError = true
+    configuration.silentRefresh = silent
+    configuration.random = { 0.5 }
     let coordinator = AuthCoordinator(authorizer: authorizer, configuration: configuration)
     let printer = timeline.follow(coordinator.events)
 

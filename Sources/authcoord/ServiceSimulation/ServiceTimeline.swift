@@ -92,7 +92,8 @@ final class ServiceTimeline: @unchecked Sendable {
     case .refreshAbandoned(let key, _):
       return "a stopped token request for \(key.account) ran past the maximum hold: abandoned"
     case .refreshAheadStarted(let key, let flight):
-      return "flight #\(flight): refreshing \(key.account) ahead of expiry; callers keep the cached token"
+      return
+        "flight #\(flight): refreshing \(key.account) ahead of expiry; callers keep the cached token"
     case .retryScheduled(let key, let flight, let attempt, let delay, let code):
       return
         "flight #\(flight): \(code) for \(key.account); attempt \(attempt) after \(ServiceSimulation.seconds(delay))"
