@@ -85,6 +85,9 @@ public enum AuthEvent: Sendable, Hashable {
   /// The key remembers a failure with `code` for `duration`: requests meanwhile get it at once
   /// (or a stale model) instead of starting a flight.
   case cooldownEntered(key: AccountKey, code: AuthCoordinatorError.Code, duration: Duration)
+  /// The estimate of how far the token servers' clocks are ahead of this process's moved (by a
+  /// second or more, or its first sample): ``AuthCoordinator/Statistics/serverClockOffset``.
+  case serverClockOffsetUpdated(Duration)
 
   /// The phase a flight was in.
   public enum FlightPhase: String, Sendable, Hashable {

@@ -52,6 +52,43 @@ public struct AuthorizationRequest: Sendable {
 
   /// Tells the coordinator that the exchange began (the state machine ignores repeats).
   let exchangeBegan: (@Sendable () -> Void)?
+  /// The coordinator's estimate of the servers' clocks (a request made with the public
+  /// initializer has one of its own).
+  let serverClock: ServerClockEstimate
+
+  /// How far the server's clock is ahead of this process's (`server − local`, negative when
+  /// it is behind), as the coordinator estimates it from the `Date` headers its authorizer
+  /// reported (``noteServerDate(_:at:)``); `nil` before any.
+  public var serverClockOffset: Duration? { serverClock.offset }
+
+  /// Reports that the server's clock read `serverDate` (its reply's `Date` header) when this
+  /// process's read `localDate`: the coordinator keeps a bounded estimate of the offset (the
+  /// median of the last five reports, each within ±12 hours), in its statistics
+  /// (``AuthCoordinator/Statistics/serverClockOffset``).
+  ///
+  /// ```swift
+  /// if let header = response.value(forHTTPHeaderField: "Date"), let date = parseHTTPDate(header) {
+  ///   request.noteServerDate(date, at: Date())
+  /// }
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - serverDate: The server's time.
+  ///   - localDate: This process's wall-clock time when the reply arrived.
+  public func noteServerDate(_ serverDate: Date, at localDate: Date) {
+    serverClock.note(serverDate: serverDate, localDate: localDate)
+  }
+
+  /// `serverDate`, a time on the server's clock (an absolute expiry it stated, such as an
+  /// `expires_at` or a JWT's `exp`), on this process's clock: corrected by
+  /// ``serverClockOffset``, unchanged when there is no estimate. Never apply it to an expiry
+  /// computed here from a relative lifetime (`expires_in`): that one is on this clock already.
+  ///
+  /// - Parameter serverDate: A date on the server's clock.
+  /// - Returns: The same instant on this process's clock.
+  public func localDate(forServerDate serverDate: Date) -> Date {
+    serverClock.localDate(forServerDate: serverDate)
+  }
 
   /// Creates a request, for calling an authorizer directly (in tests, for example).
   ///
@@ -67,13 +104,16 @@ public struct AuthorizationRequest: Sendable {
   ) {
     self.init(
       key: key, reason: reason, requestID: requestID, replacing: replacing,
-      allowsInteraction: allowsInteraction, exchangeBegan: nil)
+      allowsInteraction: allowsInteraction, exchangeBegan: nil,
+      serverClock: ServerClockEstimate())
   }
 
   init(
     key: AccountKey, reason: AuthorizationReason, requestID: String?, replacing: AuthModel?,
-    allowsInteraction: Bool, exchangeBegan: (@Sendable () -> Void)?
+    allowsInteraction: Bool, exchangeBegan: (@Sendable () -> Void)?,
+    serverClock: ServerClockEstimate
   ) {
+    self.serverClock = serverClock
     self.key = key
     self.reason = reason
     self.identity = LockedState(requestID)

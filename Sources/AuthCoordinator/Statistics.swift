@@ -61,6 +61,10 @@ extension AuthCoordinator {
     public var failedFast = 0
     /// Idle keys evicted from memory.
     public var evictions = 0
+    /// How far the token servers' clocks are ahead of this process's (`server − local`), as
+    /// estimated from the `Date` headers the authorizer reported
+    /// (``AuthorizationRequest/noteServerDate(_:at:)``); `nil` before any.
+    public var serverClockOffset: Duration?
     /// Keys held in memory now.
     public var keysInMemory = 0
 

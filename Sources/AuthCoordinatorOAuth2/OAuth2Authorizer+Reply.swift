@@ -9,9 +9,16 @@ import HTTPSupport
 // The token endpoint's reply: transport outcome, status, size, and the JSON of RFC 6749 §5.1
 // (success) or §5.2 (error).
 extension OAuth2Authorizer {
-  func model(from outcome: BoundedDataTask.Outcome, form: TokenForm, key: AccountKey) throws
-    -> AuthModel
-  {
+  /// When the request was sent (on ``now``), and the coordinator's estimate of the server's
+  /// clock, which the reply's `Date` header feeds.
+  struct ReplyClock {
+    var sentAt: Date
+    var request: AuthorizationRequest
+  }
+
+  func model(
+    from outcome: BoundedDataTask.Outcome, form: TokenForm, key: AccountKey, clock: ReplyClock
+  ) throws -> AuthModel {
     let secrets = secrets(of: form)
     let grant = form.grantType
     switch outcome {
@@ -40,6 +47,12 @@ extension OAuth2Authorizer {
         throw Self.endpointError("the token endpoint's reply is not HTTP", transient: false)
       }
       let status = http.statusCode
+      // The server's clock, for the coordinator's estimate of its offset.
+      if let header = http.value(forHTTPHeaderField: "Date"),
+        let serverDate = RetryAfter.httpDate(header)
+      {
+        clock.request.noteServerDate(serverDate, at: now())
+      }
       // A 429 or 5xx may say when to come back: the error carries it.
       let retryAfter =
         Self.isTransientStatus(status)
@@ -48,7 +61,8 @@ extension OAuth2Authorizer {
           serverDate: http.value(forHTTPHeaderField: "Date"), now: now(),
           limit: Self.maximumRetryAfter) : nil
       do {
-        return try model(from: http, body: body, form: form, key: key, secrets: secrets)
+        return try model(
+          from: http, body: body, form: form, key: key, secrets: secrets, clock: clock)
       } catch var error as AuthCoordinatorError {
         error.retryAfter = retryAfter
         throw error
@@ -62,7 +76,8 @@ extension OAuth2Authorizer {
 
   /// The model in an HTTP reply, or the error it says.
   private func model(
-    from http: HTTPURLResponse, body: Data, form: TokenForm, key: AccountKey, secrets: [String]
+    from http: HTTPURLResponse, body: Data, form: TokenForm, key: AccountKey, secrets: [String],
+    clock: ReplyClock
   ) throws -> AuthModel {
     let grant = form.grantType
     let status = http.statusCode
@@ -93,10 +108,12 @@ extension OAuth2Authorizer {
         "the token endpoint's reply to the \(grant) request is not a JSON object",
         transient: false)
     }
-    return try model(from: object, form: form, key: key)
+    return try model(from: object, form: form, key: key, clock: clock)
   }
 
-  func model(from reply: [String: Any], form: TokenForm, key: AccountKey) throws -> AuthModel {
+  func model(
+    from reply: [String: Any], form: TokenForm, key: AccountKey, clock: ReplyClock
+  ) throws -> AuthModel {
     guard let accessToken = reply["access_token"] as? String, !accessToken.isEmpty else {
       throw Self.endpointError(
         "the token endpoint's reply has no access_token (or an empty one)", transient: false)
@@ -120,7 +137,20 @@ extension OAuth2Authorizer {
           transient: false)
       }
       // A lifetime beyond a century (1e300, say) is cut to one, so the model stays storable.
-      expiresAt = now().addingTimeInterval(Duration.saturating(seconds: seconds).seconds)
+      // It counts from the request, on this clock: the server's skew does not matter.
+      expiresAt = clock.sentAt.addingTimeInterval(Duration.saturating(seconds: seconds).seconds)
+    } else if let value = reply["expires_at"], !(value is NSNull) {
+      // An absolute expiry (seconds since 1970) is on the server's clock: corrected by the
+      // coordinator's estimate of its offset.
+      guard let seconds = Self.seconds(value), seconds.isFinite, seconds >= 0,
+        seconds < 4_102_444_800  // 2100-01-01
+      else {
+        throw Self.endpointError(
+          "the token endpoint's reply has an expires_at that is not a time in seconds since 1970",
+          transient: false)
+      }
+      expiresAt = clock.request.localDate(
+        forServerDate: Date(timeIntervalSince1970: seconds))
     }
     var refreshToken = (reply["refresh_token"] as? String).flatMap { $0.isEmpty ? nil : $0 }
     if refreshToken == nil, case .refresh(let old) = form {

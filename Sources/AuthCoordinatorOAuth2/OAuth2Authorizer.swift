@@ -239,6 +239,8 @@ public struct OAuth2Authorizer: Authorizer {
   func send(_ form: TokenForm, for request: AuthorizationRequest) async throws -> AuthModel {
     let urlRequest = makeRequest(form)
     try Task.checkCancellation()
+    // A relative `expires_in` counts from here: the server's lifetime began no earlier.
+    let sentAt = now()
     let redirects = RedirectPolicy(
       endpoint: tokenEndpoint, allowsSameOriginHTTPS: allowsSameOriginHTTPSRedirects)
     let outcome: BoundedDataTask.Outcome
@@ -256,6 +258,8 @@ public struct OAuth2Authorizer: Authorizer {
       // The error itself is dropped: it carries the request URL.
       outcome = .failed(error.code)
     }
-    return try model(from: outcome, form: form, key: request.key)
+    return try model(
+      from: outcome, form: form, key: request.key,
+      clock: ReplyClock(sentAt: sentAt, request: request))
   }
 }

@@ -111,6 +111,7 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
   private struct State {
     var outage: Outage?
     var delay: Duration
+    var statesAbsoluteExpiry = false
     var counters = Counters()
     var accessTokens: [String: AccessRecord] = [:]
     var refreshTokens: [String: RefreshRecord] = [:]
@@ -155,6 +156,13 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
   public var responseDelay: Duration {
     get { state.withLock { $0.delay } }
     set { state.withLock { $0.delay = newValue } }
+  }
+
+  /// Whether replies state the expiry as an absolute `expires_at` (seconds since 1970, on
+  /// the server's `date`) instead of a relative `expires_in`. Default `false`.
+  public var statesAbsoluteExpiry: Bool {
+    get { state.withLock { $0.statesAbsoluteExpiry } }
+    set { state.withLock { $0.statesAbsoluteExpiry = newValue } }
   }
 
   /// The counters so far.
@@ -202,10 +210,18 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
     case .tokens(let access, let refresh, let family, let grant):
       log("token server: \(grant) grant (token request #\(number)): \(family)")
       status = 200
-      object = [
+      var tokens: [String: Any] = [
         "access_token": access, "token_type": "Bearer", "refresh_token": refresh,
-        "expires_in": Int(tokenLifetime.components.seconds),
       ]
+      let (absolute, expiresAt) = state.withLock {
+        ($0.statesAbsoluteExpiry, $0.accessTokens[access]?.expiresAt)
+      }
+      if absolute, let expiresAt {
+        tokens["expires_at"] = expiresAt.timeIntervalSince1970
+      } else {
+        tokens["expires_in"] = Int(tokenLifetime.components.seconds)
+      }
+      object = tokens
     case .error(let code, let error, let description):
       log("token server: token request #\(number) refused: \(error) (\(description))")
       status = code

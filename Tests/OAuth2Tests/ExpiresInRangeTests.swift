@@ -9,6 +9,13 @@ import Testing
 @Suite(.timeLimit(.minutes(2))) struct ExpiresInRangeTests {
   private let now = Date(timeIntervalSince1970: 1_800_000_000)
 
+  private var clock: OAuth2Authorizer.ReplyClock {
+    .init(
+      sentAt: now,
+      request: AuthorizationRequest(
+        key: AccountKey(mcUid: "u1"), reason: .missing, requestID: "1"))
+  }
+
   private func authorizer() -> OAuth2Authorizer {
     let now = self.now
     return OAuth2Authorizer(
@@ -18,7 +25,7 @@ import Testing
   @Test func aLifetimeBeyondACenturyIsCutToOne() throws {
     let model = try authorizer().model(
       from: ["access_token": "t", "expires_in": 1e300], form: .clientCredentials,
-      key: AccountKey(mcUid: "u1"))
+      key: AccountKey(mcUid: "u1"), clock: clock)
     let expiresAt = try #require(model.expiresAt)
     #expect(expiresAt == now.addingTimeInterval(Duration.saturationLimit.seconds))
   }
@@ -28,7 +35,16 @@ import Testing
     #expect(throws: AuthCoordinatorError.self) {
       try authorizer().model(
         from: ["access_token": "t", "expires_in": text], form: .clientCredentials,
-        key: AccountKey(mcUid: "u1"))
+        key: AccountKey(mcUid: "u1"), clock: clock)
+    }
+  }
+
+  @Test(arguments: ["soon", "-5", "1e20"])
+  func anAbsoluteExpiryThatIsNotATimeIsRefused(_ text: String) {
+    #expect(throws: AuthCoordinatorError.self) {
+      try authorizer().model(
+        from: ["access_token": "t", "expires_at": text], form: .clientCredentials,
+        key: AccountKey(mcUid: "u1"), clock: clock)
     }
   }
 }

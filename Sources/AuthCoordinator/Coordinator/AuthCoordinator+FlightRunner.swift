@@ -299,7 +299,8 @@ extension AuthCoordinator {
         key: key, reason: reason, requestID: nil, replacing: replacing,
         // A refresh ahead runs without a caller: it never involves the user.
         allowsInteraction: configuration.allowsInteraction && reason != .refreshAhead,
-        exchangeBegan: { [weak self] in self?.exchangeBegan(key, flight: id) })
+        exchangeBegan: { [weak self] in self?.exchangeBegan(key, flight: id) },
+        serverClock: serverClock)
     case .awaitLeaseHolder, .releaseLease:
       break
     }

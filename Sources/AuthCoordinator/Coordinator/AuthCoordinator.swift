@@ -73,6 +73,8 @@ public final class AuthCoordinator: Sendable {
   let leaseWatch = LeaseWatch()
   /// Listens to the lease's changes.
   private let leaseListener: Task<Void, Never>?
+  /// How far the token servers' clocks are off, from what the authorizer reported.
+  let serverClock: ServerClockEstimate
 
   /// Creates a coordinator.
   ///
@@ -117,6 +119,8 @@ public final class AuthCoordinator: Sendable {
       maximumHold: Self.maximumHold(configuration, interactive: authorizer.isInteractive),
       leaseTimeToLive: configuration.leaseTimeToLive,
       silent: configuration.silentRefresh ?? authorizer.silentRefresh ?? .disabled)
+    let broadcaster = self.broadcaster
+    self.serverClock = ServerClockEstimate { broadcaster.emit(.serverClockOffsetUpdated($0)) }
     let dueHandler = DueHandler()
     self.scheduler = DeadlineScheduler(clock: clock) { dueHandler.coordinator?.deadlinesDue() }
     // Subscribed before any flight can try the lease, so that no change is missed.
@@ -226,6 +230,7 @@ public final class AuthCoordinator: Sendable {
       total.cacheHits += stripe.lock.withLock { stripe.hits }
     }
     total.keysInMemory = table.keyCount
+    total.serverClockOffset = serverClock.offset
     return total
   }
 }

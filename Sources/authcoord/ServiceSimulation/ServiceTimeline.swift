@@ -103,6 +103,9 @@ final class ServiceTimeline: @unchecked Sendable {
     case .cooldownEntered(let key, let code, let duration):
       return
         "\(key.account) remembers \(code) for \(ServiceSimulation.seconds(duration)): no token request meanwhile"
+    case .serverClockOffsetUpdated(let offset):
+      guard abs(offset.seconds) >= 1 else { return nil }
+      return "the token server's clock is \(ServiceSimulation.seconds(offset)) off this one's"
     case .signedOutElsewhere, .accountStatusChanged, .evicted, .saveRetryFailed,
       .unsavedModelSaved, .unsavedModelDropped, .leaseLost, .leaseHoldEnded:
       return nil
