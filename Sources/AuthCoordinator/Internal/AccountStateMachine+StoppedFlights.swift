@@ -4,13 +4,15 @@ import Foundation
 // recorded here, in one place (``stopped``), until its work is done with: a refresh left to
 // finish, whose late result is stored (a rotated refresh token must not be lost) unless the
 // user signed out since, and adopted by memory if it is newer; or a flight whose work is being
-// cancelled, until the key's next flight makes sure it was.
+// cancelled, until the key's next flight takes it over and waits until that cancellation was
+// delivered.
 extension AccountStateMachine {
   /// A flight stopped before its work ended.
   struct StoppedFlight: Equatable {
     enum Fate: Equatable {
       /// Its work is cancelled (after the stripe's lock is released): the key's next flight
-      /// makes sure it was before it starts (``AccountStateMachine/attach(_:to:)``).
+      /// waits until the cancellation was delivered before it starts
+      /// (``AccountStateMachine/attach(_:to:)``).
       case cancelled
       /// A refresh left to finish. Its result is stored if `storesResult` (no sign-out since);
       /// until then a flight about to spend the same refresh token waits for its task.

@@ -18,11 +18,13 @@ import Foundation
 ///
 /// The machine is spread over files by concern: this one (the state, the requests, the steps'
 /// outcomes, the cold load), `+Stops` (what stops a flight from outside: the exchange's start,
-/// deadlines, the last waiter leaving, sign-outs), `+Authorizing` (what a flight does before it calls the authorizer:
-/// predecessors, the lease, the re-read), `+StoppedFlights` (every ending, the record of
-/// stopped flights, and the late results of stopped refreshes), `+Unsaved` (models served but
-/// not stored), `+LoopGuard`, `+Actions` and `+State` (its vocabulary). Its state is internal only so that those
-/// files can reach it: nothing outside `AccountStateMachine*.swift` reads or writes it.
+/// deadlines, the last waiter leaving, sign-outs), `+Authorizing` (what a flight does before it
+/// calls the authorizer: predecessors, the lease, the re-read), `+StoppedFlights` (every
+/// ending, the record of stopped flights, and the late results of stopped refreshes),
+/// `+Unsaved` (models served but not stored), `+LoopGuard`, `+SilentRefresh` (refresh ahead,
+/// retries, cooldowns, stale-if-error), `+Actions` and `+State` (its vocabulary). Its state is
+/// internal only so that those files can reach it: nothing outside `AccountStateMachine*.swift`
+/// reads or writes it.
 struct AccountStateMachine<Effects: FlightEffects> {
   /// What is known about the key's model.
   enum Cache: Equatable {
@@ -113,7 +115,8 @@ struct AccountStateMachine<Effects: FlightEffects> {
   /// Whether the key can be forgotten without losing a decision: no flight, and no
   /// authorization in the refresh-loop window (evicting it would reset the guard).
   /// A stopped flight whose work is not yet cancelled keeps the key too: the key's next flight
-  /// makes sure it is before it starts, which a forgotten key could not.
+  /// waits until that cancellation was delivered before it starts, which a forgotten key could
+  /// not.
   func isEvictable(now: Duration) -> Bool {
     guard case .idle = state, !hasUnsavedModel else { return false }
     for flight in stopped.values {
