@@ -15,6 +15,9 @@ struct CoordinatorSource: TokenSource {
   ) {
     var configuration = AuthCoordinator.Configuration()
     configuration.now = now
+    // As a service runs it: every cached model has a refresh-ahead point, which each hit
+    // compares with the time (the hit path must not get slower for it).
+    configuration.silentRefresh = .recommended
     coordinator = AuthCoordinator(
       store: InMemoryTokenStore(seed),
       authorizer: ClosureAuthorizer { request in try await fixture.authorize(request.key) },
