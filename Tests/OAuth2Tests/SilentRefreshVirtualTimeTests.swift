@@ -81,6 +81,45 @@ import Testing
     #expect(try await coordinator.authModel(for: key).accessToken != first.accessToken)
   }
 
+  @Test func replicasSharingAStoreAndALeaseRefreshAheadWithOneTokenRequest() async throws {
+    // Two replicas of a service: one store, one lease, one token server.
+    let store = InMemoryTokenStore()
+    let lease = InMemoryAuthorizationLease(now: clock.dateSource)
+    func replica() -> AuthCoordinator {
+      let authorizer = OAuth2Authorizer(
+        tokenEndpoint: Self.endpoint, clientID: "reports", timeout: .seconds(5),
+        transport: recorder, now: clock.dateSource)
+      var configuration = AuthCoordinator.Configuration(authorizationTimeout: .seconds(120))
+      configuration.clock = clock
+      configuration.now = clock.dateSource
+      configuration.random = { 0.5 }
+      return AuthCoordinator(
+        store: store, lease: lease, authorizer: authorizer, configuration: configuration)
+    }
+    let first = replica()
+    let second = replica()
+    let token = try await first.authModel(for: key)
+    #expect(try await second.authModel(for: key) == token, "read from the shared store")
+    clock.advance(by: .seconds(3000))
+    // The first replica's hit refreshes ahead...
+    let events = first.events
+    #expect(try await first.authModel(for: key) == token)
+    for await event in events {
+      if case .flightSucceeded = event { break }
+    }
+    let renewed = try await first.authModel(for: key)
+    #expect(renewed != token)
+    // ...and the second's refresh ahead finds the renewed token in the store: no request.
+    let secondEvents = second.events
+    #expect(try await second.authModel(for: key) == token, "served at once")
+    for await event in secondEvents {
+      if case .flightSucceeded = event { break }
+    }
+    #expect(try await second.authModel(for: key) == renewed)
+    #expect(recorder.times.count == 2, "one grant, one refresh ahead for the fleet")
+    #expect(second.statistics.adoptedFromStore == 1)
+  }
+
   @Test func aServerDownForFiveMinutesSeesOneRequestPerBackOffStepThenOneRefresh()
     async throws
   {
