@@ -105,7 +105,7 @@ public struct OAuth2Authorizer: Authorizer {
     get { (transport as? URLSessionTransport)?.session ?? .shared }
     set { transport = URLSessionTransport(session: newValue) }
   }
-  /// The wall clock `expires_in` counts from. Default `Date()`.
+  /// The wall clock `expires_in` counts from (read when the request is sent). Default `Date()`.
   public var now: @Sendable () -> Date
   /// The silent-refresh policy a coordinator uses with this authorizer unless its
   /// configuration sets one (``/AuthCoordinator/AuthCoordinator/Configuration/silentRefresh``).
@@ -193,7 +193,8 @@ public struct OAuth2Authorizer: Authorizer {
   ///
   /// - Parameter request: The authorization; its key's account becomes the model's ``/AuthCoordinator/AuthModel/account``.
   /// - Returns: The model: the access token, the refresh token (the new one, or the old one
-  ///   when the reply has none), `expiresAt` = ``now`` + `expires_in`, `uid` from
+  ///   when the reply has none), `expiresAt` = ``now`` at the request + `expires_in` (or an
+  ///   `expires_at` on the server's clock, corrected), `uid` from
   ///   ``userIDField``, and `scope` and `token_type` in `extraInfo` when the reply has them.
   /// - Throws: ``/AuthCoordinator/AuthCoordinatorError`` (see the type's discussion for the
   ///   codes); `CancellationError` when the Task is cancelled.

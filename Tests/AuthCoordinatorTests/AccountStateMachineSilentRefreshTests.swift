@@ -43,6 +43,18 @@ import Testing
     return machine
   }
 
+  /// The end of flight `flight` failing with `error`, the key cooling down for `cooldown`, its
+  /// waiters getting `stale` instead.
+  func failed(
+    _ error: AuthCoordinatorError, flight: UInt64 = 1, cooldown: Duration? = nil,
+    stale: AuthModel? = nil
+  ) -> Machine.AdvanceAction {
+    var ending = Ending(flight: flight, result: .failed(error))
+    ending.cooldown = cooldown
+    ending.stale = stale
+    return .end(ending)
+  }
+
   func retry(_ until: Duration, attempt: Int, delay: Duration) -> Machine.AdvanceAction {
     .next(
       .init(
@@ -162,11 +174,9 @@ import Testing
     let inside = date + 3200
     _ = machine.request(.ifNeeded, date: inside, now: .seconds(3200), newFlightID: 2)
     _ = machine.advance(2, .loaded(model("t1")), date: inside, now: .seconds(3200))
-    var ending = Ending(flight: 2, result: .failed(networkError))
-    ending.cooldown = .seconds(3)
     #expect(
       machine.advance(2, .authorized(.failure(networkError)), date: inside, now: .seconds(3200))
-        == .end(ending))
+        == failed(networkError, flight: 2, cooldown: .seconds(3)))
     #expect(
       machine.request(.ifNeeded, date: inside, now: .seconds(3202), newFlightID: noNewFlight())
         == .serve(model("t1")))
@@ -192,11 +202,9 @@ import Testing
     _ = machine.advance(1, .backedOff, date: date, now: .milliseconds(3500))
     // The third attempt is the last: the flight fails, and the key remembers it for the next
     // step of the back-off.
-    var ending = Ending(flight: 1, result: .failed(networkError))
-    ending.cooldown = .seconds(3)
     #expect(
       machine.advance(1, .authorized(.failure(networkError)), date: date, now: .seconds(4))
-        == .end(ending))
+        == failed(networkError, cooldown: .seconds(3)))
     var remembered = networkError
     remembered.retryAfter = .seconds(2)
     guard
@@ -218,12 +226,7 @@ import Testing
     _ = machine.advance(2, .loaded(nil), date: date, now: .seconds(7))
     #expect(
       machine.advance(2, .authorized(.failure(networkError)), date: date, now: .seconds(7))
-        == .end(
-          {
-            var ending = Ending(flight: 2, result: .failed(networkError))
-            ending.cooldown = .seconds(6)
-            return ending
-          }()))
+        == failed(networkError, flight: 2, cooldown: .seconds(6)))
   }
 
   @Test func retryAfterLengthensTheBackOffAndOneTooLongEndsTheFlightAtOnce() {
@@ -241,31 +244,25 @@ import Testing
     // Beyond the longest wait inside a flight (5 s): the callers get the error now.
     let down = AuthCoordinatorError(
       .authorizationFailed, "503", transient: true, retryAfter: .seconds(7))
-    var ending = Ending(flight: 1, result: .failed(down))
-    ending.cooldown = .seconds(7)
     #expect(
       machine.advance(1, .authorized(.failure(down)), date: date, now: .seconds(2))
-        == .end(ending))
+        == failed(down, cooldown: .seconds(7)))
   }
 
   @Test func noRetryWaitsPastTheFlightsDeadline() {
     var machine = authorizing(silentPolicy())
-    var ending = Ending(flight: 1, result: .failed(networkError))
-    ending.cooldown = .milliseconds(750)
     // The authorization deadline is 120 s after the start; 0.75 s from 119.5 s is past it.
     #expect(
       machine.advance(
         1, .authorized(.failure(networkError)), date: date, now: .milliseconds(119_500))
-        == .end(ending))
+        == failed(networkError, cooldown: .milliseconds(750)))
   }
 
   @Test func aTerminalFailureIsRememberedForTheCooldownAndNeverRetried() {
     var machine = authorizing(silentPolicy())
-    var ending = Ending(flight: 1, result: .failed(revoked))
-    ending.cooldown = .seconds(2)
     #expect(
       machine.advance(1, .authorized(.failure(revoked)), date: date, now: .seconds(1))
-        == .end(ending))
+        == failed(revoked, cooldown: .seconds(2)))
     for caller in 0..<3 {
       guard
         case .failFast(let error) = machine.request(
@@ -282,23 +279,18 @@ import Testing
         == .start(flight: 2, load(by: .seconds(10))))
   }
 
-  @Test func interactiveAuthorizersNeitherRetryNorRememberFailures() {
-    var machine = authorizing(silentPolicy(interactive: true))
-    #expect(
-      machine.advance(1, .authorized(.failure(networkError)), date: date, now: .zero)
-        == .end(Ending(flight: 1, result: .failed(networkError))))
-    #expect(
-      machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
-        == .start(flight: 2, load(by: .seconds(7))))
-  }
-
-  @Test func withoutAPolicyNothingIsRetriedOrRemembered() {
-    var policy = self.policy
-    policy.interactiveAuthorizer = false
+  /// An interactive authorizer under a policy, and a silent one without a policy.
+  @Test(arguments: [true, false])
+  func interactiveAuthorizersAndNoPolicyNeitherRetryNorRememberFailures(interactive: Bool) {
+    var policy = silentPolicy(interactive: true)
+    if !interactive {
+      policy = self.policy
+      policy.interactiveAuthorizer = false
+    }
     var machine = authorizing(policy)
     #expect(
       machine.advance(1, .authorized(.failure(networkError)), date: date, now: .zero)
-        == .end(Ending(flight: 1, result: .failed(networkError))))
+        == failed(networkError))
     #expect(
       machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
         == .start(flight: 2, load(by: .seconds(7))))
@@ -327,12 +319,9 @@ import Testing
       machine.request(.ifNeeded, date: inLeeway, now: .seconds(3570), newFlightID: 2)
         == .start(flight: 2, load(by: .seconds(3577))))
     _ = machine.advance(2, .loaded(model("t1")), date: inLeeway, now: .seconds(3570))
-    var ending = Ending(flight: 2, result: .failed(networkError))
-    ending.stale = model("t1")
-    ending.cooldown = .seconds(40)
     #expect(
       machine.advance(2, .authorized(.failure(networkError)), date: inLeeway, now: .seconds(3570))
-        == .end(ending))
+        == failed(networkError, flight: 2, cooldown: .seconds(40), stale: model("t1")))
     // During the cooldown: the same model, with its own expiry, while it has not expired.
     #expect(
       machine.request(.ifNeeded, date: date + 3590, now: .seconds(3590), newFlightID: noNewFlight())
@@ -363,11 +352,9 @@ import Testing
     let inLeeway = date + 3570
     _ = machine.request(.ifNeeded, date: inLeeway, now: .seconds(3570), newFlightID: 2)
     _ = machine.advance(2, .loaded(model("t1")), date: inLeeway, now: .seconds(3570))
-    var ending = Ending(flight: 2, result: .failed(revoked))
-    ending.cooldown = .seconds(2)
     #expect(
       machine.advance(2, .authorized(.failure(revoked)), date: inLeeway, now: .seconds(3570))
-        == .end(ending))
+        == failed(revoked, flight: 2, cooldown: .seconds(2)))
     guard
       case .failFast = machine.request(
         .ifNeeded, date: inLeeway, now: .seconds(3571), newFlightID: noNewFlight())

@@ -22,8 +22,12 @@ import Testing
     recorder = RequestTimes(tokenServer, clock: clock)
   }
 
-  /// A coordinator on the recording transport, with `silent` (`nil`: the authorizer's own).
-  func coordinator(_ silent: SilentRefreshPolicy? = nil) -> AuthCoordinator {
+  /// A coordinator on the recording transport, with `silent` (`nil`: the authorizer's own),
+  /// on `store` and `lease` (a replica of a fleet) when given.
+  func coordinator(
+    _ silent: SilentRefreshPolicy? = nil, store: InMemoryTokenStore = InMemoryTokenStore(),
+    lease: InMemoryAuthorizationLease? = nil
+  ) -> AuthCoordinator {
     let authorizer = OAuth2Authorizer(
       tokenEndpoint: Self.endpoint, clientID: "reports", timeout: .seconds(5),
       transport: recorder, now: clock.dateSource)
@@ -32,7 +36,8 @@ import Testing
     configuration.now = clock.dateSource
     configuration.random = { 0.5 }
     configuration.silentRefresh = silent
-    return AuthCoordinator(authorizer: authorizer, configuration: configuration)
+    return AuthCoordinator(
+      store: store, lease: lease, authorizer: authorizer, configuration: configuration)
   }
 
   func client(_ coordinator: AuthCoordinator) -> BearerClient {
@@ -85,19 +90,8 @@ import Testing
     // Two replicas of a service: one store, one lease, one token server.
     let store = InMemoryTokenStore()
     let lease = InMemoryAuthorizationLease(now: clock.dateSource)
-    func replica() -> AuthCoordinator {
-      let authorizer = OAuth2Authorizer(
-        tokenEndpoint: Self.endpoint, clientID: "reports", timeout: .seconds(5),
-        transport: recorder, now: clock.dateSource)
-      var configuration = AuthCoordinator.Configuration(authorizationTimeout: .seconds(120))
-      configuration.clock = clock
-      configuration.now = clock.dateSource
-      configuration.random = { 0.5 }
-      return AuthCoordinator(
-        store: store, lease: lease, authorizer: authorizer, configuration: configuration)
-    }
-    let first = replica()
-    let second = replica()
+    let first = coordinator(store: store, lease: lease)
+    let second = coordinator(store: store, lease: lease)
     let token = try await first.authModel(for: key)
     #expect(try await second.authModel(for: key) == token, "read from the shared store")
     clock.advance(by: .seconds(3000))

@@ -288,7 +288,6 @@ struct AccountStateMachine<Effects: FlightEffects> {
       state = .persisting(id: id, model: model, holdsLease: authorizing.holdsLease)
       return .next(step(.persist(model), now: now))
     case (.authorizing(let authorizing), .authorized(.failure(let error))):
-      // A silent authorizer's transient failure may be retried, within the flight.
       // A silent authorizer's transient failure may be retried; a failure needs the lease no
       // more otherwise (another process may try at once).
       return authorizationFailed(authorizing, error, date: date, now: now)

@@ -115,8 +115,11 @@ struct Scenario {
   /// `timed_out` after 2 s, and the refresh goes on; its late result is stored, and the next
   /// wave, sent at once with the endpoint fast again, waits for it and adopts it: no second
   /// refresh, no reuse. Within the deadline (1 s): the calls wait for one refresh and succeed.
+  /// Tokens live 6 s here: `expires_in` counts from the moment the request was sent, so a
+  /// 2 s token that took 3 s to arrive would be expired on arrival.
   mutating func slowEndpoint() async throws {
     try await sleepUntilExpired()
+    try await server.configure(["expires_in": "6"])
     let before = try await server.stats()
     let statisticsBefore = client.coordinator.statistics
     try await server.configure(["delay": "3"])
