@@ -23,7 +23,11 @@ extension FileAuthorizationLease {
     try await perform { lease throws(TokenStoreError) in
       try lease.transact { record, time in
         if let holder = record.holders[key], holder.isLive(at: time) {
-          return .heldElsewhere(owner: holder.owner, expiresAt: holder.expiry(at: time))
+          guard let backOff = holder.backOff else {
+            return .heldElsewhere(owner: holder.owner, expiresAt: holder.expiry(at: time))
+          }
+          return .backingOff(
+            until: holder.expiry(at: time), failures: backOff.failures, code: backOff.code)
         }
         let holder = LeaseRecord.Holder.lasting(
           Self.seconds(timeToLive), owner: owner, fence: record.nextFence, from: time)
@@ -49,9 +53,9 @@ extension FileAuthorizationLease {
   ) async throws(TokenStoreError) -> LeaseGrant? {
     try await perform { lease throws(TokenStoreError) in
       try lease.transact { record, time in
-        guard let held = record.holders[grant.key], held.fence == grant.fence else {
-          return nil
-        }
+        guard let held = record.holders[grant.key], held.fence == grant.fence,
+          held.backOff == nil
+        else { return nil }
         let holder = LeaseRecord.Holder.lasting(
           Self.seconds(timeToLive), owner: held.owner, fence: held.fence, from: time)
         record.holders[grant.key] = holder
@@ -71,6 +75,36 @@ extension FileAuthorizationLease {
     try await perform { lease throws(TokenStoreError) in
       try lease.transact { record, _ in
         if record.holders[grant.key]?.fence == grant.fence { record.holders[grant.key] = nil }
+      }
+    }
+  }
+
+  /// Gives the key up and keeps every process off it for `backOff.duration` (on the host's
+  /// boot clock); announces ``LeaseChange/released(_:)`` as ``release(_:)`` does. The back-off
+  /// is a holder no one owns, with a fence of its own.
+  ///
+  /// - Parameters:
+  ///   - grant: The grant.
+  ///   - backOff: The back-off.
+  /// - Throws: ``TokenStoreError``, as ``acquire(_:owner:timeToLive:)`` does.
+  public func release(
+    _ grant: LeaseGrant, backingOff backOff: LeaseBackOff
+  ) async throws(TokenStoreError) {
+    let mark = LeaseRecord.BackOffMark(
+      failures: max(backOff.failures, 0),
+      code: String(backOff.code.utf8.prefix(LeaseRecord.BackOffMark.maximumCodeLength)) ?? "")
+    guard mark.isPlausible else { return try await release(grant) }
+    try await perform { lease throws(TokenStoreError) in
+      try lease.transact { record, time in
+        guard let held = record.holders[grant.key], held.fence == grant.fence,
+          held.backOff == nil
+        else { return }
+        var holder = LeaseRecord.Holder.lasting(
+          Self.seconds(max(backOff.duration, .zero)), owner: "", fence: record.nextFence,
+          from: time)
+        holder.backOff = mark
+        record.nextFence += 1
+        record.holders[grant.key] = holder
       }
     }
   }

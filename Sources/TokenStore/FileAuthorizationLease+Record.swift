@@ -66,6 +66,9 @@ struct LeaseRecord: Equatable, Sendable {
     var expiresAt: Date
     /// The expiry on the host's boot clock, with the boot's identity.
     var bootExpiry: BootInstant? = nil
+    /// Set for the back-off a released grant left (``FileAuthorizationLease/release(_:backingOff:)``):
+    /// no one owns it, and until it expires every acquire is told to back off.
+    var backOff: BackOffMark? = nil
 
     /// A holder whose grant lasts `seconds` from `time`, on both clocks.
     static func lasting(
@@ -90,6 +93,20 @@ struct LeaseRecord: Equatable, Sendable {
       guard let expiry = bootExpiry, let now = time.boot else { return expiresAt }
       guard expiry.boot == now.boot else { return min(expiresAt, time.wall) }
       return time.wall.addingTimeInterval(now.seconds(to: expiry))
+    }
+  }
+
+  /// What a back-off tells the next owner to ask (``LeaseBackOff``, without its duration: the
+  /// holder's expiry is the back-off's end).
+  struct BackOffMark: Equatable, Sendable {
+    var failures: Int
+    var code: String
+
+    /// The longest error code recorded.
+    static let maximumCodeLength = 64
+
+    var isPlausible: Bool {
+      failures >= 0 && !code.isEmpty && code.utf8.count <= Self.maximumCodeLength
     }
   }
 
@@ -176,7 +193,8 @@ struct LeaseRecord: Equatable, Sendable {
         WireHolder(
           key: key, owner: holder.owner, fence: holder.fence,
           expiresAt: holder.expiresAt.timeIntervalSinceReferenceDate,
-          boot: holder.bootExpiry?.boot, bootExpiresAt: holder.bootExpiry?.nanoseconds)
+          boot: holder.bootExpiry?.boot, bootExpiresAt: holder.bootExpiry?.nanoseconds,
+          backOffFailures: holder.backOff?.failures, backOffCode: holder.backOff?.code)
       },
       userRevoked: userRevoked.isEmpty
         ? nil
@@ -247,9 +265,21 @@ struct LeaseRecord: Equatable, Sendable {
         throw TokenStoreError(
           .corruptFile, "The lease file's record has a holder with half a boot-clock expiry.")
       }
+      var backOff: BackOffMark?
+      switch (holder.backOffFailures, holder.backOffCode) {
+      case (nil, nil): backOff = nil
+      case (let failures?, let code?) where BackOffMark(failures: failures, code: code).isPlausible:
+        backOff = BackOffMark(failures: failures, code: code)
+      default:
+        throw TokenStoreError(
+          .corruptFile,
+          "The lease file's record has a back-off without its failures or code, or with an"
+            + " implausible one.")
+      }
       let decoded = Holder(
         owner: holder.owner, fence: holder.fence,
-        expiresAt: Date(timeIntervalSinceReferenceDate: holder.expiresAt), bootExpiry: bootExpiry)
+        expiresAt: Date(timeIntervalSinceReferenceDate: holder.expiresAt), bootExpiry: bootExpiry,
+        backOff: backOff)
       guard isPlausible(decoded, at: time) else {
         throw TokenStoreError(
           .corruptFile,
@@ -308,5 +338,9 @@ struct LeaseRecord: Equatable, Sendable {
     var boot: String?
     /// Nanoseconds since that boot on the host's boot clock.
     var bootExpiresAt: UInt64?
+    /// A back-off's (``BackOffMark``), both or neither; absent for a grant. Earlier versions
+    /// ignore them and see a holder no one owns, which they wait for until it expires.
+    var backOffFailures: Int?
+    var backOffCode: String?
   }
 }

@@ -15,6 +15,8 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
     var owner: String
     var fence: UInt64
     var expiresAt: Date
+    /// Set for a back-off a released grant left (``release(_:backingOff:)``): no one owns it.
+    var backOff: LeaseBackOff? = nil
   }
 
   private struct State {
@@ -56,7 +58,11 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
     let date = now()
     return state.withLock { state in
       if let holder = state.holders[key], holder.expiresAt > date {
-        return .heldElsewhere(owner: holder.owner, expiresAt: holder.expiresAt)
+        guard let backOff = holder.backOff else {
+          return .heldElsewhere(owner: holder.owner, expiresAt: holder.expiresAt)
+        }
+        return .backingOff(
+          until: holder.expiresAt, failures: backOff.failures, code: backOff.code)
       }
       let holder = Holder(
         owner: owner, fence: state.nextFence,
@@ -79,7 +85,9 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
   public func renew(_ grant: LeaseGrant, timeToLive: Duration) async -> LeaseGrant? {
     let date = now()
     return state.withLock { state in
-      guard var holder = state.holders[grant.key], holder.fence == grant.fence else { return nil }
+      guard var holder = state.holders[grant.key], holder.fence == grant.fence,
+        holder.backOff == nil
+      else { return nil }
       holder.expiresAt = date.addingTimeInterval(timeToLive.seconds)
       state.holders[grant.key] = holder
       return LeaseGrant(
@@ -95,6 +103,28 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
     let subscribers = state.withLock { state -> [AsyncStream<LeaseChange>.Continuation] in
       guard state.holders[grant.key]?.fence == grant.fence else { return [] }
       state.holders[grant.key] = nil
+      return state.subscribers.sorted { $0.key < $1.key }.map(\.value)
+    }
+    for subscriber in subscribers { subscriber.yield(.released(grant.key)) }
+  }
+
+  /// Gives the key up and keeps everyone off it for `backOff.duration`; announces the release.
+  ///
+  /// - Parameters:
+  ///   - grant: The grant.
+  ///   - backOff: The back-off.
+  public func release(_ grant: LeaseGrant, backingOff backOff: LeaseBackOff) async {
+    let date = now()
+    let subscribers = state.withLock { state -> [AsyncStream<LeaseChange>.Continuation] in
+      guard let holder = state.holders[grant.key], holder.fence == grant.fence,
+        holder.backOff == nil
+      else { return [] }
+      // A fence of its own, as a grant has: the released grant's is no one's any more.
+      state.holders[grant.key] = Holder(
+        owner: "", fence: state.nextFence,
+        expiresAt: date.addingTimeInterval(max(backOff.duration, .zero).seconds),
+        backOff: backOff)
+      state.nextFence += 1
       return state.subscribers.sorted { $0.key < $1.key }.map(\.value)
     }
     for subscriber in subscribers { subscriber.yield(.released(grant.key)) }

@@ -13,6 +13,9 @@ import Foundation
 ///   the key's current one and returns `nil` once it was released or taken over (it may refuse a lapsed one too); a throw means
 ///   "unknown" and the holder retries until its grant would lapse.
 /// - **Release is idempotent** and announces the release (``LeaseChangeFeed``).
+/// - **A back-off keeps everyone off.** After ``release(_:backingOff:)``, ``acquire(_:owner:timeToLive:)``
+///   answers ``LeaseAttempt/backingOff(until:failures:code:)`` to every owner until the
+///   back-off's expiry (on the lease's clock), then grants as usual.
 /// - **Current means not signed out.** ``isCurrent(_:)`` is `false` once the grant's account
 ///   (or everyone) signed out after the grant was taken (``SignOutGenerations``).
 ///
@@ -50,12 +53,65 @@ public protocol LeaseGrants: Sendable {
   /// - Throws: When the lease's storage cannot be read or changed.
   func release(_ grant: LeaseGrant) async throws
 
+  /// Gives the key up after its holder's authorization failed, and keeps anyone from taking it
+  /// until the holder's back-off ends: until then, ``acquire(_:owner:timeToLive:)`` answers
+  /// ``LeaseAttempt/backingOff(until:failures:code:)`` to every owner. That is what bounds a
+  /// fleet's requests to a failing server to one per back-off step, however many replicas
+  /// share the lease. Announces ``LeaseChange/released(_:)``, so waiters hear of the failure
+  /// at once. Does nothing when the grant is no longer held.
+  ///
+  /// The default implementation releases the grant without the back-off (each replica then
+  /// backs off on its own); the package's leases implement it. The back-off is a record like
+  /// a grant, with an expiry on the lease's clock and a fence of its own: a lease may store it
+  /// as a holder that no caller owns.
+  ///
+  /// - Parameters:
+  ///   - grant: The grant to release.
+  ///   - backOff: How long no one may take the key, counted from the release, and what the
+  ///     next holder needs to know of the failure.
+  /// - Throws: When the lease's storage cannot be read or changed.
+  func release(_ grant: LeaseGrant, backingOff backOff: LeaseBackOff) async throws
+
   /// Whether no sign-out of the grant's account happened since the grant was taken.
   ///
   /// - Parameter grant: A grant from ``acquire(_:owner:timeToLive:)`` or ``renew(_:timeToLive:)``.
   /// - Returns: `false` once the account (or everyone) signed out after the grant.
   /// - Throws: When the lease's storage cannot be read.
   func isCurrent(_ grant: LeaseGrant) async throws -> Bool
+}
+
+extension LeaseGrants {
+  /// Releases the grant without recording the back-off: a lease that does not implement
+  /// back-offs lets each replica back off on its own.
+  public func release(_ grant: LeaseGrant, backingOff backOff: LeaseBackOff) async throws {
+    try await release(grant)
+  }
+}
+
+/// What a holder whose authorization failed asks its lease to remember for the key
+/// (``LeaseGrants/release(_:backingOff:)``), so that no replica tries again before the back-off
+/// ends.
+public struct LeaseBackOff: Sendable, Hashable {
+  /// How long no one may take the key, counted from the release on the lease's clock.
+  public var duration: Duration
+  /// The key's consecutive transient failures so far (0 for a failure that is not transient):
+  /// the next holder's back-off grows from there instead of starting over.
+  public var failures: Int
+  /// The failure's error code (`network_error`, `invalid_client`): what a replica's callers
+  /// are told while the back-off lasts. Never a token or a message.
+  public var code: String
+
+  /// Creates a back-off.
+  ///
+  /// - Parameters:
+  ///   - duration: How long no one may take the key.
+  ///   - failures: The consecutive transient failures so far.
+  ///   - code: The failure's error code.
+  public init(duration: Duration, failures: Int, code: String) {
+    self.duration = duration
+    self.failures = failures
+    self.code = code
+  }
 }
 
 /// A lease held: the key, its holder, and its place in the key's history.
@@ -116,4 +172,8 @@ public enum LeaseAttempt: Sendable, Hashable {
   case acquired(LeaseGrant)
   /// Another holder has it until `expiresAt` (unless it renews or releases it first).
   case heldElsewhere(owner: String, expiresAt: Date)
+  /// No one holds the key, but its last holder's authorization failed and it asked the lease
+  /// to keep everyone off until `until` (``LeaseGrants/release(_:backingOff:)``): the caller
+  /// should not authorize before then. `failures` and `code` are the back-off's.
+  case backingOff(until: Date, failures: Int, code: String)
 }

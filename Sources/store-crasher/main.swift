@@ -135,6 +135,9 @@ case "lease-hold":
     case .heldElsewhere(let owner, _):
       emit("busy \(owner)")
       exit(1)
+    case .backingOff(_, _, let code):
+      emit("backing-off \(code)")
+      exit(1)
     }
   } catch {
     emit("error \(error.code)")

@@ -4,6 +4,8 @@ import AuthCoordinatorTestKit
 import Foundation
 import Testing
 
+@testable import TokenStore
+
 // SIMULATED SERVERS, REAL PRODUCTS, VIRTUAL TIME (issue 24): the coordinator's silent-refresh
 // policy with the real OAuth2Authorizer and BearerClient over the TestKit's in-process token
 // server, on a ManualClock, the jitter pinned at the middle (each back-off is three quarters of
@@ -26,7 +28,7 @@ import Testing
   /// on `store` and `lease` (a replica of a fleet) when given.
   func coordinator(
     _ silent: SilentRefreshPolicy? = nil, store: InMemoryTokenStore = InMemoryTokenStore(),
-    lease: InMemoryAuthorizationLease? = nil
+    lease: (any AuthorizationLease)? = nil
   ) -> AuthCoordinator {
     let authorizer = OAuth2Authorizer(
       tokenEndpoint: Self.endpoint, clientID: "reports", timeout: .seconds(5),
@@ -159,6 +161,85 @@ import Testing
     #expect(recorder.times.count == before + 1, "exactly one token request after the outage")
     #expect(tokenServer.counters.refreshTokenGrants == 1)
     #expect(served >= 60 - 23, "served from the refresh on")
+  }
+
+  /// The lease a fleet's replicas share: in memory, or a file (read through real file I/O), both
+  /// on the manual clock.
+  enum FleetLease: CaseIterable, Sendable { case inMemory, file }
+
+  @Test(arguments: FleetLease.allCases)
+  func aFleetOfThreeReplicasSeesOneRequestPerBackOffStepThenOneRefresh(
+    _ kind: FleetLease
+  ) async throws {
+    // Three replicas of a service: one store, one lease, one token server. One attempt per
+    // flight, so that no flight waits on the manual clock inside itself.
+    var silent = SilentRefreshPolicy.recommended
+    silent.maxAttempts = 1
+    let store = InMemoryTokenStore()
+    let directory = FileManager.default.temporaryDirectory
+      .appendingPathComponent("fleet-\(UUID().uuidString)", isDirectory: true)
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let lease: any AuthorizationLease
+    switch kind {
+    case .inMemory:
+      lease = InMemoryAuthorizationLease(now: clock.dateSource)
+    case .file:
+      // The host's boot clock, as the lease reads it, is the manual clock here.
+      let clock = self.clock
+      let host = HostClock(
+        wall: clock.dateSource,
+        boot: {
+          let offset = clock.now.offset.components
+          return BootInstant(
+            boot: "manual",
+            nanoseconds: UInt64(offset.seconds) * 1_000_000_000
+              + UInt64(offset.attoseconds / 1_000_000_000))
+        })
+      lease = FileAuthorizationLease(url: directory.appendingPathComponent("lease"), clock: host)
+    }
+    let replicas = (0..<3).map { _ in coordinator(silent, store: store, lease: lease) }
+    _ = try await replicas[0].authModel(for: key)
+    clock.advance(by: .seconds(3600))
+    tokenServer.outage = .init(status: 503)
+    let outageBegan = recorder.times.count
+    // Five minutes, each replica called once a second, a different one first each second:
+    // whichever takes the lease after a back-off, the next back-off grows from the fleet's
+    // failures, not from its own.
+    var failures = 0
+    for second in 0..<300 {
+      clock.advance(by: .seconds(1))
+      for index in 0..<3 {
+        let replica = replicas[(second + index) % 3]
+        do { _ = try await replica.authModel(for: key) } catch { failures += 1 }
+      }
+    }
+    #expect(failures == 900, "nothing valid to serve while the server is down")
+    let outage = Array(recorder.times[outageBegan...])
+    let gaps = zip(outage.dropFirst(), outage).map { $0 - $1 }
+    #expect(gaps.allSatisfy { $0 >= .seconds(1) }, "one request per back-off step: \(gaps)")
+    #expect(zip(gaps.dropFirst(), gaps).allSatisfy { $0 >= $1 }, "the back-off never shrinks")
+    #expect(gaps.suffix(5).allSatisfy { $0 >= .milliseconds(22_500) }, "capped at 30 s")
+    #expect(outage.count <= 20, "\(outage.count) token requests for 900 callers of 3 replicas")
+    for replica in replicas.dropFirst() {
+      #expect(replica.statistics.cooldownsEntered > 0, "told to back off by the lease")
+    }
+
+    // The server comes back: the first caller after the back-off refreshes, once, for the
+    // fleet; the others adopt its token from the store.
+    tokenServer.outage = nil
+    let before = recorder.times.count
+    for second in 0..<60 {
+      clock.advance(by: .seconds(1))
+      for index in 0..<3 {
+        _ = try? await replicas[(second + index) % 3].authModel(for: key)
+      }
+    }
+    #expect(recorder.times.count == before + 1, "exactly one token request after the outage")
+    #expect(tokenServer.counters.refreshTokenGrants == 1)
+    var tokens: Set<String> = []
+    for replica in replicas { tokens.insert(try await replica.authModel(for: key).accessToken) }
+    #expect(tokens.count == 1, "every replica serves the one refreshed token")
   }
 
   @Test func staleIfErrorServesTheUnexpiredTokenWhileTheServerIsDownAndNeverPastItsExpiry()

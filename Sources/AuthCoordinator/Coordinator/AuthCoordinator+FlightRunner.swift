@@ -67,6 +67,9 @@ extension AuthCoordinator {
       case .releaseLease:
         await release(&held, key)
         outcome = .leaseReleased
+      case .releaseLeaseBackingOff(let backOff):
+        await release(&held, key, backingOff: backOff)
+        outcome = .leaseReleased
       case .backOff(let until, let delay):
         broadcaster.emit(.refreshLoopBackedOff(key: key, delay: delay))
         // A stopped flight's sleep ends early; its report is then stale and ignored.
@@ -121,13 +124,22 @@ extension AuthCoordinator {
     if authorized { workFinished(key, effects) }
   }
 
-  /// Gives the lease back, if the flight holds it (and has not given it up already).
-  private func release(_ held: inout HeldLease, _ key: AccountKey) async {
+  /// Gives the lease back, if the flight holds it (and has not given it up already); with a
+  /// back-off, the lease keeps every process off the key until it ends.
+  private func release(
+    _ held: inout HeldLease, _ key: AccountKey, backingOff backOff: LeaseBackOff? = nil
+  ) async {
     guard let grant = held.grant else { return }
     held.grant = nil
     held.renewal?.cancel()
-    guard held.hold?.isHeld != false else { return }
-    do { try await lease?.release(grant) } catch { reportStoreFailure(key, .lease, error) }
+    guard held.hold?.isHeld != false, let lease else { return }
+    do {
+      if let backOff {
+        try await lease.release(grant, backingOff: backOff)
+      } else {
+        try await lease.release(grant)
+      }
+    } catch { reportStoreFailure(key, .lease, error) }
   }
 
   /// Tries the lease; while held, it is renewed (``LeaseHold``) until released, lost, or held
@@ -151,6 +163,8 @@ extension AuthCoordinator {
         return .acquiredWithRead(model)
       case .heldElsewhere(_, let until):
         return .heldElsewhere(until: until)
+      case .backingOff(let until, let failures, let code):
+        return .backingOff(until: until, failures: failures, code: code)
       }
     } catch {
       reportStoreFailure(key, .lease, error)
@@ -301,7 +315,7 @@ extension AuthCoordinator {
         allowsInteraction: configuration.allowsInteraction && reason != .refreshAhead,
         exchangeBegan: { [weak self] in self?.exchangeBegan(key, flight: id) },
         serverClock: serverClock)
-    case .awaitLeaseHolder, .releaseLease:
+    case .awaitLeaseHolder, .releaseLease, .releaseLeaseBackingOff:
       break
     }
     return prepared

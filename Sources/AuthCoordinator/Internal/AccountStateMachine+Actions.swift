@@ -49,6 +49,10 @@ extension AccountStateMachine {
     /// Give the lease back before the callers get the flight's result: it adopts a stored
     /// model, or it has its own (stored, failed, or signed out elsewhere).
     case releaseLease
+    /// Give the lease back after the authorizer failed, and have it keep every process off
+    /// the key for the back-off this process remembers (``TokenStore/LeaseGrants/release(_:backingOff:)``):
+    /// a fleet sends one request per back-off step, not one per replica.
+    case releaseLeaseBackingOff(LeaseBackOff)
     /// Wait until `until` (on the injected clock), `delay` after the decision: the refresh-loop
     /// guard holds back a non-interactive authorizer's authorization.
     case backOff(until: Duration, delay: Duration)
@@ -67,8 +71,8 @@ extension AccountStateMachine {
     var phase: AuthEvent.FlightPhase {
       switch self {
       case .load: return .load
-      case .awaitPredecessors, .acquireLease, .awaitLeaseHolder, .releaseLease, .backOff,
-        .awaitRetry, .authorize:
+      case .awaitPredecessors, .acquireLease, .awaitLeaseHolder, .releaseLease,
+        .releaseLeaseBackingOff, .backOff, .awaitRetry, .authorize:
         return .authorization
       case .persist, .persistLateResult: return .save
       }
@@ -88,6 +92,9 @@ extension AccountStateMachine {
     /// Acquired, and the lease read the store while granting (the flight's re-read).
     case acquiredWithRead(AuthModel?)
     case heldElsewhere(until: Date)
+    /// Another process's authorization failed and the lease keeps everyone off the key until
+    /// `until` (``TokenStore/LeaseAttempt/backingOff(until:failures:code:)``).
+    case backingOff(until: Date, failures: Int, code: String)
     case failed(AuthCoordinatorError)
   }
 

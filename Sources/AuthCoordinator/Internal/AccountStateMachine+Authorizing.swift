@@ -68,6 +68,9 @@ extension AccountStateMachine {
       let wait = LeaseHolderWait.duration(
         holderExpiresAt: until, now: date, timeToLive: policy.leaseTimeToLive)
       return .next(Step(kind: .awaitLeaseHolder(for: wait), deadline: nil))
+    case (.acquiringLease, .leaseAttempted(.backingOff(let until, let failures, let code))):
+      return leaseBackingOff(
+        preparing, until: until, failures: failures, code: code, date: date, now: now)
     case (.acquiringLease, .leaseAttempted(.failed(let error))):
       state = .idle
       return .end(Ending(flight: preparing.id, result: .failed(error)))

@@ -77,14 +77,7 @@ extension AccountStateMachine {
   ) -> AdvanceAction {
     let silent = policy.silent
     var ending = Ending(flight: authorizing.id, result: .failed(error))
-    // Stale-if-error: a model that has not expired, renewed because it neared its expiry (never
-    // one a caller rejected), with its own expiry.
-    if silent.servesStaleOnError, error.isTransient,
-      authorizing.reason == .expired || authorizing.reason == .refreshAhead,
-      let model = cachedModel, let expiresAt = model.expiresAt, expiresAt > date
-    {
-      ending.stale = model
-    }
+    ending.stale = staleModel(after: error, reason: authorizing.reason, date: date)
     guard !policy.interactiveAuthorizer else {
       return releasing(ending, holdsLease: authorizing.holdsLease)
     }
@@ -112,15 +105,63 @@ extension AccountStateMachine {
       remembered = max(silent.failureCooldown, .zero)
     }
     if remembered > .zero {
-      cooldown = Cooldown(error: error, until: now + remembered)
-      ending.cooldown = remembered
-      // A refresh ahead that failed transiently is due again once the cooldown is over.
-      if error.isTransient, authorizing.reason == .refreshAhead, case .model(var cached) = cache {
-        cached.refreshAheadAt = date
-        cache = .model(cached)
-      }
+      remember(
+        error, for: remembered, reason: authorizing.reason, in: &ending, date: date, now: now)
     }
     return releasing(ending, holdsLease: authorizing.holdsLease)
+  }
+
+  /// The key remembers `error` for `duration` (a cooldown) and the flight's ending says so.
+  private mutating func remember(
+    _ error: AuthCoordinatorError, for duration: Duration, reason: AuthorizationReason,
+    in ending: inout Ending, date: Date, now: Duration
+  ) {
+    cooldown = Cooldown(error: error, until: now + duration)
+    ending.cooldown = duration
+    // A refresh ahead that failed transiently is due again once the cooldown is over.
+    if error.isTransient, reason == .refreshAhead, case .model(var cached) = cache {
+      cached.refreshAheadAt = date
+      cache = .model(cached)
+    }
+  }
+
+  /// The model stale-if-error serves after a failure of a flight authorizing for `reason`:
+  /// one that has not expired, renewed because it neared its expiry (never one a caller
+  /// rejected), with its own expiry; `nil` otherwise.
+  private func staleModel(
+    after error: AuthCoordinatorError, reason: AuthorizationReason, date: Date
+  ) -> AuthModel? {
+    guard policy.silent.servesStaleOnError, error.isTransient,
+      reason == .expired || reason == .refreshAhead,
+      let model = cachedModel, let expiresAt = model.expiresAt, expiresAt > date
+    else { return nil }
+    return model
+  }
+
+  /// The lease keeps every process off the key until `until`: another process's authorization
+  /// of it failed (``TokenStore/LeaseAttempt/backingOff(until:failures:code:)``). The flight
+  /// ends as if its own authorizer had failed with the other's code, without calling it: the
+  /// callers get the error (or a stale model), the key remembers it until the back-off ends, and
+  /// the key's next back-off grows from the other process's `failures`. The time left is
+  /// bounded by the longest a flight may hold the lease (a back-off lasts no longer than a
+  /// holder could).
+  mutating func leaseBackingOff(
+    _ preparing: Preparing, until: Date, failures: Int, code: String, date: Date, now: Duration
+  ) -> AdvanceAction {
+    let left = min(max(until.timeIntervalSince(date), 0), policy.maximumHold.seconds)
+    let remaining = Duration.milliseconds(Int64((left * 1000).rounded(.up)))
+    transientFailures = max(transientFailures, failures)
+    let error = AuthCoordinatorError(
+      AuthCoordinatorError.Code(rawValue: code),
+      "another process's authorization of this key failed; the shared lease keeps every process"
+        + " off it until its back-off ends", transient: failures > 0, retryAfter: remaining)
+    var ending = Ending(flight: preparing.id, result: .failed(error))
+    ending.stale = staleModel(after: error, reason: preparing.reason, date: date)
+    if remaining > .zero {
+      remember(error, for: remaining, reason: preparing.reason, in: &ending, date: date, now: now)
+    }
+    state = .idle
+    return .end(ending)
   }
 
   /// The answer to a request while the key remembers a failure: the error at once (its

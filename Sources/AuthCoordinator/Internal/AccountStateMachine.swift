@@ -317,13 +317,20 @@ struct AccountStateMachine<Effects: FlightEffects> {
     }
   }
 
-  /// Ends the flight with `ending`, after giving the lease back when it holds one.
+  /// Ends the flight with `ending`, after giving the lease back when it holds one. A failure
+  /// the key remembers (a cooldown) is handed to the lease as a back-off, so that no other
+  /// process tries before it ends.
   mutating func releasing(_ ending: Ending, holdsLease: Bool) -> AdvanceAction {
     guard holdsLease else {
       state = .idle
       return .end(ending)
     }
     state = .releasing(ending)
+    if let duration = ending.cooldown, case .failed(let error) = ending.result {
+      let backOff = LeaseBackOff(
+        duration: duration, failures: transientFailures, code: error.code.rawValue)
+      return .next(Step(kind: .releaseLeaseBackingOff(backOff), deadline: nil))
+    }
     return .next(Step(kind: .releaseLease, deadline: nil))
   }
 

@@ -168,6 +168,10 @@ final class ProcessLease: AuthorizationLease {
         timeline.log(
           "\(process.name) found \(key.mcUid)'s lease held by \(holderName): waits for its result")
       }
+    case .backingOff(_, _, let code):
+      timeline.log(
+        "\(process.name) found \(key.mcUid)'s lease backing off after a failure (\(code)):"
+          + " it does not authorize")
     }
     return attempt
   }
@@ -179,6 +183,13 @@ final class ProcessLease: AuthorizationLease {
   func release(_ grant: LeaseGrant) async throws {
     timeline.log("\(process.name) released \(grant.key.mcUid)'s lease")
     await shared.release(grant)
+  }
+
+  func release(_ grant: LeaseGrant, backingOff backOff: LeaseBackOff) async throws {
+    timeline.log(
+      "\(process.name) released \(grant.key.mcUid)'s lease, backing off every process"
+        + " (\(backOff.code))")
+    await shared.release(grant, backingOff: backOff)
   }
 
   func signOut(account: String, by owner: String) async throws {
