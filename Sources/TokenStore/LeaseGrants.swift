@@ -83,6 +83,11 @@ public protocol LeaseGrants: Sendable {
 extension LeaseGrants {
   /// Releases the grant without recording the back-off: a lease that does not implement
   /// back-offs lets each replica back off on its own.
+  ///
+  /// - Parameters:
+  ///   - grant: The grant to release.
+  ///   - backOff: Ignored.
+  /// - Throws: What ``release(_:)`` throws.
   public func release(_ grant: LeaseGrant, backingOff backOff: LeaseBackOff) async throws {
     try await release(grant)
   }

@@ -9,7 +9,7 @@ import TokenStore
 /// (replicas' clocks disagree; the database's is the one they share). Every requirement is one
 /// statement, and none holds a row lock or a transaction open across the call to the identity
 /// provider, so the lease works through PgBouncer in transaction mode:
-/// - `acquire`: the schema's `acquire_lease` function, one round trip: `INSERT … ON CONFLICT
+/// - `acquire`: the schema's `acquire_lease_v3` function, one round trip: `INSERT … ON CONFLICT
 ///   DO UPDATE … WHERE expires_at < clock_timestamp() RETURNING fence` (a new row, or the
 ///   takeover of a lapsed one; otherwise the live holder), then, with a new snapshot, the
 ///   key's model, which the grant carries when the lease was given the store.
@@ -17,7 +17,10 @@ import TokenStore
 ///   (a lapsed grant that no one took over is extended too: no one else can have spent the
 ///   token in between).
 /// - `release`: `DELETE … WHERE fence = $2` and `pg_notify` of the key's digest, in one
-///   statement (the notification goes out when it commits).
+///   statement (the notification goes out when it commits). A release with a back-off
+///   (``release(_:backingOff:)``) turns the row into a back-off instead: no owner, a new fence,
+///   `backoff_failures` and `backoff_code` set, and an expiry at the back-off's end, after
+///   which `acquire` takes it over as it takes over a lapsed grant.
 /// - `isCurrent`: compares the grant's sign-out generation with the account's and everyone's.
 ///
 /// Grants' `expiresAt` are the database's remaining time added to this process's clock when
@@ -66,11 +69,11 @@ public final class PostgresAuthorizationLease: AuthorizationLease, CustomStringC
     for _ in 0..<3 {
       let asked = Date()
       let rows = try await database.execute(
-        "SELECT * FROM \(schema).acquire_lease($1, $2, $3::bigint)",
+        "SELECT * FROM \(schema).acquire_lease_v3($1, $2, $3::bigint)",
         [.text(keyText), .text(owner), .text(String(microseconds))])
       // The key's lease was released between the function's two statements: try again.
       guard let row = rows.first else { continue }
-      guard row.count == 7, let acquired = row[0], let fence = row[1].flatMap(UInt64.init),
+      guard row.count == 9, let acquired = row[0], let fence = row[1].flatMap(UInt64.init),
         let remaining = row[2].flatMap(Double.init), remaining.isFinite,
         let holder = row[3], let generation = row[4].flatMap(UInt64.init), let digest = row[5]
       else { throw PostgresError(.badReply, "the lease row could not be read") }
@@ -82,7 +85,13 @@ public final class PostgresAuthorizationLease: AuthorizationLease, CustomStringC
             expiresAt: asked.addingTimeInterval(remaining),
             storeRead: store.map { .read($0.decode(row[6], for: key)) } ?? .notRead))
       }
-      return .heldElsewhere(owner: holder, expiresAt: Date().addingTimeInterval(max(0, remaining)))
+      let until = Date().addingTimeInterval(max(0, remaining))
+      if let failures = row[7] {
+        guard let failures = Int(failures), failures >= 0, let code = row[8], !code.isEmpty
+        else { throw PostgresError(.badReply, "the lease row's back-off could not be read") }
+        return .backingOff(until: until, failures: failures, code: code)
+      }
+      return .heldElsewhere(owner: holder, expiresAt: until)
     }
     throw PostgresError(.badReply, "the lease of the key changed under three attempts in a row")
   }
@@ -119,6 +128,31 @@ public final class PostgresAuthorizationLease: AuthorizationLease, CustomStringC
       [
         .text(try KeyText.key(grant.key)), .text(String(grant.fence)),
         .text(PostgresSchema.channel(schema)),
+      ])
+  }
+
+  /// Gives the key up and keeps every replica off it for `backOff.duration` on the database's
+  /// clock: the row becomes a back-off (no owner, a fence of its own, `backoff_failures` and
+  /// `backoff_code` set), and the release is notified in the same statement.
+  public func release(_ grant: LeaseGrant, backingOff backOff: LeaseBackOff) async throws {
+    try KeyText.checked(backOff.code)
+    let microseconds = min(max(backOff.duration, .zero), .seconds(86_400)).roundedUpMicroseconds
+    _ = try await database.execute(
+      """
+      WITH backing_off AS (
+        UPDATE \(schema).leases
+        SET owner = '', fence = nextval('\(schema).fences'),
+          expires_at = clock_timestamp() + $4::bigint * interval '1 microsecond',
+          backoff_failures = $5::integer, backoff_code = $6
+        WHERE key_hash = sha256(convert_to($1, 'UTF8')) AND fence = $2::bigint
+          AND backoff_failures IS NULL
+        RETURNING key_hash)
+      SELECT pg_notify($3, 'r:' || encode(key_hash, 'hex')) FROM backing_off
+      """,
+      [
+        .text(try KeyText.key(grant.key)), .text(String(grant.fence)),
+        .text(PostgresSchema.channel(schema)), .text(String(microseconds)),
+        .text(String(min(max(backOff.failures, 0), Int(Int32.max)))), .text(backOff.code),
       ])
   }
 

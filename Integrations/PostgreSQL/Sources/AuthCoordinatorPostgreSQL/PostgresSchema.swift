@@ -6,7 +6,7 @@
 /// share.
 enum PostgresSchema {
   /// The version this package writes and reads.
-  static let version = 2
+  static let version = 3
 
   /// Creates version 1 in `schema` (an identifier validated by the configuration).
   static func version1(_ schema: String) -> String {
@@ -86,6 +86,72 @@ enum PostgresSchema {
     """
   }
 
+  /// Version 3 adds back-offs (``TokenStore/LeaseGrants/release(_:backingOff:)``): a lease
+  /// row whose `backoff_failures` is set is a back-off, no one's grant, until its
+  /// `expires_at`. `acquire_lease_v3` reports it; `acquire_lease` (version 2's, which replicas
+  /// of the previous version still call during a rolling upgrade) clears it when it takes the
+  /// row over, and reports a live one as a holder with no owner, which those replicas wait for.
+  static func version3(_ schema: String) -> String {
+    """
+    ALTER TABLE \(schema).leases
+      ADD COLUMN IF NOT EXISTS backoff_failures integer,
+      ADD COLUMN IF NOT EXISTS backoff_code text;
+    \(acquireLease(schema, name: "acquire_lease", reportsBackOff: false));
+    \(acquireLease(schema, name: "acquire_lease_v3", reportsBackOff: true));
+    """
+  }
+
+  /// The lease's acquire and its re-read of the key's model in one round trip (see
+  /// ``version2(_:)``), clearing a lapsed back-off when it takes the row over; with
+  /// `reportsBackOff`, a live back-off's failures and code are two more columns.
+  private static func acquireLease(
+    _ schema: String, name: String, reportsBackOff: Bool
+  ) -> String {
+    let backOffColumns = reportsBackOff ? ", r_backoff_failures integer, r_backoff_code text" : ""
+    let backOffRead = reportsBackOff ? ", l.backoff_failures, l.backoff_code" : ""
+    let backOffInto = reportsBackOff ? ", r_backoff_failures, r_backoff_code" : ""
+    return """
+      CREATE OR REPLACE FUNCTION \(schema).\(name)(p_key text, p_owner text, p_ttl_us bigint)
+      RETURNS TABLE (
+        r_acquired boolean, r_fence bigint, r_remaining double precision, r_owner text,
+        r_generation bigint, r_digest text, r_model bytea\(backOffColumns))
+      LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+      AS $acquire$
+      DECLARE
+        h bytea := sha256(convert_to(p_key, 'UTF8'));
+        expiry timestamptz;
+      BEGIN
+        SELECT c.value INTO r_generation FROM \(schema).counters c WHERE c.name = 'generation';
+        INSERT INTO \(schema).leases AS lease (key_hash, owner, fence, expires_at)
+        VALUES (
+          h, p_owner, nextval('\(schema).fences'),
+          clock_timestamp() + p_ttl_us * interval '1 microsecond')
+        ON CONFLICT (key_hash) DO UPDATE
+          SET owner = EXCLUDED.owner, fence = EXCLUDED.fence, expires_at = EXCLUDED.expires_at,
+            backoff_failures = NULL, backoff_code = NULL
+          WHERE lease.expires_at < clock_timestamp()
+        RETURNING lease.fence, lease.expires_at INTO r_fence, expiry;
+        IF FOUND THEN
+          r_acquired := true;
+          r_owner := p_owner;
+          SELECT m.model INTO r_model FROM \(schema).models m WHERE m.key_hash = h;
+        ELSE
+          SELECT l.fence, l.expires_at, l.owner\(backOffRead)
+          INTO r_fence, expiry, r_owner\(backOffInto)
+          FROM \(schema).leases l WHERE l.key_hash = h;
+          -- Released in between: no row, and the caller tries again.
+          IF NOT FOUND THEN RETURN; END IF;
+          r_acquired := false;
+          r_generation := 0;
+        END IF;
+        r_remaining := extract(epoch FROM expiry - clock_timestamp());
+        r_digest := encode(h, 'hex');
+        RETURN NEXT;
+      END
+      $acquire$
+      """
+  }
+
   /// The `NOTIFY` channel of `schema`'s lease.
   static func channel(_ schema: String) -> String { "\(schema)_changes" }
 
@@ -117,6 +183,9 @@ enum PostgresSchema {
       }
       if current < 2 {
         try connection.executeScript(version2(schema), until: deadline)
+      }
+      if current < 3 {
+        try connection.executeScript(version3(schema), until: deadline)
       }
       if current < version {
         _ = try connection.execute(
