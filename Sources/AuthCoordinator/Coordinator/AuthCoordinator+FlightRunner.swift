@@ -22,17 +22,28 @@ extension AuthCoordinator {
 
     /// The turn of a step that has one.
     var storeTurn: StoreTurn {
-      guard let turn else { preconditionFailure("Internal inconsistency: \(kind) has no turn") }
+      guard let turn else { Self.noTurn(kind) }
       return turn
+    }
+
+    /// Out of line: the message's interpolation, inlined, made every flight's frame larger.
+    @inline(never)
+    private static func noTurn(_ kind: KeyMachine.StepKind) -> Never {
+      preconditionFailure("Internal inconsistency: \(kind) has no turn")
     }
   }
 
   /// The flight's task. A report names the flight, so a flight that was stopped meanwhile gets
   /// no next step, and whatever it produced is discarded (or, for a refresh, stored).
+  ///
+  /// Each step is carried out by a function of its own, kept out of line: an async function's
+  /// frame holds what every branch needs at once, and every live flight carries its frame.
+  /// With the steps written inline it was 14 KB per flight (docs/benchmarks.md, "Thresholds");
+  /// now it is about 3 KB, and each step's own frame exists only while the step runs.
   func runFlight(
     _ key: AccountKey, flight id: UInt64, effects: Flight, first: FlightStep
   ) async {
-    var held = HeldLease()
+    let held = HeldLease()
     var authorized = false
     // A model served whose save failed: the task retries it once the flight is over (rule 21).
     var unsaved: AuthModel?
@@ -41,77 +52,38 @@ extension AuthCoordinator {
       let outcome: KeyMachine.StepOutcome
       switch step.kind {
       case .load:
-        let turn = step.storeTurn
-        await turn.waitForTurn()
-        var model: AuthModel?
-        do { model = try await store.model(for: key) } catch {
-          reportStoreFailure(key, .load, error)
-        }
-        turn.done.open()
-        outcome = .loaded(model)
+        outcome = await load(key, turn: step.storeTurn)
       case .awaitPredecessors:
-        for latch in step.predecessors { await latch.wait() }
+        await awaitAll(step.predecessors)
         outcome = .predecessorsFinished
       case .acquireLease:
-        // After the store operations issued before it, a logout's revocation of the user's
-        // grants among them: a grant taken before that revocation would be void at once.
-        let turn = step.storeTurn
-        await turn.waitForTurn()
-        turn.done.open()
-        outcome = .leaseAttempted(await acquireLease(key, flight: id, into: &held))
+        outcome = await acquireLease(key, flight: id, turn: step.storeTurn, into: held)
       case .awaitLeaseHolder(let wait):
-        // Until the holder announces a change, or its lease lapses (then it is taken over).
-        await leaseWatch.wait(
-          after: held.seenVersion, until: clock.deadline(after: wait), on: clock)
+        await awaitLeaseHolder(for: wait, after: held.seenVersion)
         outcome = .leaseHolderChanged
       case .releaseLease:
-        await release(&held, key)
+        await release(held, key)
         outcome = .leaseReleased
       case .releaseLeaseBackingOff(let backOff):
-        await release(&held, key, backingOff: backOff)
+        await release(held, key, backingOff: backOff)
         outcome = .leaseReleased
       case .backOff(let until, let delay):
-        broadcaster.emit(.refreshLoopBackedOff(key: key, delay: delay))
-        // A stopped flight's sleep ends early; its report is then stale and ignored.
-        try? await clock.sleepUntil(until)
+        await backOff(key, until: until, delay: delay)
         outcome = .backedOff
       case .awaitRetry(let until, let attempt, let delay, let code):
-        broadcaster.emit(
-          .retryScheduled(key: key, flight: id, attempt: attempt, delay: delay, code: code))
-        // A stopped flight's sleep ends early; its report is then stale and ignored.
-        try? await clock.sleepUntil(until)
+        await awaitRetry(key, flight: id, until: until, attempt: attempt, delay: delay, code: code)
         outcome = .backedOff
       case .authorize:
-        guard let request = step.request else {
-          preconditionFailure("Internal inconsistency: an authorization without its request")
-        }
         authorized = true
-        do {
-          outcome = .authorized(.success(try await authorizer.authorize(request)))
-        } catch {
-          outcome = .authorized(.failure(Self.wrap(error)))
-        }
+        // Through a function value, on purpose: called directly, the optimizer folded this
+        // step's frame into the flight's, which grew from 3 KB to 10 KB.
+        outcome = await Self.opaque(authorize)(step.request)
       case .persist(let model):
-        let result = await save(model, for: key, turn: step.storeTurn, under: held, flight: id)
-        switch result {
-        case .saved: outcome = .saved
-        case .signedOut: outcome = .signedOutElsewhere
-        case .leaseLost: outcome = .leaseLost
-        case .failed(let error):
-          unsaved = model
-          reportUnsaved(key, flight: id, error)
-          outcome = .saveFailed(model)
-        }
+        outcome = await persist(
+          model, key, flight: id, turn: step.storeTurn, under: held, unsaved: &unsaved)
       case .persistLateResult(let model):
-        let result = await save(model, for: key, turn: step.storeTurn, under: held, flight: id)
-        switch result {
-        case .saved: outcome = .lateResultSaved(model)
-        case .signedOut, .leaseLost: outcome = .lateResultSaved(nil)
-        case .failed(let error):
-          unsaved = model
-          reportUnsaved(key, flight: id, error)
-          outcome = .lateResultUnsaved(model)
-        }
+        outcome = await persistLateResult(
+          model, key, flight: id, turn: step.storeTurn, under: held, unsaved: &unsaved)
       }
       next = advance(key, flight: id, outcome)
     }
@@ -119,15 +91,115 @@ extension AuthCoordinator {
     // Whatever the flight still holds when its task ends: the lease kept while an unsaved
     // model's save was retried, or that of a flight stopped before the machine had it given
     // back (the machine decides the release of a flight it ends: `releaseLease`).
-    await release(&held, key)
+    await release(held, key)
     // Only a flight that called the authorizer can have been a stopped refresh.
     if authorized { workFinished(key, effects) }
   }
 
+  // MARK: - The steps, each out of line
+
+  /// `body`, as a value the optimizer cannot see through: a call through it allocates the
+  /// callee's frame when it runs, and only then.
+  @inline(never)
+  private static func opaque<Argument, Result>(
+    _ body: @escaping (Argument) async -> Result
+  ) -> (Argument) async -> Result { body }
+
+  /// Reads the store in its turn; a failure is reported and reads as nothing stored.
+  @inline(never)
+  private func load(_ key: AccountKey, turn: StoreTurn) async -> KeyMachine.StepOutcome {
+    await turn.waitForTurn()
+    var model: AuthModel?
+    do { model = try await store.model(for: key) } catch {
+      reportStoreFailure(key, .load, error)
+    }
+    turn.done.open()
+    return .loaded(model)
+  }
+
+  /// Waits until every stopped refresh the key waits for has finished.
+  @inline(never)
+  private func awaitAll(_ latches: [Latch]) async {
+    for latch in latches { await latch.wait() }
+  }
+
+  /// Until the holder announces a change, or its lease lapses (then it is taken over).
+  @inline(never)
+  private func awaitLeaseHolder(for wait: Duration, after version: UInt64) async {
+    await leaseWatch.wait(after: version, until: clock.deadline(after: wait), on: clock)
+  }
+
+  /// The loop guard's delay. A stopped flight's sleep ends early; its report is then stale
+  /// and ignored.
+  @inline(never)
+  private func backOff(_ key: AccountKey, until: Duration, delay: Duration) async {
+    broadcaster.emit(.refreshLoopBackedOff(key: key, delay: delay))
+    try? await clock.sleepUntil(until)
+  }
+
+  /// The back-off before a retry. A stopped flight's sleep ends early; its report is then
+  /// stale and ignored.
+  @inline(never)
+  private func awaitRetry(
+    _ key: AccountKey, flight id: UInt64, until: Duration, attempt: Int, delay: Duration,
+    code: AuthCoordinatorError.Code
+  ) async {
+    broadcaster.emit(
+      .retryScheduled(key: key, flight: id, attempt: attempt, delay: delay, code: code))
+    try? await clock.sleepUntil(until)
+  }
+
+  /// Calls the authorizer.
+  @inline(never)
+  private func authorize(_ request: AuthorizationRequest?) async -> KeyMachine.StepOutcome {
+    guard let request else {
+      preconditionFailure("Internal inconsistency: an authorization without its request")
+    }
+    do {
+      return .authorized(.success(try await authorizer.authorize(request)))
+    } catch {
+      return .authorized(.failure(Self.wrap(error)))
+    }
+  }
+
+  /// Stores the flight's model; one whose save failed is kept in `unsaved`.
+  @inline(never)
+  private func persist(
+    _ model: AuthModel, _ key: AccountKey, flight id: UInt64, turn: StoreTurn,
+    under held: HeldLease, unsaved: inout AuthModel?
+  ) async -> KeyMachine.StepOutcome {
+    switch await save(model, for: key, turn: turn, under: held, flight: id) {
+    case .saved: return .saved
+    case .signedOut: return .signedOutElsewhere
+    case .leaseLost: return .leaseLost
+    case .failed(let error):
+      unsaved = model
+      reportUnsaved(key, flight: id, error)
+      return .saveFailed(model)
+    }
+  }
+
+  /// Stores a stopped refresh's late result; one whose save failed is kept in `unsaved`.
+  @inline(never)
+  private func persistLateResult(
+    _ model: AuthModel, _ key: AccountKey, flight id: UInt64, turn: StoreTurn,
+    under held: HeldLease, unsaved: inout AuthModel?
+  ) async -> KeyMachine.StepOutcome {
+    switch await save(model, for: key, turn: turn, under: held, flight: id) {
+    case .saved: return .lateResultSaved(model)
+    case .signedOut, .leaseLost: return .lateResultSaved(nil)
+    case .failed(let error):
+      unsaved = model
+      reportUnsaved(key, flight: id, error)
+      return .lateResultUnsaved(model)
+    }
+  }
+
   /// Gives the lease back, if the flight holds it (and has not given it up already); with a
   /// back-off, the lease keeps every process off the key until it ends.
+  @inline(never)
   private func release(
-    _ held: inout HeldLease, _ key: AccountKey, backingOff backOff: LeaseBackOff? = nil
+    _ held: HeldLease, _ key: AccountKey, backingOff backOff: LeaseBackOff? = nil
   ) async {
     guard let grant = held.grant else { return }
     held.grant = nil
@@ -142,10 +214,21 @@ extension AuthCoordinator {
     } catch { reportStoreFailure(key, .lease, error) }
   }
 
-  /// Tries the lease; while held, it is renewed (``LeaseHold``) until released, lost, or held
-  /// for the maximum hold.
+  /// Tries the lease, after the store operations issued before it (a logout's revocation of
+  /// the user's grants among them: a grant taken before that revocation would be void at
+  /// once); while held, it is renewed (``LeaseHold``) until released, lost, or held for the
+  /// maximum hold.
+  @inline(never)
   private func acquireLease(
-    _ key: AccountKey, flight id: UInt64, into held: inout HeldLease
+    _ key: AccountKey, flight id: UInt64, turn: StoreTurn, into held: HeldLease
+  ) async -> KeyMachine.StepOutcome {
+    await turn.waitForTurn()
+    turn.done.open()
+    return .leaseAttempted(await acquireLease(key, flight: id, into: held))
+  }
+
+  private func acquireLease(
+    _ key: AccountKey, flight id: UInt64, into held: HeldLease
   ) async -> KeyMachine.LeaseOutcome {
     guard let lease else { return .acquired }
     held.seenVersion = leaseWatch.version
@@ -236,6 +319,9 @@ extension AuthCoordinator {
   }
 
   /// Reports a step's outcome to the machine and carries out its answer.
+  ///
+  /// Out of line, for the flight's frame: see ``runFlight(_:flight:effects:first:)``.
+  @inline(never)
   func advance(
     _ key: AccountKey, flight id: UInt64, _ outcome: KeyMachine.StepOutcome
   ) -> FlightStep? {

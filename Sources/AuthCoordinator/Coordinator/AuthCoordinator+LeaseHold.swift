@@ -6,8 +6,10 @@ import SyncPrimitives
 // holder whose grant was taken over or lapsed learns it at once and stores nothing; and no hold
 // outlasts the maximum hold, however long the authorizer takes.
 extension AuthCoordinator {
-  /// The cross-process lease a flight holds, and the task that renews it.
-  struct HeldLease {
+  /// The cross-process lease a flight holds, and the task that renews it. A reference, used by
+  /// the flight's task alone (one step at a time), so that passing it to a step costs the
+  /// flight's frame a pointer, not a copy.
+  final class HeldLease {
     var grant: LeaseGrant?
     var renewal: Task<Void, Never>?
     /// Whether the grant is still held, as far as its renewal knows.
