@@ -10,6 +10,17 @@ public enum AccountStatusChange: Sendable, Hashable {
   /// Every account is signed out (for example "sign out everywhere").
   case logoutAll
 
+  /// The same change with its user id in the form keys use (``TokenStore/AccountKey/normalized(_:)``):
+  /// a logout under another spelling of the id signs the same user out, in memory, in the
+  /// store and in the lease.
+  var normalized: Self {
+    switch self {
+    case .logout(let mcUid): return .logout(mcUid: AccountKey.normalized(mcUid))
+    case .unbind(let mcUid): return .unbind(mcUid: AccountKey.normalized(mcUid))
+    case .logoutAll: return .logoutAll
+    }
+  }
+
   /// The user affected, or `nil` for ``logoutAll``.
   public var mcUid: String? {
     switch self {

@@ -46,6 +46,12 @@ public struct AuthCoordinatorError: Error, Hashable, Sendable, CustomStringConve
     /// (``AuthCoordinator/Configuration/allowsInteraction`` is `false`: an app extension, say).
     /// Open the app, or wait for another process to store a model.
     public static let interactionRequired = Code(rawValue: "interaction_required")
+    /// Another process took the key's cross-process lease over while this one authorized, and
+    /// stored its own model first (this process's save was refused by the fence), or the
+    /// store holds nothing this process may serve: its own result is never served, so a fleet
+    /// never serves two token families for one key. Transient: the next request reads what
+    /// the new holder stored.
+    public static let leaseLost = Code(rawValue: "lease_lost")
 
     /// Whether an error with this code is transient unless its thrower says otherwise:
     /// `timed_out`, `network_error` and `store_failed` are; every other code, including the codes
@@ -157,6 +163,13 @@ public struct AuthCoordinatorError: Error, Hashable, Sendable, CustomStringConve
 extension AuthCoordinatorError {
   /// Shorthand for a timeout error.
   static func timedOut(_ message: String) -> Self { .init(.timedOut, message) }
+  /// The error of a flight deposed after its authorizer answered (``Code-swift.struct/leaseLost``).
+  static func leaseLost(_ key: AccountKey) -> Self {
+    .init(
+      .leaseLost,
+      "another process took over the lease of account \(key.mcUid) while this one authorized;"
+        + " its result was not stored and is not served", transient: true)
+  }
   /// Shorthand for a signed-out error.
   static func signedOut(_ key: AccountKey) -> Self {
     .init(.signedOut, "account \(key.mcUid) signed out while the request waited")

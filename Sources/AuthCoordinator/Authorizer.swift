@@ -68,6 +68,16 @@ public protocol Authorizer: Sendable {
   /// `nil`: none, the coordinator renews a model when it enters the leeway and hands every
   /// failure to the callers. `OAuth2Authorizer` returns ``SilentRefreshPolicy/recommended``.
   var silentRefresh: SilentRefreshPolicy? { get }
+
+  /// The longest one call of ``authorize(_:)`` can take that spends a refresh token: its
+  /// request's own whole-request timeout. Default `nil`: unknown.
+  ///
+  /// The coordinator keeps the cross-process lease, and waits for a stopped refresh, at
+  /// least this long (plus its store deadlines) whatever
+  /// ``AuthCoordinator/Configuration/maximumHold`` says, so that a refresh the server may
+  /// have answered is always awaited and its rotated token stored, never abandoned while
+  /// another flight spends the old one. `OAuth2Authorizer` returns its `refreshTimeout`.
+  var longestRefresh: Duration? { get }
 }
 
 extension Authorizer {
@@ -76,6 +86,9 @@ extension Authorizer {
 
   /// `nil`: no silent-refresh policy unless the coordinator's configuration sets one.
   public var silentRefresh: SilentRefreshPolicy? { nil }
+
+  /// `nil`: the authorizer does not say how long a refresh may take.
+  public var longestRefresh: Duration? { nil }
 }
 
 /// An ``Authorizer`` made from a closure.

@@ -36,21 +36,67 @@ public struct AuthMode: RawRepresentable, Hashable, Sendable, Codable,
 ///
 /// All requests for the same key are serialised by the coordinator; requests for different keys
 /// proceed in parallel.
+///
+/// The account id is kept in Unicode Normalization Form C ("José" typed precomposed or with a
+/// combining accent is one key): Swift compares strings by canonical equivalence, but a file
+/// or a database row compares bytes, and one account must be one key in memory, in files and
+/// in rows alike. ``normalized(_:)`` is that normalization.
 public struct AccountKey: Hashable, Sendable, Codable, CustomStringConvertible {
   /// The account's id: the host app's own user id in the Alipay bridge's vocabulary
-  /// (`mcUid`). The same value as ``account``.
-  public var mcUid: String
+  /// (`mcUid`). The same value as ``account``, in Normalization Form C.
+  public var mcUid: String {
+    get { normalizedID }
+    set { normalizedID = Self.normalized(newValue) }
+  }
   /// The authorization mode.
   public var mode: AuthMode
+
+  private var normalizedID: String
 
   /// Creates a key.
   ///
   /// - Parameters:
-  ///   - mcUid: The host app's own user id.
+  ///   - mcUid: The host app's own user id (normalized to Form C).
   ///   - mode: The authorization mode; ``AuthMode/platformOnly`` by default.
   public init(mcUid: String, mode: AuthMode = .platformOnly) {
-    self.mcUid = mcUid
+    self.normalizedID = Self.normalized(mcUid)
     self.mode = mode
+  }
+
+  /// An account id in Unicode Normalization Form C, the form keys, files and rows use: pass
+  /// ids through it wherever they are compared as bytes.
+  ///
+  /// - Parameter account: An account id, in any normalization form.
+  /// - Returns: The same id in Form C (an ASCII id is returned as it is).
+  public static func normalized(_ account: String) -> String {
+    if account.utf8.allSatisfy({ $0 < 0x80 }) { return account }
+    return account.precomposedStringWithCanonicalMapping
+  }
+
+  private enum CodingKeys: String, CodingKey {
+    case mcUid
+    case mode
+  }
+
+  /// Decodes a key, normalizing its account id (a file written before normalization).
+  ///
+  /// - Parameter decoder: The decoder.
+  /// - Throws: What the decoder throws.
+  public init(from decoder: any Decoder) throws {
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    self.init(
+      mcUid: try container.decode(String.self, forKey: .mcUid),
+      mode: try container.decode(AuthMode.self, forKey: .mode))
+  }
+
+  /// Encodes the key as `mcUid` and `mode`.
+  ///
+  /// - Parameter encoder: The encoder.
+  /// - Throws: What the encoder throws.
+  public func encode(to encoder: any Encoder) throws {
+    var container = encoder.container(keyedBy: CodingKeys.self)
+    try container.encode(mcUid, forKey: .mcUid)
+    try container.encode(mode, forKey: .mode)
   }
 
   /// Creates a key for a service's account or client id.

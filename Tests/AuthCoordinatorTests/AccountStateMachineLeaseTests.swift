@@ -235,12 +235,87 @@ import Testing
     }
     #expect(ending.retriesSave)
 
+    // A lost lease is not given back, and the flight's own result is not served (seams issue,
+    // break 2): it reads the store and serves what the next holder stored.
     var lost = leaseMachineAuthorizing()
     _ = lost.advance(2, .authorized(.success(model("t1"))), date: date, now: .seconds(14))
+    #expect(lost.advance(2, .leaseLost, date: date, now: .seconds(15)) == .next(load(by: .seconds(22))))
+    #expect(lost.cachedModel != model("t1"), "not cached either")
     #expect(
-      lost.advance(2, .leaseLost, date: date, now: .seconds(15))
-        == .end(Ending(flight: 2, result: .succeeded(model("t1")))))
+      lost.advance(2, .loaded(model("t2")), date: date, now: .seconds(16))
+        == .end(Ending(flight: 2, result: .succeeded(model("t2")), adoptedFromStore: true)))
+    #expect(lost.cachedModel == model("t2"))
   }
+
+  @Test func aDeposedFlightWhoseStoreHoldsNothingServableFailsAndNeverAuthorizesAgain() {
+    var machine = leaseMachineAuthorizing()
+    _ = machine.advance(2, .authorized(.success(model("t1"))), date: date, now: .seconds(14))
+    _ = machine.advance(2, .leaseLost, date: date, now: .seconds(15))
+    let expired = model("t0", expiresIn: 10)
+    #expect(
+      machine.advance(2, .loaded(expired), date: date.addingTimeInterval(60), now: .seconds(16))
+        == .end(Ending(flight: 2, result: .failed(AuthCoordinatorError(.leaseLost)))))
+    #expect(machine.flightID == nil)
+    #expect(machine.cachedModel == expired, "memory follows the store, not the refused result")
+  }
+
+  // MARK: - The guard before a retry's token request (seams issue, break 1)
+
+  /// A holder's refresh failed transiently; it waits out the back-off holding the lease.
+  func leaseMachineAwaitingRetry() -> Machine {
+    var policy = leasePolicy
+    policy.interactiveAuthorizer = false
+    policy.silent = SilentRefreshPolicy(retryDelay: .seconds(1), maxRetryDelay: .seconds(8))
+    var machine = Machine(key: key, policy: policy, random: { 1 })
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 1)
+    _ = machine.advance(1, .loaded(model("t0", expiresIn: -10, refreshToken: "r0")), date: date, now: .zero)
+    _ = machine.advance(1, .leaseAttempted(.acquired), date: date, now: .zero)
+    _ = machine.advance(1, .loaded(model("t0", expiresIn: -10, refreshToken: "r0")), date: date, now: .zero)
+    let failure = AuthCoordinatorError(.networkError, "503", retryAfter: .seconds(3))
+    let action = machine.advance(1, .authorized(.failure(failure)), date: date, now: .seconds(1))
+    guard case .next(let step) = action, case .awaitRetry = step.kind else {
+      Issue.record("a transient failure is retried after a back-off: \(action)")
+      return machine
+    }
+    return machine
+  }
+
+  @Test func aRetryUnderTheLeaseConfirmsTheGrantAndReReadsBeforeItsTokenRequest() {
+    var machine = leaseMachineAwaitingRetry()
+    // On the main of 2026-12-04 the next step was the authorizer, with r0, unchecked.
+    #expect(
+      machine.advance(1, .backedOff, date: date, now: .seconds(4))
+        == .next(Machine.Step(kind: .confirmLease, deadline: .seconds(11))))
+    // Still held, and the store holds what it held: attempt 2 spends r0.
+    let stored = model("t0", expiresIn: -10, refreshToken: "r0")
+    #expect(
+      machine.advance(1, .loaded(stored), date: date, now: .seconds(5))
+        == .next(authorize(.expired, by: nil, replacing: stored)))
+  }
+
+  @Test func aRetryWhoseGrantWasTakenOverTakesTheLeaseAgainAndAdoptsTheSuccessorsModel() {
+    var machine = leaseMachineAwaitingRetry()
+    _ = machine.advance(1, .backedOff, date: date, now: .seconds(4))
+    #expect(
+      machine.advance(1, .leaseLost, date: date, now: .seconds(5))
+        == .next(Machine.Step(kind: .acquireLease, deadline: nil)))
+    // The successor holds it: wait for it, then read what it stored (r1), and adopt it.
+    guard
+      case .next(let wait) = machine.advance(
+        1, .leaseAttempted(.heldElsewhere(until: date + 10)), date: date, now: .seconds(5)),
+      case .awaitLeaseHolder = wait.kind
+    else {
+      Issue.record("a lease held elsewhere is waited for")
+      return
+    }
+    #expect(machine.advance(1, .leaseHolderChanged, date: date, now: .seconds(6)) == .next(load(by: .seconds(13))))
+    let rotated = model("t1", refreshToken: "r1")
+    #expect(
+      machine.advance(1, .loaded(rotated), date: date, now: .seconds(7))
+        == .end(Ending(flight: 1, result: .succeeded(rotated), adoptedFromStore: true)))
+    #expect(machine.cachedModel == rotated)
+  }
+
 
   @Test func aLogoutWhileTheLeaseGoesBackWinsOverTheResult() {
     var machine = leaseMachineAuthorizing()

@@ -23,6 +23,7 @@ extension AuthCoordinator {
   ///
   /// - Parameter change: What happened to the host app's account.
   public func accountStatusChanged(_ change: AccountStatusChange) async {
+    let change = change.normalized
     // The in-memory effect, and the removal's place in the store order, are complete before
     // the first suspension. The removal covers every mode of the user, in memory or not. It
     // is ordered after every store operation already issued for the user (a save of a flight

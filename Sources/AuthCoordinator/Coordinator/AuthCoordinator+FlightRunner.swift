@@ -58,6 +58,8 @@ extension AuthCoordinator {
         outcome = .predecessorsFinished
       case .acquireLease:
         outcome = await acquireLease(key, flight: id, turn: step.storeTurn, into: held)
+      case .confirmLease:
+        outcome = await confirmLease(key, flight: id, turn: step.storeTurn, held: held)
       case .awaitLeaseHolder(let wait):
         await awaitLeaseHolder(for: wait, after: held.seenVersion)
         outcome = .leaseHolderChanged
@@ -114,6 +116,39 @@ extension AuthCoordinator {
       reportStoreFailure(key, .load, error)
     }
     turn.done.open()
+    return .loaded(model)
+  }
+
+  /// Rule 16's guard before a token request that follows a wait: the grant is renewed now
+  /// (which confirms it is still the flight's, with a whole time to live ahead) and the store
+  /// read under it. A grant lost, given up, or that cannot be confirmed reads as lost.
+  @inline(never)
+  private func confirmLease(
+    _ key: AccountKey, flight id: UInt64, turn: StoreTurn, held: HeldLease
+  ) async -> KeyMachine.StepOutcome {
+    await turn.waitForTurn()
+    defer { turn.done.open() }
+    guard let grant = held.grant, let lease, let hold = held.hold, hold.isHeld else {
+      await release(held, key)
+      return .leaseLost
+    }
+    do {
+      guard try await lease.renew(grant, timeToLive: configuration.leaseTimeToLive) != nil else {
+        lost(hold, key, flight: id)
+        await release(held, key)
+        return .leaseLost
+      }
+    } catch {
+      // In doubt, no token request: the grant is given up (if it is still held, the release
+      // lets the next try take it at once) and the flight takes the lease again.
+      reportStoreFailure(key, .lease, error)
+      await release(held, key)
+      return .leaseLost
+    }
+    var model: AuthModel?
+    do { model = try await store.model(for: key) } catch {
+      reportStoreFailure(key, .load, error)
+    }
     return .loaded(model)
   }
 
@@ -381,7 +416,7 @@ extension AuthCoordinator {
     }
     var prepared = FlightStep(kind: step.kind)
     switch step.kind {
-    case .load, .acquireLease, .persist, .persistLateResult:
+    case .load, .confirmLease, .acquireLease, .persist, .persistLateResult:
       prepared.turn = stripe.storeOperations.reserve(key)
     case .awaitPredecessors:
       if let machine = stripe.accounts[key]?.machine {

@@ -111,12 +111,15 @@ public final class AuthCoordinator: Sendable {
       loopBackoff: configuration.loopBackoff,
       maxLoopBackoff: configuration.maxLoopBackoff,
       interactiveAuthorizer: authorizer.isInteractive,
+      allowsInteraction: configuration.allowsInteraction,
       whenAbandoned: configuration.whenAbandoned,
       authorizationTimeout: configuration.authorizationTimeout,
       exchangeTimeout: configuration.exchangeTimeout,
       storeTimeout: min(configuration.storeTimeout, configuration.authorizationTimeout),
       usesLease: lease != nil,
-      maximumHold: Self.maximumHold(configuration, interactive: authorizer.isInteractive),
+      maximumHold: Self.maximumHold(
+        configuration, interactive: authorizer.isInteractive,
+        longestRefresh: authorizer.longestRefresh),
       leaseTimeToLive: configuration.leaseTimeToLive,
       silent: configuration.silentRefresh ?? authorizer.silentRefresh ?? .disabled)
     let broadcaster = self.broadcaster
@@ -245,12 +248,21 @@ private final class DueHandler: @unchecked Sendable {
 extension AuthCoordinator {
   /// ``Configuration/maximumHold``, or its default: every deadline a flight's hold can span
   /// (the authorization, an interactive authorizer's exchange, the re-read and the save).
-  static func maximumHold(_ configuration: Configuration, interactive: Bool) -> Duration {
-    if let hold = configuration.maximumHold { return max(hold, .zero) }
-    let store = min(configuration.storeTimeout, configuration.authorizationTimeout)
+  /// Never shorter than the authorizer's longest refresh (``Authorizer/longestRefresh``) with
+  /// the re-read and the save: a refresh the server may have answered is awaited, whatever the
+  /// callers' deadlines (rule 16).
+  static func maximumHold(
+    _ configuration: Configuration, interactive: Bool, longestRefresh: Duration? = nil
+  ) -> Duration {
+    let store = CoordinatorClock.clamped(
+      min(configuration.storeTimeout, configuration.authorizationTimeout))
+    let refresh = longestRefresh.map { CoordinatorClock.clamped($0) + store * 2 } ?? .zero
+    if let hold = configuration.maximumHold {
+      return min(max(hold, refresh, .zero), CoordinatorClock.longestWait)
+    }
     let exchange = interactive ? CoordinatorClock.clamped(configuration.exchangeTimeout) : .zero
     return min(
-      CoordinatorClock.clamped(configuration.authorizationTimeout) + exchange
-        + CoordinatorClock.clamped(store) * 2, CoordinatorClock.longestWait)
+      max(CoordinatorClock.clamped(configuration.authorizationTimeout) + exchange + store * 2, refresh),
+      CoordinatorClock.longestWait)
   }
 }

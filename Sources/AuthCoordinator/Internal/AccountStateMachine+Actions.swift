@@ -15,6 +15,9 @@ extension AccountStateMachine {
     /// The authorizer may involve the user: the loop guard refuses instead of delaying, and
     /// the exchange has its own deadline.
     var interactiveAuthorizer = true
+    /// The coordinator lets its authorizer involve the user
+    /// (``AuthCoordinator/Configuration/allowsInteraction``).
+    var allowsInteraction = true
     var whenAbandoned: AuthCoordinator.AbandonPolicy
     var authorizationTimeout: Duration = .seconds(300)
     var exchangeTimeout: Duration = .seconds(30)
@@ -59,6 +62,11 @@ extension AccountStateMachine {
     /// Wait until `until` (on the injected clock), `delay` after a transient failure with
     /// `code`, before attempt `attempt` of the authorizer.
     case awaitRetry(until: Duration, attempt: Int, delay: Duration, code: AuthCoordinatorError.Code)
+    /// The one guard before a token request under the lease (after any wait: a retry's
+    /// back-off): renew the grant now, which confirms it is still this flight's with a whole
+    /// time to live ahead, and read the store under it. Reports ``StepOutcome/loaded(_:)``, or
+    /// ``StepOutcome/leaseLost`` when the grant is gone or cannot be confirmed.
+    case confirmLease
     /// Call the authorizer.
     case authorize(AuthorizationReason, replacing: AuthModel?)
     /// Write the new model to the store before the waiters resume.
@@ -70,7 +78,7 @@ extension AccountStateMachine {
     /// The phase whose deadline bounds this step.
     var phase: AuthEvent.FlightPhase {
       switch self {
-      case .load: return .load
+      case .load, .confirmLease: return .load
       case .awaitPredecessors, .acquireLease, .awaitLeaseHolder, .releaseLease,
         .releaseLeaseBackingOff, .backOff, .awaitRetry, .authorize:
         return .authorization
@@ -108,7 +116,9 @@ extension AccountStateMachine {
     /// The model is stored.
     case saved
     /// The model was not stored because the flight no longer holds the lease (another holder
-    /// took it over and may have stored a newer model): it is served and cached, not saved.
+    /// took it over and may have stored a newer model): it is neither served nor cached; the
+    /// flight reads the store and serves what it holds (rule 16). Also what
+    /// ``StepKind/confirmLease`` reports when the grant is gone.
     case leaseLost
     /// The model could not be stored: it is served and kept unsaved, and its save retried.
     case saveFailed(AuthModel)

@@ -50,11 +50,31 @@ extension AccountStateMachine {
       state = .preparing(preparing)
       return .next(Step(kind: .acquireLease, deadline: nil))
     case (.awaitingRetry(let attempt), .backedOff):
-      return .next(
-        authorize(
-          preparing.id, reason: preparing.reason, replacing: cachedModel, now: now,
-          deadline: preparing.authorizationDeadline, holdsLease: preparing.holdsLease,
-          attempt: attempt))
+      preparing.attempt = attempt
+      guard preparing.holdsLease else {
+        return .next(
+          authorize(
+            preparing.id, reason: preparing.reason, replacing: cachedModel, now: now,
+            deadline: preparing.authorizationDeadline, holdsLease: false, attempt: attempt,
+            rejecting: preparing.rejectedTokens, callerJoined: preparing.callerJoined))
+      }
+      // Rule 16's guard: the wait may have outlasted the grant (a paused process), and
+      // another process may have spent the refresh token meanwhile. The grant is confirmed
+      // and the store re-read under it before the token request.
+      let step = step(.confirmLease, now: now)
+      preparing.stage = .confirmingLease(attempt: attempt)
+      preparing.readDeadline = step.deadline
+      state = .preparing(preparing)
+      return .next(step)
+    case (.confirmingLease, .loaded(let model)):
+      return reread(preparing, model, date: date, now: now)
+    case (.confirmingLease, .leaseLost):
+      // Taken over during the wait: take the lease again (or wait for its holder), then read
+      // what the holder stored.
+      preparing.holdsLease = false
+      preparing.stage = .acquiringLease
+      state = .preparing(preparing)
+      return .next(Step(kind: .acquireLease, deadline: nil))
     case (.acquiringLease, .leaseAttempted(.acquired)):
       preparing.holdsLease = true
       return .next(reread(&preparing, now: now))
@@ -122,6 +142,12 @@ extension AccountStateMachine {
       state = .preparing(preparing)
       return .next(Step(kind: .releaseLease, deadline: nil))
     }
+    if preparing.deposed {
+      // Its own result was refused or not stored, and the store holds nothing to serve: a
+      // clear error, never a second token request with a refresh token it spent.
+      state = .idle
+      return .end(Ending(flight: preparing.id, result: .failed(.leaseLost(key))))
+    }
     if policy.usesLease, !preparing.holdsLease {
       preparing.stage = .acquiringLease
       state = .preparing(preparing)
@@ -130,14 +156,27 @@ extension AccountStateMachine {
     return .next(
       authorize(
         preparing.id, reason: preparing.reason, replacing: model, now: now,
-        deadline: preparing.authorizationDeadline, holdsLease: preparing.holdsLease))
+        deadline: preparing.authorizationDeadline, holdsLease: preparing.holdsLease,
+        attempt: preparing.attempt, rejecting: preparing.rejectedTokens,
+        callerJoined: preparing.callerJoined))
+  }
+
+  /// The flight's save was refused by the fence, or not made, because it lost the lease after
+  /// its authorizer answered: the next holder may have stored a newer model, and the flight's
+  /// own one belongs to a refresh token family the store may not hold. It reads the store and
+  /// serves what it holds; its own result is neither served nor cached.
+  mutating func deposed(_ id: UInt64, now: Duration) -> Step {
+    var preparing = Preparing(id: id, reason: .expired, rejectedTokens: [], stage: .rereading)
+    preparing.deposed = true
+    return reread(&preparing, now: now)
   }
 
   /// Calls the authorizer (attempt `attempt`), under the flight's authorization `deadline`, or
   /// under one armed now when there is none yet.
   mutating func authorize(
     _ id: UInt64, reason: AuthorizationReason, replacing: AuthModel?, now: Duration,
-    deadline: Duration?, holdsLease: Bool, attempt: Int = 1
+    deadline: Duration?, holdsLease: Bool, attempt: Int = 1, rejecting rejected: Set<String> = [],
+    callerJoined: Bool = false
   ) -> Step {
     let kind = StepKind.authorize(reason, replacing: replacing)
     let step = deadline == nil ? step(kind, now: now) : Step(kind: kind, deadline: nil)
@@ -145,7 +184,8 @@ extension AccountStateMachine {
       Authorizing(
         id: id, reason: reason, spendsRefreshToken: replacing?.refreshToken != nil,
         startedAt: now, holdsLease: holdsLease, attempt: attempt,
-        deadline: deadline ?? step.deadline))
+        deadline: deadline ?? step.deadline, rejectedTokens: rejected,
+        callerJoined: callerJoined))
     return step
   }
 }

@@ -26,7 +26,14 @@ extension AccountStateMachine {
   static func backoff(_ n: Int, first: Duration, limit: Duration) -> Duration {
     let limit = min(max(limit, .zero), CoordinatorClock.longestWait)
     var delay = min(max(first, .zero), limit)
-    for _ in 1..<max(n, 1) where delay < limit { delay *= 2 }
+    guard delay > .zero else { return .zero }
+    // O(1) whatever `n` (a count may come from a lease record): at most the doublings that
+    // reach the limit, which a `Duration` bounds.
+    var doublings = max(n, 1) - 1
+    while doublings > 0, delay < limit {
+      delay *= 2
+      doublings -= 1
+    }
     return min(delay, limit)
   }
 

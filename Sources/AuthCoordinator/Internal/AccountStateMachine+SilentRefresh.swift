@@ -53,6 +53,10 @@ extension AccountStateMachine {
 
   // MARK: - Failures
 
+  /// The most consecutive failures the key counts: the back-off has long reached its limit
+  /// by then, and no count (its own, or one read from a lease) can overflow.
+  static var maxCountedFailures: Int { 64 }
+
   /// The key has a valid model again: the failures it remembered are over.
   mutating func recovered() {
     cooldown = nil
@@ -76,14 +80,27 @@ extension AccountStateMachine {
     _ authorizing: Authorizing, _ error: AuthCoordinatorError, date: Date, now: Duration
   ) -> AdvanceAction {
     let silent = policy.silent
+    if authorizing.reason == .refreshAhead, authorizing.callerJoined,
+      error.code == .interactionRequired, policy.interactiveAuthorizer, policy.allowsInteraction
+    {
+      // The refresh ahead could not go on without the user, and a caller that may involve
+      // the user is waiting for it: the flight authorizes again, for that caller (rule 24).
+      let reason: AuthorizationReason =
+        authorizing.rejectedTokens.isEmpty ? .expired : .forcedRefresh
+      return .next(
+        authorize(
+          authorizing.id, reason: reason, replacing: cachedModel, now: now, deadline: nil,
+          holdsLease: authorizing.holdsLease, rejecting: authorizing.rejectedTokens))
+    }
     var ending = Ending(flight: authorizing.id, result: .failed(error))
-    ending.stale = staleModel(after: error, reason: authorizing.reason, date: date)
+    ending.stale = staleModel(
+      after: error, reason: authorizing.reason, rejecting: authorizing.rejectedTokens, date: date)
     guard !policy.interactiveAuthorizer else {
       return releasing(ending, holdsLease: authorizing.holdsLease)
     }
     var remembered: Duration = .zero
     if error.isTransient {
-      transientFailures += 1
+      transientFailures = min(transientFailures, Self.maxCountedFailures - 1) + 1
       if silent.retryDelay > .zero { remembered = nextDelay(after: error) }
       let fitsDeadline = authorizing.deadline.map { now + remembered < $0 } ?? true
       if authorizing.attempt < silent.maxAttempts, remembered <= silent.maxRetryWait,
@@ -92,9 +109,10 @@ extension AccountStateMachine {
         let attempt = authorizing.attempt + 1
         state = .preparing(
           Preparing(
-            id: authorizing.id, reason: authorizing.reason, rejectedTokens: [],
-            stage: .awaitingRetry(attempt: attempt), holdsLease: authorizing.holdsLease,
-            authorizationDeadlineArmed: true, authorizationDeadline: authorizing.deadline))
+            id: authorizing.id, reason: authorizing.reason,
+            rejectedTokens: authorizing.rejectedTokens, stage: .awaitingRetry(attempt: attempt),
+            holdsLease: authorizing.holdsLease, authorizationDeadlineArmed: true,
+            authorizationDeadline: authorizing.deadline, callerJoined: authorizing.callerJoined))
         return .next(
           Step(
             kind: .awaitRetry(
@@ -127,13 +145,16 @@ extension AccountStateMachine {
 
   /// The model stale-if-error serves after a failure of a flight authorizing for `reason`:
   /// one that has not expired, renewed because it neared its expiry (never one a caller
-  /// rejected), with its own expiry; `nil` otherwise.
+  /// rejected: `rejected` holds what the flight's joiners rejected), with its own expiry;
+  /// `nil` otherwise.
   private func staleModel(
-    after error: AuthCoordinatorError, reason: AuthorizationReason, date: Date
+    after error: AuthCoordinatorError, reason: AuthorizationReason, rejecting rejected: Set<String>,
+    date: Date
   ) -> AuthModel? {
     guard policy.silent.servesStaleOnError, error.isTransient,
       reason == .expired || reason == .refreshAhead,
-      let model = cachedModel, let expiresAt = model.expiresAt, expiresAt > date
+      let model = cachedModel, !rejected.contains(model.accessToken),
+      let expiresAt = model.expiresAt, expiresAt > date
     else { return nil }
     return model
   }
@@ -150,13 +171,15 @@ extension AccountStateMachine {
   ) -> AdvanceAction {
     let left = min(max(until.timeIntervalSince(date), 0), policy.maximumHold.seconds)
     let remaining = Duration.milliseconds(Int64((left * 1000).rounded(.up)))
-    transientFailures = max(transientFailures, failures)
+    // A count read from a lease is clamped: a record is input, never trusted to be sane.
+    transientFailures = max(transientFailures, min(max(failures, 0), Self.maxCountedFailures))
     let error = AuthCoordinatorError(
       AuthCoordinatorError.Code(rawValue: code),
       "another process's authorization of this key failed; the shared lease keeps every process"
         + " off it until its back-off ends", transient: failures > 0, retryAfter: remaining)
     var ending = Ending(flight: preparing.id, result: .failed(error))
-    ending.stale = staleModel(after: error, reason: preparing.reason, date: date)
+    ending.stale = staleModel(
+      after: error, reason: preparing.reason, rejecting: preparing.rejectedTokens, date: date)
     if remaining > .zero {
       remember(error, for: remaining, reason: preparing.reason, in: &ending, date: date, now: now)
     }

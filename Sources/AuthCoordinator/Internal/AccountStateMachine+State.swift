@@ -62,6 +62,9 @@ extension AccountStateMachine {
       /// A silent authorizer failed transiently: the flight waits out its back-off, then calls
       /// it again (attempt `attempt`, counted from 1), keeping the lease if it holds one.
       case awaitingRetry(attempt: Int)
+      /// The retry's back-off is over: confirming the lease and re-reading the store under
+      /// it before attempt `attempt` spends a refresh token (``StepKind/confirmLease``).
+      case confirmingLease(attempt: Int)
       /// Taking the cross-process lease.
       case acquiringLease
       /// Another process holds the lease: waiting for its result (or for its lease to lapse).
@@ -71,6 +74,14 @@ extension AccountStateMachine {
       /// The re-read found this model to adopt; giving the lease back before the callers
       /// resume (a process may exit as soon as they have it).
       case releasing(AuthModel)
+
+      /// A store read is in progress, bounded by ``Preparing/readDeadline``.
+      var reads: Bool {
+        switch self {
+        case .rereading, .confirmingLease: return true
+        default: return false
+        }
+      }
     }
 
     var id: UInt64
@@ -86,6 +97,14 @@ extension AccountStateMachine {
     var authorizationDeadline: Duration?
     /// The deadline of the re-read in progress: an earlier read's deadline does not end it.
     var readDeadline: Duration?
+    /// Which call into the authorizer the flight makes next, from 1.
+    var attempt = 1
+    /// An ordinary caller joined a refresh ahead (see ``Authorizing/callerJoined``).
+    var callerJoined = false
+    /// The flight lost the lease after its authorizer answered, and its save was refused or
+    /// not made: it serves what the store holds, or fails; it never authorizes again (its
+    /// refresh token is spent) and never serves its own result.
+    var deposed = false
   }
 
   struct Authorizing: Equatable {
@@ -107,5 +126,10 @@ extension AccountStateMachine {
     var attempt = 1
     /// The flight's authorization deadline: a retry never waits past it.
     var deadline: Duration?
+    /// Access tokens callers that joined rejected: never served stale (rule 27).
+    var rejectedTokens: Set<String> = []
+    /// An ordinary caller (one that may involve the user) joined a refresh ahead, which may
+    /// not: if the authorizer needs the user, the flight authorizes again with the user.
+    var callerJoined = false
   }
 }

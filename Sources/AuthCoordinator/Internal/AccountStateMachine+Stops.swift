@@ -63,7 +63,7 @@ extension AccountStateMachine {
             "\(waited) did not finish within \(policy.authorizationTimeout)")
         ))
     case (.load, .preparing(let preparing))
-    where preparing.stage == .rereading && (deadline == nil || deadline == preparing.readDeadline):
+    where preparing.stage.reads && (deadline == nil || deadline == preparing.readDeadline):
       state = .idle
       return Ending(
         flight: id,

@@ -122,6 +122,9 @@ struct AccountStateMachine<Effects: FlightEffects> {
     for flight in stopped.values {
       guard case .cancelled = flight.fate, flight.effects?.workStopped ?? true else { return false }
     }
+    // A remembered failure outlives eviction no more than its own time: keeping the key until
+    // it ends is what stops an evicted key from asking a refusing server again at once.
+    if let cooldown, cooldown.until > now { return false }
     guard let last = loopGuardStarts.max() else { return true }
     return last <= now - policy.loopWindow
   }
@@ -179,9 +182,15 @@ struct AccountStateMachine<Effects: FlightEffects> {
       return .join(flight: loading.id)
     case .preparing(var preparing):
       if case .token(let token) = rejection { preparing.rejectedTokens.insert(token) }
+      if preparing.reason == .refreshAhead { preparing.callerJoined = true }
       state = .preparing(preparing)
       return .join(flight: preparing.id)
-    case .authorizing(let authorizing):
+    case .authorizing(var authorizing):
+      // Recorded, so that stale-if-error never serves what a joiner rejected (rule 27), and
+      // a refresh ahead that needs the user may involve it for the caller that joined.
+      if case .token(let token) = rejection { authorizing.rejectedTokens.insert(token) }
+      if authorizing.reason == .refreshAhead { authorizing.callerJoined = true }
+      state = .authorizing(authorizing)
       return .join(flight: authorizing.id)
     case .persisting(let id, let next, _):
       if case .token(let token) = rejection, token == next.accessToken {
@@ -294,11 +303,9 @@ struct AccountStateMachine<Effects: FlightEffects> {
     case (.persisting(_, let model, let holdsLease), .saved):
       adopt(model, obtainedAt: date)
       return releasing(Ending(flight: id, result: .succeeded(model)), holdsLease: holdsLease)
-    case (.persisting(_, let model, _), .leaseLost):
-      // Lost already: nothing to give back.
-      adopt(model, obtainedAt: date)
-      state = .idle
-      return .end(Ending(flight: id, result: .succeeded(model)))
+    case (.persisting, .leaseLost):
+      // Lost already: nothing to give back. Never served (rule 16): the store is read.
+      return .next(deposed(id, now: now))
     case (.releasing(let ending), .leaseReleased):
       return .end(ending)
     case (.persisting(_, let model, _), .saveFailed):
