@@ -239,7 +239,8 @@ import Testing
     // break 2): it reads the store and serves what the next holder stored.
     var lost = leaseMachineAuthorizing()
     _ = lost.advance(2, .authorized(.success(model("t1"))), date: date, now: .seconds(14))
-    #expect(lost.advance(2, .leaseLost, date: date, now: .seconds(15)) == .next(load(by: .seconds(22))))
+    #expect(
+      lost.advance(2, .leaseLost, date: date, now: .seconds(15)) == .next(load(by: .seconds(22))))
     #expect(lost.cachedModel != model("t1"), "not cached either")
     #expect(
       lost.advance(2, .loaded(model("t2")), date: date, now: .seconds(16))
@@ -268,9 +269,11 @@ import Testing
     policy.silent = SilentRefreshPolicy(retryDelay: .seconds(1), maxRetryDelay: .seconds(8))
     var machine = Machine(key: key, policy: policy, random: { 1 })
     _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 1)
-    _ = machine.advance(1, .loaded(model("t0", expiresIn: -10, refreshToken: "r0")), date: date, now: .zero)
+    _ = machine.advance(
+      1, .loaded(model("t0", expiresIn: -10, refreshToken: "r0")), date: date, now: .zero)
     _ = machine.advance(1, .leaseAttempted(.acquired), date: date, now: .zero)
-    _ = machine.advance(1, .loaded(model("t0", expiresIn: -10, refreshToken: "r0")), date: date, now: .zero)
+    _ = machine.advance(
+      1, .loaded(model("t0", expiresIn: -10, refreshToken: "r0")), date: date, now: .zero)
     let failure = AuthCoordinatorError(.networkError, "503", retryAfter: .seconds(3))
     let action = machine.advance(1, .authorized(.failure(failure)), date: date, now: .seconds(1))
     guard case .next(let step) = action, case .awaitRetry = step.kind else {
@@ -308,14 +311,15 @@ import Testing
       Issue.record("a lease held elsewhere is waited for")
       return
     }
-    #expect(machine.advance(1, .leaseHolderChanged, date: date, now: .seconds(6)) == .next(load(by: .seconds(13))))
+    #expect(
+      machine.advance(1, .leaseHolderChanged, date: date, now: .seconds(6))
+        == .next(load(by: .seconds(13))))
     let rotated = model("t1", refreshToken: "r1")
     #expect(
       machine.advance(1, .loaded(rotated), date: date, now: .seconds(7))
         == .end(Ending(flight: 1, result: .succeeded(rotated), adoptedFromStore: true)))
     #expect(machine.cachedModel == rotated)
   }
-
 
   @Test func aLogoutWhileTheLeaseGoesBackWinsOverTheResult() {
     var machine = leaseMachineAuthorizing()

@@ -262,7 +262,9 @@ extension AuthCoordinator {
     }
     let exchange = interactive ? CoordinatorClock.clamped(configuration.exchangeTimeout) : .zero
     return min(
-      max(CoordinatorClock.clamped(configuration.authorizationTimeout) + exchange + store * 2, refresh),
+      max(
+        CoordinatorClock.clamped(configuration.authorizationTimeout) + exchange + store * 2, refresh
+      ),
       CoordinatorClock.longestWait)
   }
 }
