@@ -81,7 +81,7 @@ extension FileAuthorizationLease {
 
   /// Gives the key up and keeps every process off it for `backOff.duration` (on the host's
   /// boot clock); announces ``LeaseChange/released(_:)`` as ``release(_:)`` does. The back-off
-  /// is a holder no one owns, with a fence of its own.
+  /// is a holder no one owns, with a fence of its own. A sign-out of its account ends it.
   ///
   /// - Parameters:
   ///   - grant: The grant.
@@ -109,8 +109,8 @@ extension FileAuthorizationLease {
     }
   }
 
-  /// Ends the current generation of `account`'s grants without announcing it: changes no
-  /// sign-out mark, so no subscriber hears of it.
+  /// Ends the current generation of `account`'s grants, and its keys' back-offs, without
+  /// announcing it: changes no sign-out mark, so no subscriber hears of it.
   ///
   /// - Parameter account: The account.
   /// - Throws: ``TokenStoreError``, as ``acquire(_:owner:timeToLive:)`` does.
@@ -119,11 +119,12 @@ extension FileAuthorizationLease {
       try lease.transact { record, _ in
         record.generation += 1
         record.userRevoked[account] = record.generation
+        record.endBackOffs { $0.mcUid == account }
       }
     }
   }
 
-  /// Ends the current generation of every grant without announcing it.
+  /// Ends the current generation of every grant, and every back-off, without announcing it.
   ///
   /// - Throws: ``TokenStoreError``, as ``acquire(_:owner:timeToLive:)`` does.
   public func revokeAllGrants() async throws(TokenStoreError) {
@@ -131,11 +132,12 @@ extension FileAuthorizationLease {
       try lease.transact { record, _ in
         record.generation += 1
         record.allRevoked = record.generation
+        record.endBackOffs { _ in true }
       }
     }
   }
 
-  /// Ends the current generation of `account`'s grants and announces
+  /// Ends the current generation of `account`'s grants, and its keys' back-offs, and announces
   /// ``LeaseChange/signedOut(account:by:)``.
   ///
   /// - Parameters:
@@ -148,11 +150,12 @@ extension FileAuthorizationLease {
         record.generation += 1
         record.userSignedOut[account] = LeaseRecord.SignOut(
           generation: record.generation, by: owner)
+        record.endBackOffs { $0.mcUid == account }
       }
     }
   }
 
-  /// Ends the current generation of every grant and announces
+  /// Ends the current generation of every grant, and every back-off, and announces
   /// ``LeaseChange/signedOutAll(by:)``.
   ///
   /// - Parameter owner: Who signed out.
@@ -162,6 +165,7 @@ extension FileAuthorizationLease {
       try lease.transact { record, _ in
         record.generation += 1
         record.allSignedOut = LeaseRecord.SignOut(generation: record.generation, by: owner)
+        record.endBackOffs { _ in true }
       }
     }
   }

@@ -142,6 +142,12 @@ struct LeaseRecord: Equatable, Sendable {
     return record
   }
 
+  /// Removes the back-offs of the keys `matches` selects: a signed-out account's next sign-in
+  /// must not wait out its old back-off. Not announced: no one waits for a back-off.
+  mutating func endBackOffs(of matches: (AccountKey) -> Bool) {
+    holders = holders.filter { key, holder in holder.backOff == nil || !matches(key) }
+  }
+
   /// Whether no sign-out (and no loss of the file) happened since `grant` was taken.
   func isCurrent(_ grant: LeaseGrant) -> Bool {
     floor <= grant.generation
@@ -151,15 +157,17 @@ struct LeaseRecord: Equatable, Sendable {
       && (userRevoked[grant.key.mcUid] ?? 0) <= grant.generation
   }
 
-  /// What changed from `old` to `self`, as announcements. A holder gone (unless it expired
-  /// before `time` and was taken over) is a release; a changed sign-out mark is a sign-out; a
-  /// raised floor (the file was recreated) is ``LeaseChange/unknown`` only.
+  /// What changed from `old` to `self`, as announcements. A grant gone (unless it expired
+  /// before `time` and was taken over) is a release (a back-off gone is nothing: no one waits
+  /// for one); a changed sign-out mark is a sign-out; a raised floor (the file was recreated)
+  /// is ``LeaseChange/unknown`` only.
   func changes(since old: LeaseRecord, at time: HostTime) -> [LeaseChange] {
     if floor != old.floor || generation < old.generation || nextFence < old.nextFence {
       return [.unknown]
     }
     var result: [LeaseChange] = []
     let released = old.holders.filter { key, holder in
+      guard holder.backOff == nil else { return false }
       guard let current = holders[key] else { return true }
       return current.fence != holder.fence && holder.isLive(at: time)
     }

@@ -28,6 +28,12 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
     var allSignedOutAt: UInt64 = 0
     var subscribers: [UInt64: AsyncStream<LeaseChange>.Continuation] = [:]
     var nextSubscriber: UInt64 = 0
+
+    /// Removes the back-offs of the keys `matches` selects: a signed-out account's next
+    /// sign-in must not wait out its old back-off.
+    mutating func endBackOffs(of matches: (AccountKey) -> Bool) {
+      holders = holders.filter { key, holder in holder.backOff == nil || !matches(key) }
+    }
   }
 
   private let state = LockedState(State())
@@ -130,25 +136,28 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
     for subscriber in subscribers { subscriber.yield(.released(grant.key)) }
   }
 
-  /// Ends the current generation of `account`'s grants, silently.
+  /// Ends the current generation of `account`'s grants, and its keys' back-offs, silently.
   ///
   /// - Parameter account: The account.
   public func revokeGrants(ofAccount account: String) async {
     state.withLock { state in
       state.generation += 1
       state.userSignedOutAt[account] = state.generation
+      state.endBackOffs { $0.mcUid == account }
     }
   }
 
-  /// Ends the current generation of every grant, silently.
+  /// Ends the current generation of every grant, and every back-off, silently.
   public func revokeAllGrants() async {
     state.withLock { state in
       state.generation += 1
       state.allSignedOutAt = state.generation
+      state.endBackOffs { _ in true }
     }
   }
 
-  /// Ends the current generation of `account`'s grants and announces it.
+  /// Ends the current generation of `account`'s grants, and its keys' back-offs, and announces
+  /// it.
   ///
   /// - Parameters:
   ///   - account: The account.
@@ -157,18 +166,20 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
     let subscribers = state.withLock { state in
       state.generation += 1
       state.userSignedOutAt[account] = state.generation
+      state.endBackOffs { $0.mcUid == account }
       return state.subscribers.sorted { $0.key < $1.key }.map(\.value)
     }
     for subscriber in subscribers { subscriber.yield(.signedOut(account: account, by: owner)) }
   }
 
-  /// Ends the current generation of every grant and announces it.
+  /// Ends the current generation of every grant, and every back-off, and announces it.
   ///
   /// - Parameter owner: Who signed out.
   public func signOutAll(by owner: String) async {
     let subscribers = state.withLock { state in
       state.generation += 1
       state.allSignedOutAt = state.generation
+      state.endBackOffs { _ in true }
       return state.subscribers.sorted { $0.key < $1.key }.map(\.value)
     }
     for subscriber in subscribers { subscriber.yield(.signedOutAll(by: owner)) }

@@ -136,6 +136,43 @@ import Testing
     }
   }
 
+  /// How a logout (or `invalidate`) ends an account's grants: each also ends its back-offs.
+  enum Revocation: CaseIterable, Sendable { case revokeAccount, revokeAll, signOut, signOutAll }
+
+  /// Issue 7: a logout did not end a back-off recorded in the lease, so no process authorized
+  /// the account again (a user signing in anew included) until it ran out, up to an hour.
+  @Test(arguments: Kind.allCases, Revocation.allCases)
+  func aSignOutEndsTheAccountsBackOffs(_ kind: Kind, _ revocation: Revocation) async throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.remove() }
+    let lease = participants(kind, in: dir)
+    let otherUser = AccountKey(mcUid: "u2")
+    let long = LeaseBackOff(duration: .seconds(3600), failures: 3, code: "network_error")
+    for key in [user, otherUser] {
+      let grant = try #require(
+        try await lease.a.acquire(key, owner: "A", timeToLive: .seconds(30)).grant)
+      try await lease.a.release(grant, backingOff: long)
+    }
+    switch revocation {
+    case .revokeAccount: try await lease.a.revokeGrants(ofAccount: user.mcUid)
+    case .revokeAll: try await lease.a.revokeAllGrants()
+    case .signOut: try await lease.a.signOut(account: user.mcUid, by: "A")
+    case .signOutAll: try await lease.a.signOutAll(by: "A")
+    }
+    let attempt = try await lease.b.acquire(user, owner: "B", timeToLive: .seconds(30))
+    #expect(attempt.grant != nil, "still backing off after \(revocation): \(attempt)")
+    let other = try await lease.b.acquire(otherUser, owner: "B", timeToLive: .seconds(30))
+    switch revocation {
+    case .revokeAccount, .signOut:
+      guard case .backingOff = other else {
+        Issue.record("another account's back-off ended too: \(other)")
+        return
+      }
+    case .revokeAll, .signOutAll:
+      #expect(other.grant != nil, "still backing off after \(revocation): \(other)")
+    }
+  }
+
   /// The first change of `stream`, or `nil` when 10 seconds pass first (a failure).
   private func firstChange(_ stream: AsyncStream<LeaseChange>) async -> LeaseChange? {
     await withTaskGroup(of: LeaseChange?.self) { group in
