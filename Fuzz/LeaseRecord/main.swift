@@ -70,6 +70,13 @@ func check(_ data: Data, at time: HostTime) {
   }
   for holder in record.holders.values {
     precondition(LeaseRecord.isPlausible(holder, at: time), "an implausible holder was decoded")
+    if let backOff = holder.backOff {
+      // What a process adopts from a back-off: clamped, so its arithmetic never overflows.
+      precondition(backOff.failures <= LeaseBackOff.maximumFailures, "unclamped failures")
+      precondition(
+        holder.expiry(at: time).timeIntervalSince(time.wall)
+          <= LeaseBackOff.maximumDuration.seconds + 0.001, "an unclamped back-off")
+    }
     // What the lease reports and the flight runner computes while it waits for this holder.
     _ = holder.isLive(at: time)
     let until = holder.expiry(at: time)

@@ -69,7 +69,7 @@ extension FileAuthorizationLease {
       switch try readDisk() {
       case .missing:
         observation = Observation(identity: nil, content: .missing)
-      case .good(let identity, let record):
+      case .good(let identity, let record, _):
         observation = Observation(identity: identity, content: .record(record))
       case .bad(let identity, let problem), .newer(let identity, let problem):
         report(problem)

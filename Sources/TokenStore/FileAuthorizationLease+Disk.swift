@@ -14,7 +14,8 @@ extension FileAuthorizationLease {
   /// What is at the lease path.
   enum DiskState {
     case missing
-    case good(FileIdentity, LeaseRecord)
+    /// A record; `clamped`: values read were clamped (written back by the next change).
+    case good(FileIdentity, LeaseRecord, clamped: Bool)
     /// Not a lease record (garbage, torn by something else, oversized): replaced by the next
     /// change, with every earlier grant made not current.
     case bad(FileIdentity, TokenStoreError)
@@ -38,8 +39,10 @@ extension FileAuthorizationLease {
       case .missing:
         absorb(Observation(identity: nil, content: .missing))
         base = LeaseRecord.fresh(after: known, wallClock: clock.wall())
-      case .good(let identity, let record):
+      case .good(let identity, let record, let clamped):
         base = record
+        // Values clamped on reading are written back, so that they hold from now on.
+        mustWrite = clamped
         absorb(Observation(identity: identity, content: .record(record)))
       case .bad(let identity, var problem):
         problem.message +=
@@ -80,7 +83,8 @@ extension FileAuthorizationLease {
           path: path))
     case .data(let data, let identity):
       do throws(TokenStoreError) {
-        return .good(identity, try LeaseRecord.decode(data, at: clock.now()))
+        let (record, clamped) = try LeaseRecord.decodeClamping(data, at: clock.now())
+        return .good(identity, record, clamped: clamped)
       } catch {
         var error = error
         error.path = path

@@ -81,7 +81,8 @@ extension FileAuthorizationLease {
 
   /// Gives the key up and keeps every process off it for `backOff.duration` (on the host's
   /// boot clock); announces ``LeaseChange/released(_:)`` as ``release(_:)`` does. The back-off
-  /// is a holder no one owns, with a fence of its own. A sign-out of its account ends it.
+  /// is a holder no one owns, with a fence of its own, at most ``LeaseBackOff/maximumDuration``
+  /// long and with at most ``LeaseBackOff/maximumFailures``. A sign-out of its account ends it.
   ///
   /// - Parameters:
   ///   - grant: The grant.
@@ -90,8 +91,9 @@ extension FileAuthorizationLease {
   public func release(
     _ grant: LeaseGrant, backingOff backOff: LeaseBackOff
   ) async throws(TokenStoreError) {
+    let backOff = backOff.clamped
     let mark = LeaseRecord.BackOffMark(
-      failures: max(backOff.failures, 0),
+      failures: backOff.failures,
       code: String(backOff.code.utf8.prefix(LeaseRecord.BackOffMark.maximumCodeLength)) ?? "")
     guard mark.isPlausible else { return try await release(grant) }
     try await perform { lease throws(TokenStoreError) in
@@ -100,7 +102,7 @@ extension FileAuthorizationLease {
           held.backOff == nil
         else { return }
         var holder = LeaseRecord.Holder.lasting(
-          Self.seconds(max(backOff.duration, .zero)), owner: "", fence: record.nextFence,
+          Self.seconds(backOff.duration), owner: "", fence: record.nextFence,
           from: time)
         holder.backOff = mark
         record.nextFence += 1

@@ -86,6 +86,17 @@ struct LeaseRecord: Equatable, Sendable {
       return expiry.boot == now.boot && expiry.nanoseconds > now.nanoseconds
     }
 
+    /// Makes the holder expire at most `seconds` after `time`, on both clocks: a back-off read
+    /// from the file lasts no longer than one written now could.
+    mutating func endBackOff(by time: HostTime, _ seconds: TimeInterval) {
+      expiresAt = min(expiresAt, time.wall.addingTimeInterval(seconds))
+      if let expiry = bootExpiry, let now = time.boot, expiry.boot == now.boot {
+        bootExpiry = BootInstant(
+          boot: expiry.boot,
+          nanoseconds: min(expiry.nanoseconds, now.advanced(bySeconds: seconds).nanoseconds))
+      }
+    }
+
     /// When the grant lapses, as a date on the reader's wall clock: the time left on the boot
     /// clock counted from the reader's wall clock, so that a reader whose wall clock stepped
     /// still waits for as long as the grant has left.
@@ -226,6 +237,16 @@ struct LeaseRecord: Equatable, Sendable {
   static func decode(
     _ data: Data, at time: HostTime = HostClock.system.now()
   ) throws(TokenStoreError) -> LeaseRecord {
+    try decodeClamping(data, at: time).record
+  }
+
+  /// ``decode(_:at:)``, telling whether it clamped what the file holds (a back-off's failures
+  /// to ``LeaseBackOff/maximumFailures``, its end to ``LeaseBackOff/maximumDuration`` from
+  /// `time`): the lease then writes the clamped record back, so that a clamped back-off ends.
+  static func decodeClamping(
+    _ data: Data, at time: HostTime
+  ) throws(TokenStoreError) -> (record: LeaseRecord, clamped: Bool) {
+    var clamped = false
     let decoder = JSONDecoder()
     guard let header = try? decoder.decode(Header.self, from: data), header.format == format
     else {
@@ -277,14 +298,15 @@ struct LeaseRecord: Equatable, Sendable {
       switch (holder.backOffFailures, holder.backOffCode) {
       case (nil, nil): backOff = nil
       case (let failures?, let code?) where BackOffMark(failures: failures, code: code).isPlausible:
-        backOff = BackOffMark(failures: failures, code: code)
+        backOff = BackOffMark(failures: min(failures, LeaseBackOff.maximumFailures), code: code)
+        clamped = clamped || failures > LeaseBackOff.maximumFailures
       default:
         throw TokenStoreError(
           .corruptFile,
           "The lease file's record has a back-off without its failures or code, or with an"
             + " implausible one.")
       }
-      let decoded = Holder(
+      var decoded = Holder(
         owner: holder.owner, fence: holder.fence,
         expiresAt: Date(timeIntervalSinceReferenceDate: holder.expiresAt), bootExpiry: bootExpiry,
         backOff: backOff)
@@ -294,6 +316,11 @@ struct LeaseRecord: Equatable, Sendable {
           "The lease file's record has a holder whose expiry is not a date (non-finite, before"
             + " 1970, or more than ten years ahead).")
       }
+      if backOff != nil {
+        let read = decoded
+        decoded.endBackOff(by: time, LeaseBackOff.maximumDuration.seconds)
+        clamped = clamped || decoded != read
+      }
       consistent =
         consistent && record.holders[holder.key] == nil && holder.fence < wire.nextFence
       record.holders[holder.key] = decoded
@@ -302,7 +329,7 @@ struct LeaseRecord: Equatable, Sendable {
       throw TokenStoreError(
         .corruptFile, "The lease file's record is inconsistent (counters, duplicates).")
     }
-    return record
+    return (record, clamped)
   }
 
   private struct Header: Decodable {

@@ -115,11 +115,14 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
   }
 
   /// Gives the key up and keeps everyone off it for `backOff.duration`; announces the release.
+  /// The back-off is clamped: at most ``LeaseBackOff/maximumDuration`` and
+  /// ``LeaseBackOff/maximumFailures``.
   ///
   /// - Parameters:
   ///   - grant: The grant.
   ///   - backOff: The back-off.
   public func release(_ grant: LeaseGrant, backingOff backOff: LeaseBackOff) async {
+    let backOff = backOff.clamped
     let date = now()
     let subscribers = state.withLock { state -> [AsyncStream<LeaseChange>.Continuation] in
       guard let holder = state.holders[grant.key], holder.fence == grant.fence,
@@ -128,7 +131,7 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
       // A fence of its own, as a grant has: the released grant's is no one's any more.
       state.holders[grant.key] = Holder(
         owner: "", fence: state.nextFence,
-        expiresAt: date.addingTimeInterval(max(backOff.duration, .zero).seconds),
+        expiresAt: date.addingTimeInterval(backOff.duration.seconds),
         backOff: backOff)
       state.nextFence += 1
       return state.subscribers.sorted { $0.key < $1.key }.map(\.value)

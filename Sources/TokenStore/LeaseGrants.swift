@@ -106,6 +106,23 @@ public struct LeaseBackOff: Sendable, Hashable {
   /// are told while the back-off lasts. Never a token or a message.
   public var code: String
 
+  /// The most failures a lease records or reports: 64. A count read from a lease's storage
+  /// (a file, a row another version wrote) is clamped to it, so that the back-off a process
+  /// computes from it can never overflow.
+  public static let maximumFailures = 64
+  /// The longest back-off a lease records or reports: one hour, the longest `Retry-After`
+  /// the package honours. A longer one read from a lease's storage ends an hour from the read
+  /// (on the lease's clock).
+  public static let maximumDuration: Duration = .seconds(3600)
+
+  /// The back-off a lease records: `failures` within `0...maximumFailures`, `duration` within
+  /// `0...maximumDuration`.
+  package var clamped: LeaseBackOff {
+    LeaseBackOff(
+      duration: min(max(duration, .zero), Self.maximumDuration),
+      failures: min(max(failures, 0), Self.maximumFailures), code: code)
+  }
+
   /// Creates a back-off.
   ///
   /// - Parameters:

@@ -173,6 +173,65 @@ import Testing
     }
   }
 
+  /// Issue 8: a back-off read from a lease was trusted; `Int.max` failures in the file crashed
+  /// every process that adopted it. The failures are clamped to
+  /// ``LeaseBackOff/maximumFailures`` and the back-off's end to ``LeaseBackOff/maximumDuration``
+  /// from now, on the lease's clock.
+  @Test func anAbsurdBackOffInTheFileIsClamped() async throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.remove() }
+    let host = SteppableHostClock()
+    let url = dir.file("tokens.store.lease")
+    let now = host.clock.now()
+    let year: TimeInterval = 365 * 86_400
+    let bootNow = try #require(now.boot)
+    let record =
+      #"{"floor":0,"format":"authcoordinator.lease","generation":0,"holders":[{"#
+      + #""backOffCode":"network_error","backOffFailures":\#(Int.max),"boot":"\#(bootNow.boot)","#
+      + #""bootExpiresAt":\#(bootNow.advanced(bySeconds: year).nanoseconds),"#
+      + #""expiresAt":\#(now.wall.addingTimeInterval(year).timeIntervalSinceReferenceDate),"#
+      + #""fence":1,"key":{"mcUid":"u1","mode":"platformOnly"},"owner":""}],"#
+      + #""nextFence":2,"userSignedOut":[],"version":1}"#
+    try Data(record.utf8).writePrivately(to: url)
+    let issues = IssueLog()
+    let lease = FileAuthorizationLease(url: url, clock: host.clock, onIssue: issues.handler)
+    let attempt = try await lease.acquire(user, owner: "A", timeToLive: .seconds(30))
+    guard case .backingOff(let until, let failures, let code) = attempt else {
+      Issue.record("the back-off in the file was not kept: \(attempt)")
+      return
+    }
+    #expect(failures == LeaseBackOff.maximumFailures)
+    #expect(code == "network_error")
+    #expect(until.timeIntervalSince(host.wall) <= LeaseBackOff.maximumDuration.seconds)
+    #expect(issues.codes.isEmpty)
+    // It ends within the hour.
+    host.advance(by: LeaseBackOff.maximumDuration.seconds + 0.001)
+    #expect(try await lease.acquire(user, owner: "A", timeToLive: .seconds(30)).grant != nil)
+  }
+
+  /// What a lease records of `release(_:backingOff:)` is clamped as what it reads is.
+  @Test(arguments: Kind.allCases)
+  func anAbsurdBackOffReleasedIsClamped(_ kind: Kind) async throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.remove() }
+    let lease = participants(kind, in: dir)
+    let grant = try #require(
+      try await lease.a.acquire(user, owner: "A", timeToLive: .seconds(30)).grant)
+    try await lease.a.release(
+      grant,
+      backingOff: LeaseBackOff(duration: .seconds(Int64.max), failures: .max, code: "network_error")
+    )
+    let attempt = try await lease.b.acquire(user, owner: "B", timeToLive: .seconds(30))
+    guard case .backingOff(let until, let failures, _) = attempt else {
+      Issue.record("no back-off: \(attempt)")
+      return
+    }
+    #expect(failures == LeaseBackOff.maximumFailures)
+    #expect(until.timeIntervalSince(lease.now()) <= LeaseBackOff.maximumDuration.seconds)
+    lease.advance(LeaseBackOff.maximumDuration.seconds + 0.001)
+    #expect(try await lease.b.acquire(user, owner: "B", timeToLive: .seconds(30)).grant != nil)
+  }
+
   /// The first change of `stream`, or `nil` when 10 seconds pass first (a failure).
   private func firstChange(_ stream: AsyncStream<LeaseChange>) async -> LeaseChange? {
     await withTaskGroup(of: LeaseChange?.self) { group in
