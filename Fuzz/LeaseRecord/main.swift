@@ -11,7 +11,10 @@
 //     coordinator's wait for it (the date the lease reports, minus now, turned into a
 //     `Duration`) never traps, read by a reader with a boot clock and by one without;
 //   - whatever decodes re-encodes, and the re-encoded file decodes to the same record;
-//   - comparing a decoded record with a fresh one (what the watcher announces) never traps.
+//   - comparing a decoded record with a fresh one (what the watcher announces) never traps;
+//   - a back-off's failures and end are clamped (LeaseBackOff.maximumFailures, maximumDuration);
+//   - dropping the history (LeaseRecord.dropHistory) changes no answer of `isCurrent` for a
+//     grant the record still holds, and makes no grant current that was not.
 // Each input is decoded three times: as a whole file, and spliced into a consistent record as
 // the holder's `expiresAt` and as its `bootExpiresAt`, so mutations reach the expiry checks
 // instead of being stopped by the JSON.
@@ -86,6 +89,28 @@ func check(_ data: Data, at time: HostTime) {
     let renewed = LeaseRecord.Holder.lasting(
       LeaseRecord.maximumTimeToLive, owner: holder.owner, fence: holder.fence, from: time)
     precondition(LeaseRecord.isPlausible(renewed, at: time), "a renewal is implausible")
+  }
+  // Dropping history changes no answer of `isCurrent` for a grant the record still holds, and
+  // never makes current a grant that was not.
+  for retention in [LeaseRecord.historyRetention, LeaseRecord.minimumHistoryRetention] {
+    var pruned = record
+    pruned.dropHistory(at: time, keeping: retention)
+    for (key, holder) in pruned.holders where holder.backOff == nil {
+      let grant = LeaseGrant(
+        key: key, owner: holder.owner, fence: holder.fence, generation: holder.generation ?? 0,
+        expiresAt: holder.expiresAt)
+      precondition(
+        pruned.isCurrent(grant) == record.isCurrent(grant), "dropping history changed a grant")
+    }
+    for generation in [0, pruned.historyFloor, record.generation] {
+      for mcUid in Array(record.userSignedOut.keys.prefix(4)) + ["nobody"] {
+        let grant = LeaseGrant(
+          key: AccountKey(mcUid: mcUid), owner: "w", fence: 1, generation: generation,
+          expiresAt: now)
+        precondition(
+          !pruned.isCurrent(grant) || record.isCurrent(grant), "dropping history revived a grant")
+      }
+    }
   }
   let fresh = LeaseRecord.fresh(after: record, wallClock: now)
   _ = record.changes(since: fresh, at: time)

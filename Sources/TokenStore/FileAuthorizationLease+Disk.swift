@@ -24,9 +24,17 @@ extension FileAuthorizationLease {
   }
 
   /// Reads the record under the lock, lets `change` edit it (given the time of the change, on
-  /// both clocks), and replaces the file when the
-  /// record changed (or the file was missing or bad and had to be recreated). The lock is held
-  /// for the read, the write and nothing else; it is released before this returns.
+  /// both clocks), drops the history no grant needs any more
+  /// (``LeaseRecord/dropHistory(at:keeping:)``), and replaces the file when the record changed
+  /// (or the file was missing or bad and had to be recreated). The lock is held for the read,
+  /// the write and nothing else; it is released before this returns.
+  ///
+  /// A record that would still encode to more than ``LeaseRecord/maximumSize`` once its
+  /// history is dropped down to ``LeaseRecord/minimumHistoryRetention`` is not written: the
+  /// change throws ``TokenStoreError/Code/fileTooLarge`` and the file stays as it was (a change
+  /// that only dropped history or clamped values is simply not written). Never is a record
+  /// that grew too large replaced by an empty one: that would forget live grants and
+  /// sign-outs.
   func transact<T>(
     _ change: (inout LeaseRecord, HostTime) -> T
   ) throws(TokenStoreError) -> T {
@@ -35,6 +43,7 @@ extension FileAuthorizationLease {
       let known = state.withLock { $0.lastRecord }
       var base: LeaseRecord
       var mustWrite = false
+      var housekeeping = false
       switch try readDisk() {
       case .missing:
         absorb(Observation(identity: nil, content: .missing))
@@ -42,7 +51,7 @@ extension FileAuthorizationLease {
       case .good(let identity, let record, let clamped):
         base = record
         // Values clamped on reading are written back, so that they hold from now on.
-        mustWrite = clamped
+        housekeeping = clamped
         absorb(Observation(identity: identity, content: .record(record)))
       case .bad(let identity, var problem):
         problem.message +=
@@ -55,11 +64,30 @@ extension FileAuthorizationLease {
         throw error
       }
       var record = base
-      let result = change(&record, clock.now())
-      if mustWrite || record != base {
-        let identity = try replaceFile(with: try record.encoded())
-        absorb(Observation(identity: identity, content: .record(record)))
+      let time = clock.now()
+      let result = change(&record, time)
+      let changed = mustWrite || record != base
+      let unpruned = record
+      record.dropHistory(at: time, keeping: LeaseRecord.historyRetention)
+      guard changed || housekeeping || record != base else { return result }
+      var data = try record.encoded()
+      if data.count > LeaseRecord.compactionThreshold {
+        // From the record before the routine pass, whose marks without a time are still
+        // without one (they count as old here).
+        record = unpruned
+        record.dropHistory(at: time, keeping: LeaseRecord.minimumHistoryRetention)
+        data = try record.encoded()
       }
+      if data.count > LeaseRecord.maximumSize {
+        guard changed else { return result }
+        throw TokenStoreError(
+          .fileTooLarge,
+          "The lease record would be larger than \(LeaseRecord.maximumSize) bytes even without"
+            + " the sign-outs of more than an hour ago that no grant needs; the change was"
+            + " refused and the lease file kept.", path: path)
+      }
+      let identity = try replaceFile(with: data)
+      absorb(Observation(identity: identity, content: .record(record)))
       return result
     }
   }
@@ -72,14 +100,14 @@ extension FileAuthorizationLease {
   /// Reads and decodes the lease file without any lock (every writer replaces it with one
   /// `rename`). Throws only when it cannot be read at all.
   func readDisk() throws(TokenStoreError) -> DiskState {
-    switch try file.read(maximumSize: LeaseRecord.maximumSize) {
+    switch try file.read(maximumSize: LeaseRecord.maximumReadSize) {
     case .missing:
       return .missing
     case .tooLarge(let identity):
       return .bad(
         identity,
         TokenStoreError(
-          .fileTooLarge, "The lease file is larger than \(LeaseRecord.maximumSize) bytes.",
+          .fileTooLarge, "The lease file is larger than \(LeaseRecord.maximumReadSize) bytes.",
           path: path))
     case .data(let data, let identity):
       do throws(TokenStoreError) {

@@ -16,7 +16,9 @@ extension FileAuthorizationLease {
   /// - Throws: ``TokenStoreError``: ``TokenStoreError/Code/lockTimeout``,
   ///   ``TokenStoreError/Code/unsupportedVersion`` (a newer version's file, left as it is),
   ///   ``TokenStoreError/Code/notARegularFile``, ``TokenStoreError/Code/permissionDenied``,
-  ///   ``TokenStoreError/Code/ioFailure``.
+  ///   ``TokenStoreError/Code/ioFailure``, ``TokenStoreError/Code/fileTooLarge`` (the change
+  ///   would make the file larger than 1 MiB even without the history no grant needs; the file
+  ///   is kept as it was).
   public func acquire(
     _ key: AccountKey, owner: String, timeToLive: Duration
   ) async throws(TokenStoreError) -> LeaseAttempt {
@@ -30,7 +32,8 @@ extension FileAuthorizationLease {
             until: holder.expiry(at: time), failures: backOff.failures, code: backOff.code)
         }
         let holder = LeaseRecord.Holder.lasting(
-          Self.seconds(timeToLive), owner: owner, fence: record.nextFence, from: time)
+          Self.seconds(timeToLive), owner: owner, fence: record.nextFence,
+          generation: record.generation, from: time)
         record.nextFence += 1
         record.holders[key] = holder
         return .acquired(
@@ -57,7 +60,8 @@ extension FileAuthorizationLease {
           held.backOff == nil
         else { return nil }
         let holder = LeaseRecord.Holder.lasting(
-          Self.seconds(timeToLive), owner: held.owner, fence: held.fence, from: time)
+          Self.seconds(timeToLive), owner: held.owner, fence: held.fence,
+          generation: held.generation, from: time)
         record.holders[grant.key] = holder
         return LeaseGrant(
           key: grant.key, owner: grant.owner, fence: grant.fence, generation: grant.generation,
@@ -118,9 +122,10 @@ extension FileAuthorizationLease {
   /// - Throws: ``TokenStoreError``, as ``acquire(_:owner:timeToLive:)`` does.
   public func revokeGrants(ofAccount account: String) async throws(TokenStoreError) {
     try await perform { lease throws(TokenStoreError) in
-      try lease.transact { record, _ in
+      try lease.transact { record, time in
         record.generation += 1
-        record.userRevoked[account] = record.generation
+        record.userRevoked[account] = LeaseRecord.Revocation(
+          generation: record.generation, at: time)
         record.endBackOffs { $0.mcUid == account }
       }
     }
@@ -148,10 +153,10 @@ extension FileAuthorizationLease {
   /// - Throws: ``TokenStoreError``, as ``acquire(_:owner:timeToLive:)`` does.
   public func signOut(account: String, by owner: String) async throws(TokenStoreError) {
     try await perform { lease throws(TokenStoreError) in
-      try lease.transact { record, _ in
+      try lease.transact { record, time in
         record.generation += 1
         record.userSignedOut[account] = LeaseRecord.SignOut(
-          generation: record.generation, by: owner)
+          generation: record.generation, by: owner, at: time)
         record.endBackOffs { $0.mcUid == account }
       }
     }

@@ -13,11 +13,23 @@ import Foundation
 /// readers without a boot clock and for the versions before it, which ignore the two newer
 /// fields. A holder without them (written by such a version) is compared on the wall clock, as
 /// before. A holder of another boot has expired: every process of that boot is gone.
+///
+/// A grant's holder records its sign-out `generation`, and each account's sign-out and
+/// revocation when it happened (`at` on the wall clock, `boot` and `bootAt` on the boot clock),
+/// so that the history is kept only while a grant can need it (FileAuthorizationLease+History.swift);
+/// `historyFloor` is the generation below which it was dropped. Versions before them ignore
+/// these fields; a holder or a mark without them (written by such a version) is read as before.
 struct LeaseRecord: Equatable, Sendable {
   static let format = "authcoordinator.lease"
   static let version = 1
-  /// A lease file is a few hundred bytes per key; anything over this is not read.
+  /// The largest lease file written: a change that would make it larger is refused
+  /// (``TokenStoreError/Code/fileTooLarge``) once the history no grant needs is dropped. A
+  /// lease file is a few hundred bytes per key.
   static let maximumSize = 1 << 20
+  /// The largest lease file read: twice ``maximumSize``, so that a file an earlier version let
+  /// grow a little past it is still read (and its history dropped), never replaced by an empty
+  /// record.
+  static let maximumReadSize = 2 * maximumSize
   /// How far past the reader's wall clock a holder's expiry may lie: ten years. A later expiry
   /// (1e300 seconds, say) is no grant any process took; the record is corrupt, since waiting
   /// for such a holder would be waiting forever.
@@ -69,14 +81,19 @@ struct LeaseRecord: Equatable, Sendable {
     /// Set for the back-off a released grant left (``FileAuthorizationLease/release(_:backingOff:)``):
     /// no one owns it, and until it expires every acquire is told to back off.
     var backOff: BackOffMark? = nil
+    /// The sign-out generation of the grant (``LeaseGrant/generation``): the sign-outs since
+    /// are kept while the holder may ask. `nil` for a back-off, and for a holder an earlier
+    /// version wrote (its generation is unknown: every sign-out is kept while it may ask).
+    var generation: UInt64? = nil
 
     /// A holder whose grant lasts `seconds` from `time`, on both clocks.
     static func lasting(
-      _ seconds: TimeInterval, owner: String, fence: UInt64, from time: HostTime
+      _ seconds: TimeInterval, owner: String, fence: UInt64, generation: UInt64? = nil,
+      from time: HostTime
     ) -> Holder {
       Holder(
         owner: owner, fence: fence, expiresAt: time.wall.addingTimeInterval(seconds),
-        bootExpiry: time.boot?.advanced(bySeconds: seconds))
+        bootExpiry: time.boot?.advanced(bySeconds: seconds), generation: generation)
     }
 
     /// Whether the grant has not lapsed at `time`. On the boot clock when both the holder and
@@ -124,6 +141,16 @@ struct LeaseRecord: Equatable, Sendable {
   struct SignOut: Equatable, Sendable {
     var generation: UInt64
     var by: String
+    /// When it happened (`nil`: written by an earlier version, or everyone's sign-out, which
+    /// is never dropped).
+    var at: HostTime? = nil
+  }
+
+  /// A revocation of an account's grants (``FileAuthorizationLease/revokeGrants(ofAccount:)``).
+  struct Revocation: Equatable, Sendable {
+    var generation: UInt64
+    /// When it happened (`nil`: written by an earlier version).
+    var at: HostTime? = nil
   }
 
   /// The fence of the next grant.
@@ -133,10 +160,14 @@ struct LeaseRecord: Equatable, Sendable {
   /// Grants of a lower generation are not current: set when the file had to be recreated
   /// (missing or unreadable), because its sign-out history was lost.
   var floor: UInt64 = 0
+  /// Grants of a lower generation are not current: the sign-outs and revocations below it were
+  /// dropped, once no grant in the record was older than them
+  /// (FileAuthorizationLease+History.swift).
+  var historyFloor: UInt64 = 0
   var userSignedOut: [String: SignOut] = [:]
   var allSignedOut: SignOut?
-  /// Grants revoked without an announcement (the first half of a logout), by generation.
-  var userRevoked: [String: UInt64] = [:]
+  /// Grants revoked without an announcement (the first half of a logout).
+  var userRevoked: [String: Revocation] = [:]
   var allRevoked: UInt64 = 0
   var holders: [AccountKey: Holder] = [:]
 
@@ -162,16 +193,18 @@ struct LeaseRecord: Equatable, Sendable {
   /// Whether no sign-out (and no loss of the file) happened since `grant` was taken.
   func isCurrent(_ grant: LeaseGrant) -> Bool {
     floor <= grant.generation
+      && historyFloor <= grant.generation
       && (allSignedOut?.generation ?? 0) <= grant.generation
       && (userSignedOut[grant.key.mcUid]?.generation ?? 0) <= grant.generation
       && allRevoked <= grant.generation
-      && (userRevoked[grant.key.mcUid] ?? 0) <= grant.generation
+      && (userRevoked[grant.key.mcUid]?.generation ?? 0) <= grant.generation
   }
 
   /// What changed from `old` to `self`, as announcements. A grant gone (unless it expired
   /// before `time` and was taken over) is a release (a back-off gone is nothing: no one waits
   /// for one); a changed sign-out mark is a sign-out; a raised floor (the file was recreated)
-  /// is ``LeaseChange/unknown`` only.
+  /// is ``LeaseChange/unknown`` only, and so is a history floor above every generation `old`
+  /// knew (sign-outs made and dropped since: whose cannot be told).
   func changes(since old: LeaseRecord, at time: HostTime) -> [LeaseChange] {
     if floor != old.floor || generation < old.generation || nextFence < old.nextFence {
       return [.unknown]
@@ -186,13 +219,22 @@ struct LeaseRecord: Equatable, Sendable {
       result.append(.released(key))
     }
     var signOuts: [(UInt64, LeaseChange)] = []
-    for (mcUid, mark) in userSignedOut where old.userSignedOut[mcUid] != mark {
+    // A mark whose time was only added (to one an earlier version wrote) is no sign-out.
+    for (mcUid, mark) in userSignedOut
+    where old.userSignedOut[mcUid]?.generation != mark.generation
+      || old.userSignedOut[mcUid]?.by != mark.by
+    {
       signOuts.append((mark.generation, .signedOut(account: mcUid, by: mark.by)))
     }
-    if let mark = allSignedOut, mark != old.allSignedOut {
+    if let mark = allSignedOut,
+      mark.generation != old.allSignedOut?.generation || mark.by != old.allSignedOut?.by
+    {
       signOuts.append((mark.generation, .signedOutAll(by: mark.by)))
     }
     result += signOuts.sorted { $0.0 < $1.0 }.map(\.1)
+    if historyFloor != old.historyFloor && historyFloor > old.generation {
+      result.append(.unknown)
+    }
     return result
   }
 
@@ -201,9 +243,12 @@ struct LeaseRecord: Equatable, Sendable {
   func encoded() throws(TokenStoreError) -> Data {
     let wire = Wire(
       format: Self.format, version: Self.version, nextFence: nextFence, generation: generation,
-      floor: floor,
+      floor: floor, historyFloor: historyFloor == 0 ? nil : historyFloor,
       userSignedOut: userSignedOut.sorted { $0.key < $1.key }.map { mcUid, mark in
-        WireSignOut(mcUid: mcUid, generation: mark.generation, by: mark.by)
+        WireSignOut(
+          mcUid: mcUid, generation: mark.generation, by: mark.by,
+          at: mark.at?.wall.timeIntervalSinceReferenceDate, boot: mark.at?.boot?.boot,
+          bootAt: mark.at?.boot?.nanoseconds)
       },
       allSignedOut: allSignedOut.map {
         WireSignOut(mcUid: nil, generation: $0.generation, by: $0.by)
@@ -213,12 +258,16 @@ struct LeaseRecord: Equatable, Sendable {
           key: key, owner: holder.owner, fence: holder.fence,
           expiresAt: holder.expiresAt.timeIntervalSinceReferenceDate,
           boot: holder.bootExpiry?.boot, bootExpiresAt: holder.bootExpiry?.nanoseconds,
-          backOffFailures: holder.backOff?.failures, backOffCode: holder.backOff?.code)
+          backOffFailures: holder.backOff?.failures, backOffCode: holder.backOff?.code,
+          generation: holder.generation)
       },
       userRevoked: userRevoked.isEmpty
         ? nil
         : userRevoked.sorted { $0.key < $1.key }.map {
-          WireRevocation(mcUid: $0.key, generation: $0.value)
+          WireRevocation(
+            mcUid: $0.key, generation: $0.value.generation,
+            at: $0.value.at?.wall.timeIntervalSinceReferenceDate, boot: $0.value.at?.boot?.boot,
+            bootAt: $0.value.at?.boot?.nanoseconds)
         },
       allRevoked: allRevoked == 0 ? nil : allRevoked)
     let encoder = JSONEncoder()
@@ -262,15 +311,20 @@ struct LeaseRecord: Equatable, Sendable {
       throw TokenStoreError(.corruptFile, "The lease file's record cannot be decoded.")
     }
     var record = LeaseRecord(
-      nextFence: wire.nextFence, generation: wire.generation, floor: wire.floor)
-    var consistent = wire.floor <= wire.generation && wire.nextFence >= 1
+      nextFence: wire.nextFence, generation: wire.generation, floor: wire.floor,
+      historyFloor: wire.historyFloor ?? 0)
+    var consistent =
+      wire.floor <= wire.generation && record.historyFloor <= wire.generation
+      && wire.nextFence >= 1
     for mark in wire.userSignedOut {
       guard let mcUid = mark.mcUid, record.userSignedOut[mcUid] == nil else {
         consistent = false
         continue
       }
       consistent = consistent && mark.generation <= wire.generation
-      record.userSignedOut[mcUid] = SignOut(generation: mark.generation, by: mark.by)
+      let at = try stamp(wall: mark.at, boot: mark.boot, bootAt: mark.bootAt, at: time)
+      clamped = clamped || at.clamped
+      record.userSignedOut[mcUid] = SignOut(generation: mark.generation, by: mark.by, at: at.time)
     }
     if let mark = wire.allSignedOut {
       consistent = consistent && mark.generation <= wire.generation
@@ -280,7 +334,11 @@ struct LeaseRecord: Equatable, Sendable {
       consistent =
         consistent && record.userRevoked[revocation.mcUid] == nil
         && revocation.generation <= wire.generation
-      record.userRevoked[revocation.mcUid] = revocation.generation
+      let at = try stamp(
+        wall: revocation.at, boot: revocation.boot, bootAt: revocation.bootAt, at: time)
+      clamped = clamped || at.clamped
+      record.userRevoked[revocation.mcUid] = Revocation(
+        generation: revocation.generation, at: at.time)
     }
     record.allRevoked = wire.allRevoked ?? 0
     consistent = consistent && record.allRevoked <= wire.generation
@@ -309,7 +367,7 @@ struct LeaseRecord: Equatable, Sendable {
       var decoded = Holder(
         owner: holder.owner, fence: holder.fence,
         expiresAt: Date(timeIntervalSinceReferenceDate: holder.expiresAt), bootExpiry: bootExpiry,
-        backOff: backOff)
+        backOff: backOff, generation: backOff == nil ? holder.generation : nil)
       guard isPlausible(decoded, at: time) else {
         throw TokenStoreError(
           .corruptFile,
@@ -323,6 +381,7 @@ struct LeaseRecord: Equatable, Sendable {
       }
       consistent =
         consistent && record.holders[holder.key] == nil && holder.fence < wire.nextFence
+        && (holder.generation ?? 0) <= wire.generation
       record.holders[holder.key] = decoded
     }
     guard consistent else {
@@ -330,6 +389,41 @@ struct LeaseRecord: Equatable, Sendable {
         .corruptFile, "The lease file's record is inconsistent (counters, duplicates).")
     }
     return (record, clamped)
+  }
+
+  /// A mark's time as read: `nil` when it has none (an earlier version wrote it). A time ahead
+  /// of `time` is clamped to it (`clamped`), so that no mark is kept longer than one made now.
+  private static func stamp(
+    wall: Double?, boot: String?, bootAt: UInt64?, at time: HostTime
+  ) throws(TokenStoreError) -> (time: HostTime?, clamped: Bool) {
+    let corrupt = TokenStoreError(
+      .corruptFile,
+      "The lease file's record has a sign-out whose time is not a date, or half a boot-clock"
+        + " time.")
+    guard let wall else {
+      guard boot == nil, bootAt == nil else { throw corrupt }
+      return (nil, false)
+    }
+    guard wall.isFinite, abs(wall) <= wallExpiryLimit else { throw corrupt }
+    var stamp = HostTime(wall: Date(timeIntervalSinceReferenceDate: wall), boot: nil)
+    switch (boot, bootAt) {
+    case (nil, nil): break
+    case (let boot?, let nanoseconds?) where !boot.isEmpty && boot.utf8.count <= maximumBootLength:
+      stamp.boot = BootInstant(boot: boot, nanoseconds: nanoseconds)
+    default: throw corrupt
+    }
+    var clamped = false
+    if stamp.wall > time.wall {
+      stamp.wall = time.wall
+      clamped = true
+    }
+    if let instant = stamp.boot, let now = time.boot, instant.boot == now.boot,
+      instant.nanoseconds > now.nanoseconds
+    {
+      stamp.boot = now
+      clamped = true
+    }
+    return (stamp, clamped)
   }
 
   private struct Header: Decodable {
@@ -343,6 +437,8 @@ struct LeaseRecord: Equatable, Sendable {
     var nextFence: UInt64
     var generation: UInt64
     var floor: UInt64
+    /// Absent when 0 (files of earlier versions read as before).
+    var historyFloor: UInt64?
     var userSignedOut: [WireSignOut]
     var allSignedOut: WireSignOut?
     var holders: [WireHolder]
@@ -354,12 +450,21 @@ struct LeaseRecord: Equatable, Sendable {
   private struct WireRevocation: Codable {
     var mcUid: String
     var generation: UInt64
+    /// When, as ``WireSignOut`` has it.
+    var at: Double?
+    var boot: String?
+    var bootAt: UInt64?
   }
 
   private struct WireSignOut: Codable {
     var mcUid: String?
     var generation: UInt64
     var by: String
+    /// When: seconds since 2001-01-01 on the writer's wall clock, and nanoseconds since `boot`
+    /// on the boot clock. Absent in files of earlier versions, and in everyone's sign-out.
+    var at: Double?
+    var boot: String?
+    var bootAt: UInt64?
   }
 
   private struct WireHolder: Codable {
@@ -377,5 +482,7 @@ struct LeaseRecord: Equatable, Sendable {
     /// ignore them and see a holder no one owns, which they wait for until it expires.
     var backOffFailures: Int?
     var backOffCode: String?
+    /// The grant's sign-out generation; absent for a back-off and in files of earlier versions.
+    var generation: UInt64?
   }
 }

@@ -14,6 +14,13 @@ import SyncPrimitives
 /// user's last sign-out and who did it, the last sign-out of everyone, and the holders (owner,
 /// fence, expiry) by key. See `Sources/TokenStore/Documentation.docc/TokenStores.md` ("The lease file").
 ///
+/// - **History kept while a grant needs it.** A back-off goes once it ended; a sign-out once it
+///   is a year old and older than every grant the file holds (a grant taken before it that the
+///   file no longer holds then reads as not current), or down to the last hour when the record
+///   would be larger than 32 KiB. A change that would still make the file larger than 1 MiB
+///   throws ``TokenStoreError/Code/fileTooLarge`` and leaves the file as it was: the file is
+///   never emptied for its size, which would end live grants.
+///
 /// - **A brief lock, never a held one.** Every operation is one read-modify-write under an
 ///   exclusive `flock` on `<name>.lock`, waited for at most ``lockTimeout`` and released before
 ///   the operation returns; the file is then replaced atomically (temporary file `0600`,
@@ -34,7 +41,7 @@ import SyncPrimitives
 ///   clock is given to ``init(url:lockTimeout:pollInterval:now:onIssue:)``, expiries are
 ///   compared on the wall clock, as are those of holders written by earlier versions of this
 ///   package (their records have no boot-clock expiry).
-/// - **A bad file** (garbage, an inconsistent record) never crashes: it is reported to
+/// - **A bad file** (garbage, an inconsistent record, over 2 MiB) never crashes: it is reported to
 ///   `onIssue` and replaced by an empty record whose generation floor makes every earlier
 ///   grant not current, and subscribers get ``LeaseChange/unknown``. A file of a newer format
 ///   version is never replaced: every operation throws
