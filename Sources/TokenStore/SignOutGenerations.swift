@@ -11,7 +11,12 @@
 ///   in between can no longer store it, and no other process re-reads the store before it is
 ///   empty. ``revokeAllGrants()`` and ``signOutAll(by:)`` do the same for every account.
 /// - **Durable.** A generation never moves back while the lease's storage lives (for the file
-///   lease, while its file does).
+///   lease, while its file does). A lease may drop the history no grant can need any more (the
+///   file lease drops a sign-out once it is older than every grant it still holds), as long as
+///   a grant taken before a dropped sign-out reads as not current afterwards, never as current.
+/// - **A sign-out ends back-offs.** Every one of the four operations also ends the back-offs
+///   (``LeaseGrants/release(_:backingOff:)``) of the keys it concerns: a user who signs in again
+///   must not wait out the back-off of the session that ended.
 ///
 /// The requirements name an account (the user id of the app or service). A lease written for an
 /// earlier version that implements `revokeGrants(ofMcUid:)` and `signOut(mcUid:by:)` still
