@@ -15,8 +15,9 @@ import Foundation
 ///
 /// A transport must keep the request's limits (``HTTPTransportRequest``): read at most
 /// ``HTTPTransportRequest/maxBodySize`` bytes of a body, give up after
-/// ``HTTPTransportRequest/timeout``, and follow a redirect only to the request that
-/// ``HTTPTransportRequest/redirect`` returns for it.
+/// ``HTTPTransportRequest/timeout``, follow a redirect only to the request that
+/// ``HTTPTransportRequest/redirect`` returns for it, and send a request that
+/// ``HTTPTransportRequest/requiresFreshConnection`` on a connection no other request used.
 public protocol HTTPTransport: Sendable {
   /// Sends one request and returns how it ended.
   ///
@@ -45,6 +46,21 @@ public struct HTTPTransportRequest: Sendable {
   /// to refuse it, which ends the request as ``HTTPTransportOutcome/redirectRefused(status:)``
   /// with nothing sent to the location.
   public var redirect: RedirectDecision
+  /// Whether the request must go on a new connection of its own: never on a kept-alive
+  /// connection that an earlier request used, and the connection is not kept for a later one.
+  /// ``OAuth2Authorizer`` sets it on every token request. Default `false`.
+  ///
+  /// A kept-alive connection that the server (or a load balancer) closes just as a request is
+  /// sent on it ends that request with a reset, and the client may not know whether the
+  /// server read it. On Linux, swift-corelibs-foundation then sends the request again on a new
+  /// connection, and sends a `POST` without its body: the server waits for the body, the
+  /// client for the answer, until the request's timeout. A token request, which the server
+  /// may act on by rotating a refresh token, is never sent twice behind the authorizer's back:
+  /// on a connection of its own, a reset ends it at once with a `URLError`, which the
+  /// authorizer reports as a transient network error for the coordinator's retries.
+  /// ``URLSessionTransport`` runs such a request, on Linux, on a session of its own made from
+  /// its session's configuration, with `Connection: close`.
+  public var requiresFreshConnection: Bool
 
   /// Creates a request.
   ///
@@ -52,14 +68,18 @@ public struct HTTPTransportRequest: Sendable {
   ///   - urlRequest: The request.
   ///   - maxBodySize: The most body bytes to read.
   ///   - timeout: The bound of the whole request, or `nil`.
+  ///   - requiresFreshConnection: Whether the request must go on a new connection of its own;
+  ///     `false` by default.
   ///   - redirect: Decides each redirect; by default every redirect is refused.
   public init(
     _ urlRequest: URLRequest, maxBodySize: Int, timeout: Duration?,
+    requiresFreshConnection: Bool = false,
     redirect: @escaping RedirectDecision = { _, _ in nil }
   ) {
     self.urlRequest = urlRequest
     self.maxBodySize = maxBodySize
     self.timeout = timeout
+    self.requiresFreshConnection = requiresFreshConnection
     self.redirect = redirect
   }
 }

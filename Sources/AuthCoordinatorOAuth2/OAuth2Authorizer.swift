@@ -249,6 +249,7 @@ public struct OAuth2Authorizer: Authorizer {
       switch try await transport.send(
         HTTPTransportRequest(
           urlRequest, maxBodySize: maxBodySize, timeout: timeout(for: form),
+          requiresFreshConnection: true,
           redirect: { _, next in redirects.allowsRedirect(to: next.url) ? next : nil }))
       {
       case .complete(let response, let body): outcome = .complete(response, body)

@@ -99,8 +99,32 @@ package final class BoundedDataTask: NSObject, URLSessionDataDelegate, @unchecke
     redirects: RedirectPolicy
   ) async throws -> Outcome {
     try await run(
-      request, at: .session(session), limit: limit, timeout: timeout,
+      request, on: session, limit: limit, timeout: timeout,
       redirect: { _, next in redirects.allowsRedirect(to: next.url) ? next : nil })
+  }
+
+  /// Runs `request` on `session`, as a one-off request (on Linux, on a session of its own, so
+  /// on a connection of its own: none that an earlier task used, none that a later task
+  /// reuses).
+  ///
+  /// - Parameters:
+  ///   - request: The request.
+  ///   - session: The session to run it on (on Linux, the session whose configuration it uses).
+  ///   - limit: The most body bytes kept.
+  ///   - timeout: The most time the whole task may take (see the other `run`); `nil` for no
+  ///     bound of its own.
+  ///   - redirect: Decides each redirect.
+  /// - Returns: How the task ended.
+  /// - Throws: `CancellationError` when the calling Task is cancelled.
+  package static func run(
+    _ request: URLRequest,
+    on session: URLSession,
+    limit: Int,
+    timeout: TimeInterval?,
+    redirect: @escaping RedirectDecision
+  ) async throws -> Outcome {
+    try await run(
+      request, at: .session(session), limit: limit, timeout: timeout, redirect: redirect)
   }
 
   /// Runs `request` on `router`'s session.

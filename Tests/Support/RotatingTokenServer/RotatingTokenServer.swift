@@ -142,7 +142,7 @@ public final class RotatingTokenServer: @unchecked Sendable {
   /// Sets any of the server's `/config` values by name (see the script's header): `delay`,
   /// `reply_delay`, `expires_in`, `resource_delay`, `client_id`, `client_secret`, `fail_count`, `fail_status`,
   /// `fail_body`, `redirect_to`, `huge_reply`, `token_challenge`, `resource_challenge`,
-  /// `revoke_access_after`.
+  /// `revoke_access_after`, `reset_reused`.
   ///
   /// - Parameter settings: The values, by name.
   public func configure(_ settings: [String: String]) async throws {
@@ -235,6 +235,15 @@ public final class RotatingTokenServer: @unchecked Sendable {
     public var resourceNoToken: Int
     /// `/redirect` requests answered.
     public var redirects: Int
+    /// Every `POST /token` that arrived (answered or not).
+    public var tokenPosts: Int
+    /// Token requests that arrived on a connection that had carried a request before (a reused
+    /// keep-alive connection).
+    public var reusedTokenPosts: Int
+    /// Token requests on a reused connection that the server reset unanswered (`reset_reused`).
+    public var reusedResets: Int
+    /// Token requests whose body did not arrive in full (a POST replayed without its body).
+    public var incompleteBodies: Int
 
     init(_ object: [String: Any]) {
       func int(_ name: String) -> Int { (object[name] as? NSNumber)?.intValue ?? 0 }
@@ -265,6 +274,10 @@ public final class RotatingTokenServer: @unchecked Sendable {
       accessRevocations = int("access_revocations")
       resourceNoToken = int("resource_no_token")
       redirects = int("redirects")
+      tokenPosts = int("token_posts")
+      reusedTokenPosts = int("reused_token_posts")
+      reusedResets = int("reused_resets")
+      incompleteBodies = int("incomplete_bodies")
     }
 
     public var description: String {
@@ -273,7 +286,9 @@ public final class RotatingTokenServer: @unchecked Sendable {
         + "\(invalidGrants), aborted \(aborted), in flight \(inFlight), "
         + "families \(families), resource ok \(resourceOK), resource unauthorized "
         + "\(resourceUnauthorized), invalid clients \(invalidClients), scripted failures "
-        + "\(scriptedFailures)"
+        + "\(scriptedFailures), token posts \(tokenPosts), reused token posts "
+        + "\(reusedTokenPosts), reused resets \(reusedResets), incomplete bodies "
+        + "\(incompleteBodies)"
     }
   }
 }

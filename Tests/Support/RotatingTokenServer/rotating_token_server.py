@@ -67,7 +67,8 @@ Client authentication and scripted failures (all set through /config, all off by
                  the next `fail_count` token requests are answered `fail_status` with the raw
                  `fail_body` (JSON or not) instead of a grant; nothing rotates. A
                  `fail_status` of 0 drops the connection instead: no status line, the socket
-                 closes.
+                 closes; one of -1 resets it (SO_LINGER 0, then close: the client reads a
+                 reset, not an end of file).
   fail_retry_after
                  the `Retry-After` header of those answers (seconds or an HTTP-date); none
                  when empty.
@@ -77,6 +78,17 @@ Client authentication and scripted failures (all set through /config, all off by
                  once /resource has answered this many 200s, the server does what
                  /revoke-access does, at once and by itself: a revocation that lands while
                  requests are in flight, whatever the speed of the client (0: off).
+  reset_reused   when 1, a token request that arrives on a connection that already carried a
+                 request is not answered: the connection is reset (SO_LINGER 0, then close), as
+                 when a server or a load balancer drops an idle keep-alive connection just as the
+                 client reuses it. Counted in `reused_resets`.
+
+Every token request is also counted by how its connection and body arrived: `token_posts`
+(every POST /token), `reused_token_posts` (those that came on a connection that had carried a
+request before), and `incomplete_bodies` (those whose body did not arrive in full: the client hung up
+first, or 30 s passed after the headers; a client that sent the headers of a POST and not its
+body, as a platform that replays a request without its body does, waits for an answer until its
+own timeout; the connection is closed unanswered).
 """
 
 import base64
@@ -86,6 +98,7 @@ import secrets
 import select
 import signal
 import socket
+import struct
 import sys
 import threading
 import time
@@ -109,6 +122,7 @@ CONFIG = {
     "redirect_to": "",
     "huge_reply": 0,
     "revoke_access_after": 0,
+    "reset_reused": 0,
     "token_challenge": 'Basic realm="rotating-token-server"',
     "resource_challenge": 'Bearer realm="rotating-token-server", error="invalid_token"',
 }
@@ -131,6 +145,10 @@ STATS = {
     "access_revocations": 0,
     "resource_no_token": 0,
     "redirects": 0,
+    "token_posts": 0,
+    "reused_token_posts": 0,
+    "reused_resets": 0,
+    "incomplete_bodies": 0,
 }
 IN_FLIGHT = {}  # request number -> (pid header, monotonic arrival time)
 FAMILIES = {}  # family id -> {"revoked": bool, "current": refresh token}
@@ -225,8 +243,46 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "RotatingTokenServer/1"
     protocol_version = "HTTP/1.1"
 
+    # How long a request's body may take to arrive after its headers: longer than the tests'
+    # request timeouts, so a client that never sends the body waits out its own timeout.
+    BODY_TIMEOUT = 30.0
+
+    def setup(self):
+        super().setup()
+        self.requests_on_connection = 0  # requests this connection carried before this one
+
+    def handle_one_request(self):
+        super().handle_one_request()
+        self.requests_on_connection += 1
+
     def log_message(self, *args):  # keep the test output quiet
         pass
+
+    def reset_connection(self):
+        """Resets the connection (RST, not FIN) and ends this handler without an answer."""
+        try:
+            self.connection.setsockopt(
+                socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
+        except OSError:
+            pass
+        self.close_connection = True
+
+    def read_body(self, length):
+        """The request's body, or None when it did not arrive in full within BODY_TIMEOUT."""
+        if length <= 0:
+            return b""
+        try:
+            self.connection.settimeout(self.BODY_TIMEOUT)
+            body = self.rfile.read(length)
+        except OSError:  # socket.timeout included
+            body = None
+        finally:
+            try:
+                self.connection.settimeout(None)
+            except OSError:
+                pass
+        return body if body is not None and len(body) == length else None
 
     def send_json(self, status, value):
         data = json.dumps(value).encode("utf-8")
@@ -368,13 +424,35 @@ class Handler(BaseHTTPRequestHandler):
             # A dropped connection: no status line at all, the socket just closes.
             self.close_connection = True
             return True
+        if reply[0] < 0:
+            # A reset connection: no status line, the socket is reset (RST).
+            self.reset_connection()
+            return True
         self.send_raw(*reply)
         return True
 
     def do_POST(self):
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length > 0 else b""
         parsed = urllib.parse.urlsplit(self.path)
+        reused = self.requests_on_connection > 0
+        if parsed.path == "/token":
+            with LOCK:
+                STATS["token_posts"] += 1
+                if reused:
+                    STATS["reused_token_posts"] += 1
+                reset = reused and CONFIG["reset_reused"] > 0
+                if reset:
+                    STATS["reused_resets"] += 1
+            if reset:
+                self.reset_connection()
+                return
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.read_body(length)
+        if body is None:
+            if parsed.path == "/token":
+                with LOCK:
+                    STATS["incomplete_bodies"] += 1
+            self.close_connection = True
+            return
         if parsed.path != "/token":
             self.send_json(404, {"error": "no route " + parsed.path})
             return
