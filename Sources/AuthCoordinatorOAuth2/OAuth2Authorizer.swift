@@ -29,9 +29,10 @@ import HTTPSupport
 /// ```
 ///
 /// The request enforces the same limits as the Alipay bridge's `HTTPTokenExchanger`: at most
-/// ``maxBodySize`` reply bytes are read, the whole request is bounded by ``timeout`` (a refresh-token request by the much longer
-/// ``refreshTimeout``, so a rotation the server made is never lost to the authorizer's own
-/// timer), and no
+/// ``maxBodySize`` reply bytes are read, the whole request is bounded by ``timeout`` (a
+/// refresh-token request by the longer ``refreshTimeout``, so a server that rotated and is slow
+/// to say so is waited for, and still well within the coordinator's maximum hold), a token
+/// request goes on a connection of its own (never a reused keep-alive one), and no
 /// redirect is followed (see ``allowsSameOriginHTTPSRedirects``). A token request is never
 /// retried: the caller decides, with ``/AuthCoordinator/AuthCoordinatorError/isTransient``.
 ///
@@ -77,14 +78,20 @@ public struct OAuth2Authorizer: Authorizer {
   /// It does not apply to a refresh-token grant, which ``refreshTimeout`` bounds.
   public var timeout: Duration
   /// How long one refresh-token request may take, from its start to the last byte of the reply.
-  /// Default 15 minutes: far beyond the coordinator's deadlines
-  /// (``/AuthCoordinator/AuthCoordinator/Configuration/authorizationTimeout``, 300 s, and the
-  /// maximum hold derived from it), so the authorizer never cancels a refresh the server may
-  /// already have answered by rotating the refresh token. The coordinator's deadline governs
-  /// the callers; a refresh that outlives it keeps running and its result is stored. When this
-  /// passes the request is cancelled and the authorizer throws
-  /// ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/networkError``; it only bounds
-  /// a connection that never answers.
+  /// Default 30 seconds. When it passes the request is cancelled and the authorizer throws
+  /// ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/networkError`` (transient: the
+  /// silent-refresh policy retries it).
+  ///
+  /// It is longer than ``timeout`` because a server may rotate the refresh token and then be
+  /// slow to answer: a refresh cut short then has lost the new token, and the next refresh
+  /// sends the spent one. But it must end well within the coordinator's
+  /// ``/AuthCoordinator/AuthCoordinator/Configuration/maximumHold`` (320 seconds by default for a
+  /// silent authorizer), which abandons a refresh still running and discards its result: the
+  /// hold must exceed every attempt of the silent-refresh policy
+  /// (``/AuthCoordinator/SilentRefreshPolicy/maxAttempts``, each up to
+  /// ``longestAuthorization``) plus the waits between them
+  /// (``/AuthCoordinator/SilentRefreshPolicy/maxRetryWait``). With the defaults that is
+  /// 3 × 35 s + 2 × 5 s = 115 s. Raise the hold with it if you raise this.
   public var refreshTimeout: Duration
   /// The most reply bytes read; a longer reply fails with
   /// ``AuthCoordinatorError/Code-swift.struct/tokenEndpointError``. Default
@@ -131,9 +138,8 @@ public struct OAuth2Authorizer: Authorizer {
   ///   - userIDField: The reply field that holds the user id; `user_id` by default.
   ///   - timeout: How long one client-credentials or authorization-code request may take;
   ///     5 seconds by default.
-  ///   - refreshTimeout: How long one refresh-token request may take; 15 minutes by default,
-  ///     well above the coordinator's deadlines, so a refresh is never cancelled by the
-  ///     authorizer after the server may have rotated the token.
+  ///   - refreshTimeout: How long one refresh-token request may take; 30 seconds by default,
+  ///     well within the coordinator's default maximum hold (see ``refreshTimeout``).
   ///   - maxBodySize: The most reply bytes read; 1 MiB by default.
   ///   - allowsSameOriginHTTPSRedirects: Whether a same-origin HTTPS redirect is followed;
   ///     `false` by default.
@@ -152,7 +158,7 @@ public struct OAuth2Authorizer: Authorizer {
     fallbackOnInvalidGrant: Bool? = nil,
     userIDField: String = "user_id",
     timeout: Duration = .seconds(5),
-    refreshTimeout: Duration = .seconds(900),
+    refreshTimeout: Duration = .seconds(30),
     maxBodySize: Int = 1 << 20,
     allowsSameOriginHTTPSRedirects: Bool = false,
     session: URLSession = .shared,
@@ -226,6 +232,19 @@ public struct OAuth2Authorizer: Authorizer {
       let code = try await obtain(request)
       return try await send(.authorizationCode(code), for: request)
     }
+  }
+
+  /// The longest one ``authorize(_:)`` spends in token requests: ``refreshTimeout`` plus
+  /// ``timeout`` when ``fallbackOnInvalidGrant`` (a refresh refused with `invalid_grant`, then
+  /// the primary grant), the longer of the two otherwise. The time the
+  /// ``Grant/authorizationCode(_:)`` closure takes to obtain a code is not included.
+  ///
+  /// A coordinator's ``/AuthCoordinator/AuthCoordinator/Configuration/maximumHold`` must exceed
+  /// this times the silent-refresh policy's ``/AuthCoordinator/SilentRefreshPolicy/maxAttempts``,
+  /// plus ``/AuthCoordinator/SilentRefreshPolicy/maxRetryWait`` for each retry, or it may
+  /// abandon a refresh the server answered.
+  public var longestAuthorization: Duration {
+    fallbackOnInvalidGrant ? refreshTimeout + timeout : max(refreshTimeout, timeout)
   }
 
   /// The bound of one request: ``refreshTimeout`` for a refresh-token grant (a request the

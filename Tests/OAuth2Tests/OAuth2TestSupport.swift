@@ -35,7 +35,7 @@ func authorizer(
   _ server: RotatingTokenServer, clientID: String = "reports", secret: String? = nil,
   authentication: OAuth2Authorizer.ClientAuthentication? = nil,
   grant: OAuth2Authorizer.Grant = .clientCredentials, fallback: Bool? = nil,
-  timeout: Duration = .seconds(5), refreshTimeout: Duration = .seconds(900),
+  timeout: Duration = .seconds(5), refreshTimeout: Duration = .seconds(30),
   maxBodySize: Int = 1 << 20, now: @escaping @Sendable () -> Date = { Date() }
 ) -> OAuth2Authorizer {
   OAuth2Authorizer(
