@@ -12,7 +12,10 @@ import TokenStore
 /// - `acquire`: the schema's `acquire_lease_v3` function, one round trip: `INSERT … ON CONFLICT
 ///   DO UPDATE … WHERE expires_at < clock_timestamp() RETURNING fence` (a new row, or the
 ///   takeover of a lapsed one; otherwise the live holder), then, with a new snapshot, the
-///   key's model, which the grant carries when the lease was given the store.
+///   key's model, which the grant carries when the lease was given the store. A row that no
+///   replica wrote is held to the lease's bounds: a grant expiring more than a day ahead (2999,
+///   `infinity`) is taken over, a back-off ending more than an hour ahead is shortened to an
+///   hour in the row, and at most 64 failures are reported.
 /// - `renew`: `UPDATE … WHERE fence = $2`: extends the grant while no one took it over
 ///   (a lapsed grant that no one took over is extended too: no one else can have spent the
 ///   token in between).
@@ -65,7 +68,8 @@ public final class PostgresAuthorizationLease: AuthorizationLease, CustomStringC
   ) async throws -> LeaseAttempt {
     let keyText = try KeyText.key(key)
     try KeyText.checked(owner)
-    let microseconds = min(timeToLive, .seconds(86_400)).roundedUpMicroseconds
+    let microseconds = Self.microseconds(
+      timeToLive, atMost: PostgresSchema.maximumTimeToLiveSeconds)
     for _ in 0..<3 {
       let asked = Date()
       let rows = try await database.execute(
@@ -73,23 +77,35 @@ public final class PostgresAuthorizationLease: AuthorizationLease, CustomStringC
         [.text(keyText), .text(owner), .text(String(microseconds))])
       // The key's lease was released between the function's two statements: try again.
       guard let row = rows.first else { continue }
-      guard row.count == 9, let acquired = row[0], let fence = row[1].flatMap(UInt64.init),
-        let remaining = row[2].flatMap(Double.init), remaining.isFinite,
-        let holder = row[3], let generation = row[4].flatMap(UInt64.init), let digest = row[5]
+      guard row.count == 9, let acquired = row[0], let reported = row[2].flatMap(Double.init),
+        reported.isFinite, let holder = row[3], let digest = row[5]
       else { throw PostgresError(.badReply, "the lease row could not be read") }
       hub.remember(key, digest: digest)
+      // The function keeps it within the bounds; so does this, whatever the row said.
+      let remaining = min(max(reported, 0), Double(PostgresSchema.maximumTimeToLiveSeconds))
       if acquired == "t" {
+        guard let fence = row[1].flatMap(UInt64.init), let generation = row[4].flatMap(UInt64.init)
+        else { throw PostgresError(.badReply, "the grant could not be read") }
         return .acquired(
           LeaseGrant(
             key: key, owner: owner, fence: fence, generation: generation,
             expiresAt: asked.addingTimeInterval(remaining),
             storeRead: store.map { .read($0.decode(row[6], for: key)) } ?? .notRead))
       }
-      let until = Date().addingTimeInterval(max(0, remaining))
+      let until = Date().addingTimeInterval(remaining)
       if let failures = row[7] {
-        guard let failures = Int(failures), failures >= 0, let code = row[8], !code.isEmpty
-        else { throw PostgresError(.badReply, "the lease row's back-off could not be read") }
-        return .backingOff(until: until, failures: failures, code: code)
+        guard let failures = Int(failures) else {
+          throw PostgresError(.badReply, "the lease row's back-off could not be read")
+        }
+        // Without a code it is no back-off the package wrote (the function takes such a row
+        // over): a holder with no owner, waited for within the bounds.
+        guard let code = row[8], !code.isEmpty else {
+          return .heldElsewhere(owner: holder, expiresAt: until)
+        }
+        return .backingOff(
+          until: min(
+            until, Date().addingTimeInterval(Double(PostgresSchema.maximumBackOffSeconds))),
+          failures: min(max(failures, 0), PostgresSchema.maximumFailures), code: code)
       }
       return .heldElsewhere(owner: holder, expiresAt: until)
     }
@@ -97,7 +113,8 @@ public final class PostgresAuthorizationLease: AuthorizationLease, CustomStringC
   }
 
   public func renew(_ grant: LeaseGrant, timeToLive: Duration) async throws -> LeaseGrant? {
-    let microseconds = min(timeToLive, .seconds(86_400)).roundedUpMicroseconds
+    let microseconds = Self.microseconds(
+      timeToLive, atMost: PostgresSchema.maximumTimeToLiveSeconds)
     let asked = Date()
     let rows = try await database.execute(
       """
@@ -132,11 +149,15 @@ public final class PostgresAuthorizationLease: AuthorizationLease, CustomStringC
   }
 
   /// Gives the key up and keeps every replica off it for `backOff.duration` on the database's
-  /// clock: the row becomes a back-off (no owner, a fence of its own, `backoff_failures` and
-  /// `backoff_code` set), and the release is notified in the same statement.
+  /// clock (at most an hour, as long as the longest `Retry-After` an authorizer honours): the
+  /// row becomes a back-off (no owner, a fence of its own, `backoff_failures`, at most 64, and
+  /// `backoff_code` set), and the release is notified in the same statement. A back-off without
+  /// a code is a plain ``release(_:)``.
   public func release(_ grant: LeaseGrant, backingOff backOff: LeaseBackOff) async throws {
     try KeyText.checked(backOff.code)
-    let microseconds = min(max(backOff.duration, .zero), .seconds(86_400)).roundedUpMicroseconds
+    guard !backOff.code.isEmpty else { return try await release(grant) }
+    let microseconds = Self.microseconds(
+      backOff.duration, atMost: PostgresSchema.maximumBackOffSeconds)
     _ = try await database.execute(
       """
       WITH backing_off AS (
@@ -152,8 +173,14 @@ public final class PostgresAuthorizationLease: AuthorizationLease, CustomStringC
       [
         .text(try KeyText.key(grant.key)), .text(String(grant.fence)),
         .text(PostgresSchema.channel(schema)), .text(String(microseconds)),
-        .text(String(min(max(backOff.failures, 0), Int(Int32.max)))), .text(backOff.code),
+        .text(String(min(max(backOff.failures, 0), PostgresSchema.maximumFailures))),
+        .text(backOff.code),
       ])
+  }
+
+  /// `duration` in whole microseconds, rounded up, within `1...seconds` seconds.
+  private static func microseconds(_ duration: Duration, atMost seconds: Int) -> Int64 {
+    min(max(duration, .zero), .seconds(seconds)).roundedUpMicroseconds
   }
 
   public func isCurrent(_ grant: LeaseGrant) async throws -> Bool {

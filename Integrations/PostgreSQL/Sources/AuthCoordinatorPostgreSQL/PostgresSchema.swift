@@ -6,7 +6,15 @@
 /// share.
 enum PostgresSchema {
   /// The version this package writes and reads.
-  static let version = 3
+  static let version = 4
+
+  /// The longest a grant lasts (a longer time to live is shortened to it): a day.
+  static let maximumTimeToLiveSeconds = 86_400
+  /// The longest back-off a lease row records: an hour, as long as the longest `Retry-After`
+  /// an authorizer honours.
+  static let maximumBackOffSeconds = 3_600
+  /// The most consecutive failures a back-off records or reports.
+  static let maximumFailures = 64
 
   /// Creates version 1 in `schema` (an identifier validated by the configuration).
   static func version1(_ schema: String) -> String {
@@ -101,14 +109,31 @@ enum PostgresSchema {
     """
   }
 
+  /// Version 4 replaces both acquire functions with ones that hold every row to the lease's
+  /// bounds on the database's clock: a grant further ahead than ``maximumTimeToLiveSeconds``
+  /// (2999, `infinity`: no replica wrote it) is taken over as a lapsed one is; a back-off
+  /// further ahead than ``maximumBackOffSeconds`` is shortened to it in the row, so that it
+  /// lapses on time; a back-off without an error code is taken over; the failure count
+  /// reported is within `0...`\(maximumFailures). Without them such a row kept its key from
+  /// every replica for good. The tables are unchanged.
+  static func version4(_ schema: String) -> String {
+    """
+    \(acquireLease(schema, name: "acquire_lease", reportsBackOff: false));
+    \(acquireLease(schema, name: "acquire_lease_v3", reportsBackOff: true));
+    """
+  }
+
   /// The lease's acquire and its re-read of the key's model in one round trip (see
-  /// ``version2(_:)``), clearing a lapsed back-off when it takes the row over; with
-  /// `reportsBackOff`, a live back-off's failures and code are two more columns.
+  /// ``version2(_:)``), clearing a lapsed back-off when it takes the row over and holding every
+  /// row to the lease's bounds (see ``version4(_:)``); with `reportsBackOff`, a live back-off's
+  /// failures and code are two more columns.
   private static func acquireLease(
     _ schema: String, name: String, reportsBackOff: Bool
   ) -> String {
     let backOffColumns = reportsBackOff ? ", r_backoff_failures integer, r_backoff_code text" : ""
-    let backOffRead = reportsBackOff ? ", l.backoff_failures, l.backoff_code" : ""
+    let backOffRead =
+      reportsBackOff
+      ? ", least(greatest(l.backoff_failures, 0), \(maximumFailures)), l.backoff_code" : ""
     let backOffInto = reportsBackOff ? ", r_backoff_failures, r_backoff_code" : ""
     return """
       CREATE OR REPLACE FUNCTION \(schema).\(name)(p_key text, p_owner text, p_ttl_us bigint)
@@ -120,8 +145,16 @@ enum PostgresSchema {
       DECLARE
         h bytea := sha256(convert_to(p_key, 'UTF8'));
         expiry timestamptz;
+        -- No grant lasts longer, and no back-off: a row further ahead was not written so.
+        max_hold interval := interval '\(maximumTimeToLiveSeconds) seconds';
+        max_backoff interval := interval '\(maximumBackOffSeconds) seconds';
       BEGIN
         SELECT c.value INTO r_generation FROM \(schema).counters c WHERE c.name = 'generation';
+        -- A back-off further ahead than the longest is shortened to it, in the row: it then
+        -- lapses on time instead of an hour after every look.
+        UPDATE \(schema).leases l SET expires_at = clock_timestamp() + max_backoff
+        WHERE l.key_hash = h AND l.backoff_failures IS NOT NULL
+          AND l.expires_at > clock_timestamp() + max_backoff;
         INSERT INTO \(schema).leases AS lease (key_hash, owner, fence, expires_at)
         VALUES (
           h, p_owner, nextval('\(schema).fences'),
@@ -130,6 +163,10 @@ enum PostgresSchema {
           SET owner = EXCLUDED.owner, fence = EXCLUDED.fence, expires_at = EXCLUDED.expires_at,
             backoff_failures = NULL, backoff_code = NULL
           WHERE lease.expires_at < clock_timestamp()
+            -- A grant no replica made (2999, infinity) is taken over as a lapsed one is.
+            OR (lease.backoff_failures IS NULL AND lease.expires_at > clock_timestamp() + max_hold)
+            -- So is a back-off without the error code every back-off records.
+            OR (lease.backoff_failures IS NOT NULL AND coalesce(lease.backoff_code, '') = '')
         RETURNING lease.fence, lease.expires_at INTO r_fence, expiry;
         IF FOUND THEN
           r_acquired := true;
@@ -144,7 +181,10 @@ enum PostgresSchema {
           r_acquired := false;
           r_generation := 0;
         END IF;
-        r_remaining := extract(epoch FROM expiry - clock_timestamp());
+        -- Within 0...max_hold whatever the row says (an infinite one cannot be subtracted).
+        r_remaining := extract(epoch FROM
+          least(greatest(expiry, clock_timestamp()), clock_timestamp() + max_hold)
+          - clock_timestamp());
         r_digest := encode(h, 'hex');
         RETURN NEXT;
       END
@@ -186,6 +226,9 @@ enum PostgresSchema {
       }
       if current < 3 {
         try connection.executeScript(version3(schema), until: deadline)
+      }
+      if current < 4 {
+        try connection.executeScript(version4(schema), until: deadline)
       }
       if current < version {
         _ = try connection.execute(

@@ -179,15 +179,17 @@ struct PostgresTokenStoreTests {
     }
     for database in databases { database.close() }
     let versions = try await TestServer.admin("SELECT version FROM \(schema).schema_version")
-    #expect(versions.rows.map { $0[0] } == ["3"])
-    try await TestServer.admin("INSERT INTO \(schema).schema_version VALUES (4)")
+    #expect(versions.rows.map { $0[0] } == [String(PostgresSchema.version)])
+    try await TestServer.admin(
+      "INSERT INTO \(schema).schema_version VALUES (\(PostgresSchema.version + 1))")
     let error = await #expect(throws: PostgresError.self) {
       _ = try await TestServer.database(schema: schema)
     }
     #expect(error?.code == .unsupportedSchema)
   }
 
-  @Test("a version 1 schema with models in it is migrated to version 3, and its models kept")
+  @Test(
+    "a version 1 schema with models in it is migrated to the current version, and its models kept")
   func migrationFromVersion1() async throws {
     let schema = TestServer.freshSchema()
     try await TestServer.admin("CREATE SCHEMA \(schema)")
@@ -212,7 +214,7 @@ struct PostgresTokenStoreTests {
     let database = try await TestServer.database(schema: schema)
     defer { database.close() }
     let versions = try await TestServer.admin("SELECT max(version) FROM \(schema).schema_version")
-    #expect(versions.rows.map { $0[0] } == ["3"])
+    #expect(versions.rows.map { $0[0] } == [String(PostgresSchema.version)])
     let store = PostgresTokenStore(database: database)
     #expect(try await store.model(for: key) == sampleModel(account: "carol"))
     let lease = PostgresAuthorizationLease(database: database, readingFrom: store)
