@@ -1,7 +1,12 @@
 import Foundation
 
 /// How to reach the database and how long to wait for it.
-public struct PostgresConfiguration: Sendable, CustomStringConvertible {
+///
+/// Its description, debug description and mirror (`dump`) show every setting but the
+/// connection strings, which may hold a password.
+public struct PostgresConfiguration: Sendable, CustomStringConvertible,
+  CustomDebugStringConvertible, CustomReflectable
+{
   /// A libpq connection string or URI (`host=db port=5432 dbname=app user=svc` or
   /// `postgresql://svc@db/app`). Its password, if any, never appears in a description, a log
   /// or an error; prefer a `~/.pgpass` file or `PGPASSWORD` anyway.
@@ -82,6 +87,25 @@ public struct PostgresConfiguration: Sendable, CustomStringConvertible {
     "PostgresConfiguration(schema: \(schema), poolSize: \(poolSize), "
       + "connectTimeout: \(connectTimeout), statementTimeout: \(statementTimeout), "
       + "callTimeout: \(callTimeout), connection: <redacted>)"
+  }
+
+  /// The same as ``description``: never the connection string.
+  public var debugDescription: String { description }
+
+  /// Every setting, with the connection strings shown as `<redacted>`, so that `dump` shows no
+  /// password.
+  public var customMirror: Mirror {
+    Mirror(
+      self,
+      children: [
+        "connectionString": Redactor.replacement, "schema": schema, "poolSize": poolSize,
+        "connectTimeout": connectTimeout, "statementTimeout": statementTimeout,
+        "callTimeout": callTimeout, "pollInterval": pollInterval,
+        "reconnectDelay": reconnectDelay, "applicationName": applicationName,
+        "listens": listens,
+        "listenerConnectionString": listenerConnectionString.map { _ in Redactor.replacement }
+          as Any,
+      ], displayStyle: .struct)
   }
 
   /// Throws ``PostgresError/Code-swift.struct/invalidConfiguration`` for settings that cannot

@@ -264,41 +264,6 @@ final class PostgresConnection {
   }
 }
 
-/// Replaces the connection string's password in every message that could carry it.
-struct Redactor: Sendable {
-  private let secrets: [String]
-
-  init(connectionStrings: [String]) {
-    var secrets: [String] = []
-    for connectionString in connectionStrings {
-      secrets += Self.passwords(in: connectionString)
-    }
-    self.secrets = secrets
-  }
-
-  private static func passwords(in connectionString: String) -> [String] {
-    var secrets: [String] = []
-    var error: UnsafeMutablePointer<CChar>?
-    if let options = PQconninfoParse(connectionString, &error) {
-      var option = options
-      while let keyword = option.pointee.keyword {
-        if String(cString: keyword) == "password", let value = option.pointee.val {
-          let password = String(cString: value)
-          if !password.isEmpty { secrets.append(password) }
-        }
-        option += 1
-      }
-      PQconninfoFree(options)
-    }
-    if let error { PQfreemem(error) }
-    return secrets
-  }
-
-  func redact(_ text: String) -> String {
-    secrets.reduce(text) { $0.replacingOccurrences(of: $1, with: "<redacted>") }
-  }
-}
-
 /// Calls `body` with a C array of the given C strings.
 private func withArrayOfCStrings<R>(
   _ strings: [UnsafeMutablePointer<CChar>?],
