@@ -90,7 +90,7 @@ public final class PostgresAuthorizationLease: AuthorizationLease, CustomStringC
           LeaseGrant(
             key: key, owner: owner, fence: fence, generation: generation,
             expiresAt: asked.addingTimeInterval(remaining),
-            storeRead: store.map { .read($0.decode(row[6], for: key)) } ?? .notRead))
+            storeRead: storeRead(row[6], for: key)))
       }
       let until = Date().addingTimeInterval(remaining)
       if let failures = row[7] {
@@ -176,6 +176,18 @@ public final class PostgresAuthorizationLease: AuthorizationLease, CustomStringC
         .text(String(min(max(backOff.failures, 0), PostgresSchema.maximumFailures))),
         .text(backOff.code),
       ])
+  }
+
+  /// The grant's re-read of the key's model: none without a store, and none when the model
+  /// cannot be opened now (the coordinator's own read then fails with the store's error,
+  /// instead of the grant saying the key has no model).
+  private func storeRead(_ column: String?, for key: AccountKey) -> LeaseGrant.StoreRead {
+    guard let store else { return .notRead }
+    do {
+      return .read(try store.decode(column, for: key))
+    } catch {
+      return .notRead
+    }
   }
 
   /// `duration` in whole microseconds, rounded up, within `1...seconds` seconds.

@@ -32,6 +32,10 @@ public struct PostgresError: Error, Hashable, Sendable, CustomStringConvertible 
     public static let invalidConfiguration = Code(rawValue: "invalid_configuration")
     /// A stored row could not be opened or decoded; it reads as empty.
     public static let corruptRow = Code(rawValue: "corrupt_row")
+    /// ``ModelSealing/open(_:for:)`` failed with an error of its own (not
+    /// ``corruptRow``): a failure of the moment, such as a key service that is down. The read
+    /// fails; the row is left as it is and read again by the next call.
+    public static let unsealingFailed = Code(rawValue: "unsealing_failed")
     /// The model could not be encoded or sealed; nothing was written.
     public static let encodingFailed = Code(rawValue: "encoding_failed")
     /// The database was closed (``PostgresDatabase/close()``).
@@ -56,7 +60,7 @@ public struct PostgresError: Error, Hashable, Sendable, CustomStringConvertible 
   /// Whether a later call may succeed (the connection or the server's state, not the input).
   public var isTransient: Bool {
     switch code {
-    case .connectionFailed, .connectionLost, .timedOut: return true
+    case .connectionFailed, .connectionLost, .timedOut, .unsealingFailed: return true
     case .statementFailed:
       // Class 08 (connection), 40 (serialization, deadlock), 53 (resources), 57 (operator
       // intervention: cancelled, shutting down), 55P03 (lock not available).

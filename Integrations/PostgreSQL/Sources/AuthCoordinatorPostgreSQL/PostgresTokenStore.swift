@@ -10,9 +10,13 @@ import TokenStore
 ///   with a later fence landed; zero rows written means the grant was lost, and the result is
 ///   not stored.
 /// - Removing every model of an account is one statement.
-/// - A row that cannot be opened (``ModelSealing``) or decoded reads as empty, is reported to
+/// - A row that can never be opened (``ModelSealing/open(_:for:)`` threw
+///   ``PostgresError/Code-swift.struct/corruptRow``) or decoded reads as empty, is reported to
 ///   `onIssue` as ``PostgresError/Code-swift.struct/corruptRow``, and is left in place for
 ///   inspection until the next save or removal replaces it; it never crashes.
+/// - A row that cannot be opened now (`open` threw an error of its own: a key service that is
+///   down) fails the read with ``PostgresError/Code-swift.struct/unsealingFailed``: it is not
+///   read as empty, so nothing is authorized as if the key had no model.
 public final class PostgresTokenStore: FencedTokenStore, CustomStringConvertible {
   private let database: PostgresDatabase
   private let sealing: (any ModelSealing)?
@@ -25,7 +29,7 @@ public final class PostgresTokenStore: FencedTokenStore, CustomStringConvertible
   ///   - database: The database, opened once per process.
   ///   - sealing: Encrypts models at rest; without it, tokens are stored as JSON (see
   ///     ``ModelSealing`` for what a database reader sees).
-  ///   - onIssue: Told about rows that read as empty because they could not be opened.
+  ///   - onIssue: Told about rows that read as empty because they can never be opened.
   public init(
     database: PostgresDatabase, sealing: (any ModelSealing)? = nil,
     onIssue: (@Sendable (PostgresError) -> Void)? = nil
@@ -45,12 +49,16 @@ public final class PostgresTokenStore: FencedTokenStore, CustomStringConvertible
       "SELECT model FROM \(table) WHERE key_hash = sha256(convert_to($1, 'UTF8'))",
       [.text(try KeyText.key(key))])
     guard let row = rows.first else { return nil }
-    return decode(row[0], for: key)
+    return try decode(row[0], for: key)
   }
 
-  /// The model in a `model` column's text (`bytea` in hex), opened and decoded; a row that
-  /// cannot be is reported and reads as `nil`.
-  func decode(_ column: String?, for key: AccountKey) -> AuthModel? {
+  /// The model in a `model` column's text (`bytea` in hex), opened and decoded; a row that can
+  /// never be is reported and reads as `nil`.
+  ///
+  /// - Throws: ``PostgresError/Code-swift.struct/unsealingFailed`` when the sealing's `open`
+  ///   failed with an error of its own: a failure of the moment (a key service that is down),
+  ///   which must not read as an empty row.
+  func decode(_ column: String?, for key: AccountKey) throws -> AuthModel? {
     guard let text = column, let stored = KeyText.bytes(fromHex: text) else {
       report(key, "the model column is not bytea")
       return nil
@@ -58,9 +66,13 @@ public final class PostgresTokenStore: FencedTokenStore, CustomStringConvertible
     let plaintext: Data
     do {
       plaintext = try sealing.map { try $0.open(stored, for: key) } ?? stored
-    } catch {
-      report(key, "the model could not be opened (sealed for another key, or changed)")
+    } catch let error as PostgresError where error.code == .corruptRow {
+      report(key, "the model could not be opened (\(error.message))")
       return nil
+    } catch {
+      throw PostgresError(
+        .unsealingFailed,
+        "the model of key \(key) could not be opened now (\(type(of: error))); it is left as it is")
     }
     do {
       return try JSONDecoder().decode(AuthModel.self, from: plaintext)

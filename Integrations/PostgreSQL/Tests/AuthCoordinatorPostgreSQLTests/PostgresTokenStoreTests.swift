@@ -266,15 +266,16 @@ final class IssueLog: @unchecked Sendable {
 /// A TEST-ONLY sealing: XOR with a fixed pad and a tag that binds the key. It shows the hook's
 /// contract (unreadable at rest, refuses another key's row); it is not encryption.
 struct KeyBoundTestSealing: ModelSealing {
-  struct Mismatch: Error {}
-
   func seal(_ plaintext: Data, for key: AccountKey) throws -> Data {
     Data(tag(key).utf8) + [0] + Data(plaintext.map { $0 ^ 0x5A })
   }
 
   func open(_ sealed: Data, for key: AccountKey) throws -> Data {
     let expected = Data(tag(key).utf8) + [0]
-    guard sealed.starts(with: expected) else { throw Mismatch() }
+    // Sealed for another key: it can never be opened as this one's.
+    guard sealed.starts(with: expected) else {
+      throw PostgresError(.corruptRow, "sealed for another key, or changed")
+    }
     return Data(sealed.dropFirst(expected.count).map { $0 ^ 0x5A })
   }
 
