@@ -4,6 +4,10 @@ import TokenStore
 /// The subscribers of a ``PostgresAuthorizationLease``'s changes, and the digests of the keys
 /// this process asked the lease about (a notification names a key by its digest only).
 final class ChangeHub: @unchecked Sendable {
+  /// How many changes a subscription keeps until its subscriber takes them; past it the oldest
+  /// are dropped, and a change that stands for them is yielded (``deliver(_:to:)``).
+  static let bufferSize = 1_024
+
   private let lock = NSLock()
   private var subscribers: [UInt64: AsyncStream<LeaseChange>.Continuation] = [:]
   private var nextSubscriber: UInt64 = 0
@@ -57,8 +61,36 @@ final class ChangeHub: @unchecked Sendable {
     lock.lock()
     let targets = subscribers.sorted { $0.key < $1.key }.map(\.value)
     lock.unlock()
-    for target in targets {
-      for change in changes { target.yield(change) }
+    for target in targets { Self.deliver(changes, to: target) }
+  }
+
+  /// Yields `changes` to one subscription. When its buffer was full, the oldest changes were
+  /// dropped: then a change that stands for them is yielded last, so that nothing is lost
+  /// silently. For a dropped sign-out that is ``TokenStore/LeaseChange/signedOutAll(by:)`` with
+  /// no owner (every account may have signed out: forget them all and read the store again);
+  /// for dropped releases, ``TokenStore/LeaseChange/unknown`` (waiters try the lease again).
+  static func deliver(
+    _ changes: [LeaseChange], to target: AsyncStream<LeaseChange>.Continuation
+  ) {
+    var dropped: [LeaseChange] = []
+    for change in changes {
+      if case .dropped(let oldest) = target.yield(change) { dropped.append(oldest) }
+    }
+    guard !dropped.isEmpty else { return }
+    var standIn: LeaseChange = dropped.contains(where: isSignOut) ? .signedOutAll(by: "") : .unknown
+    // The stand-in is the newest change, so it stands for what it pushes out too, unless it is
+    // `unknown` and pushes out a sign-out: then an all-accounts sign-out follows it.
+    while case .dropped(let oldest) = target.yield(standIn), standIn == .unknown,
+      isSignOut(oldest)
+    {
+      standIn = .signedOutAll(by: "")
+    }
+  }
+
+  private static func isSignOut(_ change: LeaseChange) -> Bool {
+    switch change {
+    case .signedOut, .signedOutAll: return true
+    case .released, .unknown: return false
     }
   }
 

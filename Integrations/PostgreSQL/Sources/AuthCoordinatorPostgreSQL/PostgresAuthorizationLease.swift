@@ -37,7 +37,11 @@ import TokenStore
 /// ``TokenStore/LeaseChange/unknown``, so a waiter tries the lease again even when a
 /// notification was lost (`NOTIFY` is not durable and is not delivered to a dropped listener).
 /// The listener needs a session, so it must connect directly or through PgBouncer in session
-/// mode; the pool's statements do not.
+/// mode; the pool's statements do not. A subscription keeps the newest 1,024 changes its
+/// subscriber has not taken; a burst past that (say, the sign-outs read back after a reconnect)
+/// drops the oldest and ends with a change that stands for them: ``TokenStore/LeaseChange/signedOutAll(by:)``
+/// with no owner when a sign-out was dropped (every account may have signed out), else
+/// ``TokenStore/LeaseChange/unknown``. No sign-out is lost silently.
 public final class PostgresAuthorizationLease: AuthorizationLease, CustomStringConvertible {
   private let database: PostgresDatabase
   private let hub: ChangeHub
@@ -255,7 +259,7 @@ public final class PostgresAuthorizationLease: AuthorizationLease, CustomStringC
 
   public func changes() -> AsyncStream<LeaseChange> {
     let (stream, continuation) = AsyncStream<LeaseChange>.makeStream(
-      bufferingPolicy: .bufferingNewest(64))
+      bufferingPolicy: .bufferingNewest(ChangeHub.bufferSize))
     hub.subscribe(continuation) {
       ChangeListener.start(
         hub: hub, configuration: database.configuration.forListener, redactor: database.redactor)
