@@ -426,14 +426,16 @@ struct PostgresLeaseTests {
   )
   func blockedCallsEnd() async throws {
     let schema = TestServer.freshSchema()
+    // The blocker opens first, so the schema is created under the default time limits: the
+    // quick database's 300 ms are for the blocked call, not for a migration on a busy machine.
+    let blocker = try await PostgresDatabase(
+      PostgresConfiguration(
+        connectionString: TestServer.connectionString ?? "", schema: schema, poolSize: 1))
     let quick = try await PostgresDatabase(
       TestServer.configuration(schema: schema, statementTimeout: .milliseconds(300)))
     let patient = try await PostgresDatabase(
       TestServer.configuration(
         schema: schema, statementTimeout: .seconds(60), callTimeout: .milliseconds(600)))
-    let blocker = try await PostgresDatabase(
-      PostgresConfiguration(
-        connectionString: TestServer.connectionString ?? "", schema: schema, poolSize: 1))
     defer {
       quick.close()
       patient.close()
