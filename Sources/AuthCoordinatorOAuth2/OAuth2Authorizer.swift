@@ -247,6 +247,12 @@ public struct OAuth2Authorizer: Authorizer {
     fallbackOnInvalidGrant ? refreshTimeout + timeout : max(refreshTimeout, timeout)
   }
 
+  /// ``longestAuthorization``: the coordinator holds the lease, and waits for a stopped
+  /// refresh, at least this long for every attempt of its silent-refresh policy, so the
+  /// default configuration and the articles' short deadlines never abandon a refresh the server
+  /// may have answered (``/AuthCoordinator/Authorizer/longestRefresh``).
+  public var longestRefresh: Duration? { longestAuthorization }
+
   /// The bound of one request: ``refreshTimeout`` for a refresh-token grant (a request the
   /// server may act on by rotating the token must not be abandoned by the authorizer),
   /// ``timeout`` otherwise.

@@ -119,7 +119,8 @@ public final class AuthCoordinator: Sendable {
       usesLease: lease != nil,
       maximumHold: Self.maximumHold(
         configuration, interactive: authorizer.isInteractive,
-        longestRefresh: authorizer.longestRefresh),
+        longestRefresh: authorizer.longestRefresh,
+        silent: configuration.silentRefresh ?? authorizer.silentRefresh ?? .disabled),
       leaseTimeToLive: configuration.leaseTimeToLive,
       silent: configuration.silentRefresh ?? authorizer.silentRefresh ?? .disabled)
     let broadcaster = self.broadcaster
@@ -248,15 +249,22 @@ private final class DueHandler: @unchecked Sendable {
 extension AuthCoordinator {
   /// ``Configuration/maximumHold``, or its default: every deadline a flight's hold can span
   /// (the authorization, an interactive authorizer's exchange, the re-read and the save).
-  /// Never shorter than the authorizer's longest refresh (``Authorizer/longestRefresh``) with
-  /// the re-read and the save: a refresh the server may have answered is awaited, whatever the
-  /// callers' deadlines (rule 16).
+  /// Never shorter than every attempt of the silent-refresh policy at the authorizer's longest
+  /// refresh (``Authorizer/longestRefresh``), the waits between them, the re-read and the
+  /// save: a refresh the server may have answered is awaited, whatever the callers' deadlines
+  /// (rule 16).
   static func maximumHold(
-    _ configuration: Configuration, interactive: Bool, longestRefresh: Duration? = nil
+    _ configuration: Configuration, interactive: Bool, longestRefresh: Duration? = nil,
+    silent: SilentRefreshPolicy = .disabled
   ) -> Duration {
     let store = CoordinatorClock.clamped(
       min(configuration.storeTimeout, configuration.authorizationTimeout))
-    let refresh = longestRefresh.map { CoordinatorClock.clamped($0) + store * 2 } ?? .zero
+    let attempts = min(max(silent.maxAttempts, 1), 16)
+    let retryWaits = CoordinatorClock.clamped(silent.maxRetryWait) * (attempts - 1)
+    let refresh =
+      longestRefresh.map {
+        CoordinatorClock.clamped($0) * attempts + retryWaits + store * 2
+      } ?? .zero
     if let hold = configuration.maximumHold {
       return min(max(hold, refresh, .zero), CoordinatorClock.longestWait)
     }
