@@ -16,24 +16,20 @@ import Testing
   /// Longer than any grant's time to live, and than the history the lease keeps.
   private let pastEveryBound = LeaseRecord.maximumTimeToLive + 1
 
-  @Test func tenThousandSignOutsKeepTheFileSmallAndEachOperationFast() async throws {
+  @Test func thousandsOfSignOutsKeepTheFileSmall() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.remove() }
     let host = SteppableHostClock()
     let url = dir.file("tokens.store.lease")
     let lease = FileAuthorizationLease(url: url, clock: host.clock)
     let limit = 64 * 1024
-    var slowestBatch: Duration = .zero
     var largest = 0
-    let batches = 100
+    let batches = 30
     let batch = 100
-    let clock = ContinuousClock()
     for round in 0..<batches {
-      let started = clock.now
       for index in 0..<batch {
         try await lease.signOut(account: "account-\(round)-\(index)", by: "app")
       }
-      slowestBatch = max(slowestBatch, started.duration(to: clock.now))
       largest = max(largest, try Data(contentsOf: url).count)
       guard largest < limit else {
         Issue.record(
@@ -42,12 +38,10 @@ import Testing
       }
       host.advance(by: pastEveryBound)
     }
+    // Bounded size is what keeps each operation fast (it reads, decodes, encodes and replaces
+    // the whole file: near 1 MiB it took 108-184 ms); no wall-clock assertion, which a busy
+    // machine would make flaky. On 4ba0ba1 the file passed 64 KiB after 1,000 sign-outs.
     #expect(largest < limit)
-    // An operation reads, decodes, encodes and replaces a file of a few kilobytes; near 1 MiB it
-    // took 108-184 ms. Averaged over a batch, and generous, for a busy machine.
-    let slowest = slowestBatch / batch
-    print("LeaseHistoryTests: largest file \(largest) bytes, slowest batch \(slowest) a sign-out")
-    #expect(slowest < .milliseconds(50), "a batch averaged \(slowest) a sign-out")
   }
 
   @Test func aGrantTakenBeforeAPrunedSignOutStaysNotCurrentAndOneTakenAfterStaysCurrent()
