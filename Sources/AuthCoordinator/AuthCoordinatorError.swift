@@ -81,6 +81,12 @@ public struct AuthCoordinatorError: Error, Hashable, Sendable, CustomStringConve
   /// clamped by the thrower), or `nil` when it said nothing. `OAuth2Authorizer` sets it for a
   /// 429 or 5xx answer of the token endpoint.
   public var retryAfter: Duration?
+  /// The server refused the refresh token of the model being replaced
+  /// (``AuthorizationRequest/replacing``): it is revoked, expired or already spent. The
+  /// coordinator never sends that refresh token again: the key's model is kept without it, and
+  /// the next authorization runs the authorizer's other grant. `OAuth2Authorizer` sets it for an
+  /// `invalid_grant` answer to a refresh-token grant. Default `false`.
+  public var refusesRefreshToken = false
 
   /// Creates an error.
   ///

@@ -210,12 +210,20 @@ public struct OAuth2Authorizer: Authorizer {
     }
     do {
       return try await send(.refresh(refreshToken), for: request)
-    } catch let error as AuthCoordinatorError
-      where error.code == .invalidGrant && fallbackOnInvalidGrant
-    {
-      // The refresh token is dead (revoked, expired or already spent): start a new family.
-      // The refresh token is not sent again.
-      return try await runPrimaryGrant(for: request)
+    } catch var error as AuthCoordinatorError where error.code == .invalidGrant {
+      // The refresh token is dead (revoked, expired or already spent): the coordinator is
+      // told, and never hands it to an authorizer again, whatever happens next.
+      guard fallbackOnInvalidGrant else {
+        error.refusesRefreshToken = true
+        throw error
+      }
+      // Start a new family.
+      do { return try await runPrimaryGrant(for: request) } catch var fallback
+        as AuthCoordinatorError
+      {
+        fallback.refusesRefreshToken = true
+        throw fallback
+      }
     }
   }
 

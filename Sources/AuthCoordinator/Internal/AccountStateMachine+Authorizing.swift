@@ -178,6 +178,8 @@ extension AccountStateMachine {
     deadline: Duration?, holdsLease: Bool, attempt: Int = 1, rejecting rejected: Set<String> = [],
     callerJoined: Bool = false
   ) -> Step {
+    // A refresh token the server refused is never handed to the authorizer again.
+    let replacing = replacing.map(withoutRefusedRefreshToken)
     let kind = StepKind.authorize(reason, replacing: replacing)
     let step = deadline == nil ? step(kind, now: now) : Step(kind: kind, deadline: nil)
     state = .authorizing(
@@ -185,7 +187,7 @@ extension AccountStateMachine {
         id: id, reason: reason, spendsRefreshToken: replacing?.refreshToken != nil,
         startedAt: now, holdsLease: holdsLease, attempt: attempt,
         deadline: deadline ?? step.deadline, rejectedTokens: rejected,
-        callerJoined: callerJoined))
+        callerJoined: callerJoined, spentRefreshToken: replacing?.refreshToken))
     return step
   }
 }

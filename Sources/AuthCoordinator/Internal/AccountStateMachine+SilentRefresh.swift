@@ -51,6 +51,35 @@ extension AccountStateMachine {
       justRead: false, now: now)
   }
 
+  // MARK: - Refused refresh tokens
+
+  /// The most refused refresh tokens a key remembers: one per family that died in this
+  /// process's lifetime, more than enough (a new family replaces the stored model).
+  static var refusedRefreshTokenLimit: Int { 8 }
+
+  /// The server refused `token`: memory's model keeps its access token but loses the refresh
+  /// token, and no model read later hands it to the authorizer again.
+  mutating func refuse(refreshToken token: String) {
+    if !refusedRefreshTokens.contains(token) {
+      refusedRefreshTokens.append(token)
+      if refusedRefreshTokens.count > Self.refusedRefreshTokenLimit {
+        refusedRefreshTokens.removeFirst()
+      }
+    }
+    if case .model(var cached) = cache, cached.model.refreshToken == token {
+      cached.model.refreshToken = nil
+      cache = .model(cached)
+    }
+  }
+
+  /// `model` without its refresh token if the server refused it.
+  func withoutRefusedRefreshToken(_ model: AuthModel) -> AuthModel {
+    guard let token = model.refreshToken, refusedRefreshTokens.contains(token) else { return model }
+    var model = model
+    model.refreshToken = nil
+    return model
+  }
+
   // MARK: - Failures
 
   /// The most consecutive failures the key counts: the back-off has long reached its limit
@@ -91,6 +120,9 @@ extension AccountStateMachine {
         authorize(
           authorizing.id, reason: reason, replacing: cachedModel, now: now, deadline: nil,
           holdsLease: authorizing.holdsLease, rejecting: authorizing.rejectedTokens))
+    }
+    if error.refusesRefreshToken, let refused = authorizing.spentRefreshToken {
+      refuse(refreshToken: refused)
     }
     var ending = Ending(flight: authorizing.id, result: .failed(error))
     ending.stale = staleModel(

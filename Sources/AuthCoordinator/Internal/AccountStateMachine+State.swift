@@ -131,5 +131,8 @@ extension AccountStateMachine {
     /// An ordinary caller (one that may involve the user) joined a refresh ahead, which may
     /// not: if the authorizer needs the user, the flight authorizes again with the user.
     var callerJoined = false
+    /// The refresh token the authorizer was handed (``AuthorizationRequest/replacing``): if
+    /// the server refuses it, it is never handed out again.
+    var spentRefreshToken: String?
   }
 }

@@ -67,6 +67,10 @@ struct AccountStateMachine<Effects: FlightEffects> {
   /// Transient failures of the authorizer since the key's last model: the back-off doubles
   /// with each.
   var transientFailures = 0
+  /// Refresh tokens of the key that the server refused (``AuthCoordinatorError/refusesRefreshToken``),
+  /// newest last, at most ``refusedRefreshTokenLimit``: never handed to the authorizer again,
+  /// whatever the store still holds.
+  var refusedRefreshTokens: [String] = []
   /// The jitter source, a number in `0..<1` (the configuration's `random`).
   let random: @Sendable () -> Double
 
