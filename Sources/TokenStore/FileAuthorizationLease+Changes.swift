@@ -50,7 +50,7 @@ extension FileAuthorizationLease {
       changes = []
     }
     for change in changes {
-      for subscriber in subscribers { subscriber.yield(change) }
+      for subscriber in subscribers { subscriber.deliver(change) }
     }
   }
 
@@ -85,7 +85,7 @@ extension FileAuthorizationLease {
   /// Adds a subscriber; the first one starts watching the file (on the queue).
   func subscribe() -> AsyncStream<LeaseChange> {
     let (stream, continuation) = AsyncStream<LeaseChange>.makeStream(
-      bufferingPolicy: .bufferingNewest(64))
+      bufferingPolicy: .bufferingNewest(LeaseChange.bufferSize))
     let (id, first) = state.withLock { state in
       let id = state.nextSubscriber
       state.nextSubscriber += 1

@@ -111,7 +111,7 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
       state.holders[grant.key] = nil
       return state.subscribers.sorted { $0.key < $1.key }.map(\.value)
     }
-    for subscriber in subscribers { subscriber.yield(.released(grant.key)) }
+    for subscriber in subscribers { subscriber.deliver(.released(grant.key)) }
   }
 
   /// Gives the key up and keeps everyone off it for `backOff.duration`; announces the release.
@@ -136,7 +136,7 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
       state.nextFence += 1
       return state.subscribers.sorted { $0.key < $1.key }.map(\.value)
     }
-    for subscriber in subscribers { subscriber.yield(.released(grant.key)) }
+    for subscriber in subscribers { subscriber.deliver(.released(grant.key)) }
   }
 
   /// Ends the current generation of `account`'s grants, and its keys' back-offs, silently.
@@ -172,7 +172,7 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
       state.endBackOffs { $0.mcUid == account }
       return state.subscribers.sorted { $0.key < $1.key }.map(\.value)
     }
-    for subscriber in subscribers { subscriber.yield(.signedOut(account: account, by: owner)) }
+    for subscriber in subscribers { subscriber.deliver(.signedOut(account: account, by: owner)) }
   }
 
   /// Ends the current generation of every grant, and every back-off, and announces it.
@@ -185,7 +185,7 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
       state.endBackOffs { _ in true }
       return state.subscribers.sorted { $0.key < $1.key }.map(\.value)
     }
-    for subscriber in subscribers { subscriber.yield(.signedOutAll(by: owner)) }
+    for subscriber in subscribers { subscriber.deliver(.signedOutAll(by: owner)) }
   }
 
   /// Whether no sign-out of the grant's user happened since it was taken.
@@ -204,7 +204,7 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
   /// - Returns: The changes from now on.
   public func changes() -> AsyncStream<LeaseChange> {
     let (stream, continuation) = AsyncStream<LeaseChange>.makeStream(
-      bufferingPolicy: .bufferingNewest(64))
+      bufferingPolicy: .bufferingNewest(LeaseChange.bufferSize))
     let id = state.withLock { state in
       let id = state.nextSubscriber
       state.nextSubscriber += 1

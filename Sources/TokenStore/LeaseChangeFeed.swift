@@ -22,8 +22,14 @@ public enum LeaseChange: Sendable, Hashable {
   case signedOut(account: String, by: String)
   /// Every user signed out in the process of `owner`.
   case signedOutAll(by: String)
-  /// Something changed; the implementation cannot tell what.
+  /// Something changed; the implementation cannot tell what. Also what a subscription
+  /// delivers after a burst overflowed its buffer: a subscriber then treats everything it
+  /// knows (a sign-out may have been dropped) as changed.
   case unknown
+
+  /// How many changes a subscription of the package's leases buffers for a subscriber that
+  /// has not read them yet; past it the oldest are dropped and ``unknown`` follows.
+  package static var bufferSize: Int { 1024 }
 
   /// The earlier name of ``signedOut(account:by:)``.
   ///
@@ -34,5 +40,14 @@ public enum LeaseChange: Sendable, Hashable {
   @available(*, deprecated, renamed: "signedOut(account:by:)")
   public static func signedOut(mcUid: String, by owner: String) -> LeaseChange {
     .signedOut(account: mcUid, by: owner)
+  }
+}
+
+extension AsyncStream<LeaseChange>.Continuation {
+  /// Yields `change`; if the buffer was full and a change was dropped, ``LeaseChange/unknown``
+  /// follows it, so the subscriber learns that something it was not told of changed (a burst
+  /// of sign-outs never loses one silently).
+  package func deliver(_ change: LeaseChange) {
+    if case .dropped = yield(change), change != .unknown { yield(.unknown) }
   }
 }

@@ -113,3 +113,66 @@ final class PausedLease: AuthorizationLease, @unchecked Sendable {
   func isCurrent(_ grant: LeaseGrant) async -> Bool { await inner.isCurrent(grant) }
   func changes() -> AsyncStream<LeaseChange> { inner.changes() }
 }
+
+/// A lease whose announcements the test makes (``announce(_:)``), over an in-memory lease.
+final class AnnouncingLease: AuthorizationLease, @unchecked Sendable {
+  let inner = InMemoryAuthorizationLease()
+  private let stream: AsyncStream<LeaseChange>
+  private let continuation: AsyncStream<LeaseChange>.Continuation
+
+  init() { (stream, continuation) = AsyncStream<LeaseChange>.makeStream() }
+
+  func announce(_ change: LeaseChange) { continuation.yield(change) }
+
+  func acquire(_ key: AccountKey, owner: String, timeToLive: Duration) async -> LeaseAttempt {
+    await inner.acquire(key, owner: owner, timeToLive: timeToLive)
+  }
+  func renew(_ grant: LeaseGrant, timeToLive: Duration) async -> LeaseGrant? {
+    await inner.renew(grant, timeToLive: timeToLive)
+  }
+  func release(_ grant: LeaseGrant) async { await inner.release(grant) }
+  func revokeGrants(ofAccount account: String) async {
+    await inner.revokeGrants(ofAccount: account)
+  }
+  func revokeAllGrants() async { await inner.revokeAllGrants() }
+  func signOut(account: String, by owner: String) async {
+    await inner.signOut(account: account, by: owner)
+  }
+  func signOutAll(by owner: String) async { await inner.signOutAll(by: owner) }
+  func isCurrent(_ grant: LeaseGrant) async -> Bool { await inner.isCurrent(grant) }
+  func changes() -> AsyncStream<LeaseChange> { stream }
+}
+
+@Suite(.timeLimit(.minutes(1))) struct UnknownLeaseChangeTests {
+  /// `.unknown` (a burst dropped changes, a sign-out perhaps among them; the lease file was
+  /// recreated) was ignored: the process kept serving what it had cached.
+  @Test func anUnknownChangeMakesCachedModelsBeReadAgain() async throws {
+    let clock = ManualClock()
+    let store = InMemoryTokenStore()
+    let lease = AnnouncingLease()
+    let authorizer = ScriptedAuthorizer()
+    var configuration = AuthCoordinator.Configuration(authorizationTimeout: .seconds(120))
+    configuration.clock = clock
+    configuration.now = clock.dateSource
+    let coordinator = AuthCoordinator(
+      store: store, lease: lease, authorizer: authorizer, configuration: configuration)
+    let events = EventRecorder(coordinator)
+    let first = Task { try await coordinator.authModel(for: u1) }
+    let mine = makeModel("at-1", clock: clock, expiresIn: 3600)
+    await authorizer.nextCall().succeed(with: mine)
+    #expect(try await first.value == mine)
+
+    // Another process signed the user out and a new session stored another model; this
+    // process heard only `.unknown`.
+    let theirs = makeModel("at-2", clock: clock, expiresIn: 3600)
+    await store.save(theirs, for: u1)
+    lease.announce(.unknown)
+    // A marker after it: the listener handles announcements in order.
+    lease.announce(.signedOut(account: "marker", by: "other"))
+    try await events.first {
+      if case .signedOutElsewhere(mcUid: "marker") = $0 { true } else { false }
+    }
+    #expect(try await coordinator.authModel(for: u1) == theirs)
+    #expect(authorizer.callCount == 1)
+  }
+}
