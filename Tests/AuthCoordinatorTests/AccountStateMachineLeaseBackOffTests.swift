@@ -37,7 +37,7 @@ import Testing
       let outcome: Machine.StepOutcome
       switch step.kind {
       case .authorize: return
-      case .load: outcome = .loaded(stored)
+      case .load, .confirmLease: outcome = .loaded(stored)
       case .acquireLease: outcome = .leaseAttempted(.acquired)
       default:
         Issue.record("flight \(id) took an unexpected step: \(step)")

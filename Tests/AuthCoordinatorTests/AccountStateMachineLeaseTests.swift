@@ -141,7 +141,7 @@ import Testing
         == .next(acquireLease(by: .seconds(121))))
     #expect(
       machine.advance(1, .leaseAttempted(.acquired), date: date, now: .seconds(2))
-        == .next(load(by: .seconds(9))))
+        == .next(confirm(by: .seconds(9))))
     #expect(
       machine.advance(1, .loaded(nil), date: date, now: .seconds(3))
         == .next(authorize(.missing, by: nil)), "the authorization deadline is already armed")
@@ -182,7 +182,7 @@ import Testing
         == .join(flight: 2))
     #expect(
       machine.advance(2, .leaseAttempted(.acquired), date: date, now: .seconds(12))
-        == .next(load(by: .seconds(19))))
+        == .next(confirm(by: .seconds(19))))
     #expect(
       machine.advance(2, .loaded(expired), date: date, now: .seconds(13))
         == .next(authorize(.expired, by: nil, replacing: expired)))
@@ -415,7 +415,7 @@ import Testing
         == .next(acquireLease(by: nil)))
     #expect(
       machine.advance(2, .leaseAttempted(.acquired), date: date, now: .seconds(62))
-        == .next(load(by: .seconds(69))))
+        == .next(confirm(by: .seconds(69))))
     #expect(
       machine.advance(2, .loaded(expired), date: date, now: .seconds(63))
         == .next(authorize(.expired, by: nil, replacing: expired)))
@@ -630,7 +630,7 @@ import Testing
         == .next(acquireLease(by: nil)), "the authorization deadline is armed already")
     #expect(
       machine.advance(3, .leaseAttempted(.acquired), date: date, now: .seconds(21))
-        == .next(load(by: .seconds(28))))
+        == .next(confirm(by: .seconds(28))))
     #expect(
       machine.advance(3, .loaded(refreshable("t1")), date: date, now: .seconds(22))
         == .next(Machine.Step(kind: .releaseLease, deadline: nil)))
@@ -854,7 +854,7 @@ import Testing
         == .next(acquireLease(by: .seconds(121))))
     #expect(
       machine.advance(1, .leaseAttempted(.acquired), date: date, now: .seconds(2))
-        == .next(load(by: .seconds(9))))
+        == .next(confirm(by: .seconds(9))))
     // At 7 s the cold load's deadline (flight 1, `.load`) is due; the re-read has until 9 s.
     #expect(machine.deadlineReached(1, phase: .load, date: date, at: .seconds(7)) == nil)
     #expect(
@@ -902,6 +902,11 @@ extension AccountStateMachineLeaseTests {
 
   func refreshable(_ token: String, expiresIn: TimeInterval? = 3600) -> AuthModel {
     model(token, expiresIn: expiresIn, refreshToken: "r-\(token)")
+  }
+
+  /// The re-read under the lease: the grant renewed and the store read in one step.
+  func confirm(by deadline: Duration?) -> Machine.Step {
+    .init(kind: .confirmLease, deadline: deadline)
   }
 
   func acquireLease(by deadline: Duration?) -> Machine.Step {
@@ -1012,7 +1017,7 @@ extension AccountStateMachineLeaseTests {
       } else if stage == .rereading {
         #expect(
           machine.advance(2, .leaseAttempted(.acquired), date: date, now: .zero)
-            == .next(load(by: .seconds(7))))
+            == .next(confirm(by: .seconds(7))))
       }
     }
     #expect(machine.flightID == 2)

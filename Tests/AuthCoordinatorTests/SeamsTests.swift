@@ -82,20 +82,25 @@ import Testing
 }
 
 /// A lease whose holder was paused past its time to live: once ``lapse()`` is called, every
-/// renewal finds the grant lapsed (`nil`), as it would after the pause.
+/// renewal of a grant taken before finds it lapsed (`nil`), as it would after the pause; grants
+/// taken later renew as usual.
 final class PausedLease: AuthorizationLease, @unchecked Sendable {
   let inner: InMemoryAuthorizationLease
-  private let lapsed = LockedState(false)
+  private let state = LockedState((granted: Set<UInt64>(), lapsed: Set<UInt64>()))
 
   init(_ inner: InMemoryAuthorizationLease) { self.inner = inner }
 
-  func lapse() { lapsed.withLock { $0 = true } }
+  func lapse() { state.withLock { $0.lapsed.formUnion($0.granted) } }
 
   func acquire(_ key: AccountKey, owner: String, timeToLive: Duration) async -> LeaseAttempt {
-    await inner.acquire(key, owner: owner, timeToLive: timeToLive)
+    let attempt = await inner.acquire(key, owner: owner, timeToLive: timeToLive)
+    if case .acquired(let grant) = attempt {
+      _ = state.withLock { $0.granted.insert(grant.fence) }
+    }
+    return attempt
   }
   func renew(_ grant: LeaseGrant, timeToLive: Duration) async -> LeaseGrant? {
-    if lapsed.withLock({ $0 }) { return nil }
+    if state.withLock({ $0.lapsed.contains(grant.fence) }) { return nil }
     return await inner.renew(grant, timeToLive: timeToLive)
   }
   func release(_ grant: LeaseGrant) async { await inner.release(grant) }

@@ -119,35 +119,42 @@ extension AuthCoordinator {
     return .loaded(model)
   }
 
-  /// Rule 16's guard before a token request that follows a wait: the grant is renewed now
-  /// (which confirms it is still the flight's, with a whole time to live ahead) and the store
-  /// read under it. A grant lost, given up, or that cannot be confirmed reads as lost.
+  /// Rule 16's guard before a token request: the store is read, then the grant renewed. A
+  /// renewal that succeeds after the read proves no other process held the lease since it was
+  /// taken, so what was read is what the next token request may spend, and a whole time to live
+  /// lies ahead. A grant lost or given up reads as lost; a renewal that cannot be made (the
+  /// lease's storage failed) confirms the grant only while it is known to stay this flight's
+  /// for a third of its time to live.
   @inline(never)
   private func confirmLease(
     _ key: AccountKey, flight id: UInt64, turn: StoreTurn, held: HeldLease
   ) async -> KeyMachine.StepOutcome {
     await turn.waitForTurn()
     defer { turn.done.open() }
+    var model: AuthModel?
+    do { model = try await store.model(for: key) } catch {
+      reportStoreFailure(key, .load, error)
+    }
     guard let grant = held.grant, let lease, let hold = held.hold, hold.isHeld else {
       await release(held, key)
       return .leaseLost
     }
+    let ttl = configuration.leaseTimeToLive
     do {
-      guard try await lease.renew(grant, timeToLive: configuration.leaseTimeToLive) != nil else {
+      guard try await lease.renew(grant, timeToLive: ttl) != nil else {
         lost(hold, key, flight: id)
         await release(held, key)
         return .leaseLost
       }
+      hold.renewed(at: clock.now(), timeToLive: ttl)
     } catch {
-      // In doubt, no token request: the grant is given up (if it is still held, the release
-      // lets the next try take it at once) and the flight takes the lease again.
       reportStoreFailure(key, .lease, error)
-      await release(held, key)
-      return .leaseLost
-    }
-    var model: AuthModel?
-    do { model = try await store.model(for: key) } catch {
-      reportStoreFailure(key, .load, error)
+      guard hold.isHeld(for: ttl / 3, at: clock.now()) else {
+        // In doubt and near its lapse: no token request. The grant is given up and the
+        // flight takes the lease again.
+        await release(held, key)
+        return .leaseLost
+      }
     }
     return .loaded(model)
   }
@@ -272,7 +279,7 @@ extension AuthCoordinator {
       switch try await lease.acquire(key, owner: leaseOwner, timeToLive: ttl) {
       case .acquired(let grant):
         held.grant = grant
-        let hold = LeaseHold()
+        let hold = LeaseHold(at: clock.now(), timeToLive: ttl)
         held.hold = hold
         held.renewal = Task { [weak self] in
           await self?.renew(grant, of: lease, flight: id, hold: hold)

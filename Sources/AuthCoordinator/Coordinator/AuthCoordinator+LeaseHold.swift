@@ -30,9 +30,29 @@ extension AuthCoordinator {
     }
 
     private let state = LockedState(State.held)
+    /// Until when (on the injected clock) the grant is known to be this holder's: a time to
+    /// live after it was taken or last renewed.
+    private let confirmedUntil: LockedState<Duration>
+
+    /// A hold of a grant taken (or renewed) at `now`, for `timeToLive`.
+    init(at now: Duration, timeToLive: Duration) {
+      confirmedUntil = LockedState(CoordinatorClock.deadline(after: timeToLive, from: now))
+    }
 
     /// The grant is neither lost nor given up.
     var isHeld: Bool { state.withLock { $0 == .held } }
+
+    /// A renewal at `now` extended the grant by `timeToLive`.
+    func renewed(at now: Duration, timeToLive: Duration) {
+      let until = CoordinatorClock.deadline(after: timeToLive, from: now)
+      confirmedUntil.withLock { $0 = max($0, until) }
+    }
+
+    /// Whether the grant is held and known to stay this holder's for at least `margin` after
+    /// `now`, without asking the lease (which could not be asked: rule 16's guard, in doubt).
+    func isHeld(for margin: Duration, at now: Duration) -> Bool {
+      isHeld && confirmedUntil.withLock { now + margin < $0 }
+    }
 
     /// The maximum hold passed and the lease was given up; nobody deposed the holder.
     var wasGivenUp: Bool { state.withLock { $0 == .over } }
@@ -75,6 +95,7 @@ extension AuthCoordinator {
           lost(hold, grant.key, flight: id)
           return
         }
+        hold.renewed(at: now, timeToLive: ttl)
         lapses = CoordinatorClock.deadline(after: ttl, from: now)
         wakeAt = CoordinatorClock.deadline(after: ttl / 3, from: now)
       } catch {
@@ -103,6 +124,7 @@ extension AuthCoordinator {
     guard hold.isHeld else { return false }
     do {
       if try await lease.renew(grant, timeToLive: configuration.leaseTimeToLive) != nil {
+        hold.renewed(at: clock.now(), timeToLive: configuration.leaseTimeToLive)
         return true
       }
     } catch {

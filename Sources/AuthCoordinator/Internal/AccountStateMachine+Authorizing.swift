@@ -61,17 +61,19 @@ extension AccountStateMachine {
       // Rule 16's guard: the wait may have outlasted the grant (a paused process), and
       // another process may have spent the refresh token meanwhile. The grant is confirmed
       // and the store re-read under it before the token request.
-      let step = step(.confirmLease, now: now)
-      preparing.stage = .confirmingLease(attempt: attempt)
-      preparing.readDeadline = step.deadline
-      state = .preparing(preparing)
-      return .next(step)
+      return .next(reread(&preparing, now: now))
     case (.confirmingLease, .loaded(let model)):
       return reread(preparing, model, date: date, now: now)
     case (.confirmingLease, .leaseLost):
       // Taken over during the wait: take the lease again (or wait for its holder), then read
-      // what the holder stored.
+      // what the holder stored. A lease that loses every grant at once is broken: after a few
+      // tries the flight fails instead of spinning until its deadline.
       preparing.holdsLease = false
+      preparing.leaseLosses += 1
+      guard preparing.leaseLosses <= Self.maxLeaseLosses else {
+        state = .idle
+        return .end(Ending(flight: preparing.id, result: .failed(.leaseLost(key))))
+      }
       preparing.stage = .acquiringLease
       state = .preparing(preparing)
       return .next(Step(kind: .acquireLease, deadline: nil))
@@ -107,10 +109,17 @@ extension AccountStateMachine {
     }
   }
 
+  /// The most grants a flight may lose between taking the lease and confirming it.
+  static var maxLeaseLosses: Int { 3 }
+
   /// The step that re-reads the store, bounded by a store deadline of its own.
+  /// Under the lease it is rule 16's guard (``StepKind/confirmLease``): the grant is renewed
+  /// in the same step, so the token request that may follow starts with a whole time to live
+  /// ahead, whatever waits came before (a slow read, a paused process).
   mutating func reread(_ preparing: inout Preparing, now: Duration) -> Step {
-    let step = step(.load, now: now)
-    preparing.stage = .rereading
+    let step = step(preparing.holdsLease ? .confirmLease : .load, now: now)
+    preparing.stage =
+      preparing.holdsLease ? .confirmingLease(attempt: preparing.attempt) : .rereading
     preparing.readDeadline = step.deadline
     state = .preparing(preparing)
     return step
@@ -166,7 +175,8 @@ extension AccountStateMachine {
   /// own one belongs to a refresh token family the store may not hold. It reads the store and
   /// serves what it holds; its own result is neither served nor cached.
   mutating func deposed(_ id: UInt64, now: Duration) -> Step {
-    var preparing = Preparing(id: id, reason: .expired, rejectedTokens: [], stage: .rereading)
+    var preparing = Preparing(
+      id: id, reason: .expired, rejectedTokens: persistingRejections, stage: .rereading)
     preparing.deposed = true
     return reread(&preparing, now: now)
   }

@@ -101,6 +101,8 @@ extension AccountStateMachine {
     var attempt = 1
     /// An ordinary caller joined a refresh ahead (see ``Authorizing/callerJoined``).
     var callerJoined = false
+    /// How many grants this flight lost before it could confirm one (``StepKind/confirmLease``).
+    var leaseLosses = 0
     /// The flight lost the lease after its authorizer answered, and its save was refused or
     /// not made: it serves what the store holds, or fails; it never authorizes again (its
     /// refresh token is spent) and never serves its own result.

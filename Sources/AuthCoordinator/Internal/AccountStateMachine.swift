@@ -71,6 +71,9 @@ struct AccountStateMachine<Effects: FlightEffects> {
   /// newest last, at most ``refusedRefreshTokenLimit``: never handed to the authorizer again,
   /// whatever the store still holds.
   var refusedRefreshTokens: [String] = []
+  /// Access tokens the current flight's callers rejected, kept while it persists its model: a
+  /// deposed flight serves what the store holds, never one of them (rule 16).
+  var persistingRejections: Set<String> = []
   /// The jitter source, a number in `0..<1` (the configuration's `random`).
   let random: @Sendable () -> Double
 
@@ -200,6 +203,7 @@ struct AccountStateMachine<Effects: FlightEffects> {
       if case .token(let token) = rejection, token == next.accessToken {
         return .retryAfter(flight: id, rejecting: token)
       }
+      if case .token(let token) = rejection { persistingRejections.insert(token) }
       return .join(flight: id)
     case .releasing(let ending):
       if case .token(let token) = rejection, case .succeeded(let next) = ending.result,
@@ -298,6 +302,7 @@ struct AccountStateMachine<Effects: FlightEffects> {
     case (.preparing(let preparing), _):
       return prepared(preparing, outcome, date: date, now: now)
     case (.authorizing(let authorizing), .authorized(.success(let model))):
+      persistingRejections = authorizing.rejectedTokens
       state = .persisting(id: id, model: model, holdsLease: authorizing.holdsLease)
       return .next(step(.persist(model), now: now))
     case (.authorizing(let authorizing), .authorized(.failure(let error))):
