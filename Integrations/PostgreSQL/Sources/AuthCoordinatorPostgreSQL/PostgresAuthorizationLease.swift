@@ -22,8 +22,12 @@ import TokenStore
 /// - `release`: `DELETE … WHERE fence = $2` and `pg_notify` of the key's digest, in one
 ///   statement (the notification goes out when it commits). A release with a back-off
 ///   (``release(_:backingOff:)``) turns the row into a back-off instead: no owner, a new fence,
-///   `backoff_failures` and `backoff_code` set, and an expiry at the back-off's end, after
-///   which `acquire` takes it over as it takes over a lapsed grant.
+///   `backoff_failures` and `backoff_code` set, the account's digest in `account_hash`, and an
+///   expiry at the back-off's end, after which `acquire` takes it over as it takes over a
+///   lapsed grant.
+/// - revocations and sign-outs: one statement moves the sign-out generation on, records it for
+///   the account (or everyone), and deletes the back-offs of the account's keys (of every key),
+///   so that a logout's next sign-in need not wait one out.
 /// - `isCurrent`: compares the grant's sign-out generation with the account's and everyone's.
 ///
 /// Grants' `expiresAt` are the database's remaining time added to this process's clock when
@@ -153,10 +157,11 @@ public final class PostgresAuthorizationLease: AuthorizationLease, CustomStringC
   }
 
   /// Gives the key up and keeps every replica off it for `backOff.duration` on the database's
-  /// clock (at most an hour, as long as the longest `Retry-After` an authorizer honours): the
-  /// row becomes a back-off (no owner, a fence of its own, `backoff_failures`, at most 64, and
-  /// `backoff_code` set), and the release is notified in the same statement. A back-off without
-  /// a code is a plain ``release(_:)``.
+  /// clock (at most an hour, as long as the longest `Retry-After` an authorizer honours), or
+  /// until a revocation or sign-out of its account (or of everyone): the row becomes a back-off
+  /// (no owner, a fence of its own, `backoff_failures`, at most 64, `backoff_code` and the
+  /// account's digest set), and the release is notified in the same statement. A back-off
+  /// without a code is a plain ``release(_:)``.
   public func release(_ grant: LeaseGrant, backingOff backOff: LeaseBackOff) async throws {
     try KeyText.checked(backOff.code)
     guard !backOff.code.isEmpty else { return try await release(grant) }
@@ -168,7 +173,8 @@ public final class PostgresAuthorizationLease: AuthorizationLease, CustomStringC
         UPDATE \(schema).leases
         SET owner = '', fence = nextval('\(schema).fences'),
           expires_at = clock_timestamp() + $4::bigint * interval '1 microsecond',
-          backoff_failures = $5::integer, backoff_code = $6
+          backoff_failures = $5::integer, backoff_code = $6,
+          account_hash = sha256(convert_to($7, 'UTF8'))
         WHERE key_hash = sha256(convert_to($1, 'UTF8')) AND fence = $2::bigint
           AND backoff_failures IS NULL
         RETURNING key_hash)
@@ -178,7 +184,7 @@ public final class PostgresAuthorizationLease: AuthorizationLease, CustomStringC
         .text(try KeyText.key(grant.key)), .text(String(grant.fence)),
         .text(PostgresSchema.channel(schema)), .text(String(microseconds)),
         .text(String(min(max(backOff.failures, 0), PostgresSchema.maximumFailures))),
-        .text(backOff.code),
+        .text(backOff.code), .text(grant.key.account),
       ])
   }
 
@@ -228,13 +234,16 @@ public final class PostgresAuthorizationLease: AuthorizationLease, CustomStringC
     try await recordSignOut(account: nil, by: owner, announced: true)
   }
 
-  /// Moves the generation on and records it for `account` (`nil`: everyone), in one
-  /// statement; an announced sign-out notifies in the same one. The counter's row lock orders
-  /// sign-outs, so their generations commit in order.
+  /// Moves the generation on, records it for `account` (`nil`: everyone) and deletes the
+  /// back-offs of its keys (of every key), in one statement, so that the account's next
+  /// sign-in need not wait one out; an announced sign-out notifies in the same one. The
+  /// counter's row lock orders sign-outs, so their generations commit in order. Live grants
+  /// stay their holders' (they are no longer current).
   private func recordSignOut(account: String?, by owner: String, announced: Bool) async throws {
     if let account { try KeyText.checked(account) }
     try KeyText.checked(owner)
     let digest = account == nil ? "'\\x00'::bytea" : "sha256(convert_to($1, 'UTF8'))"
+    let backOffsOfAccount = account == nil ? "" : "AND lease.account_hash = \(digest)"
     let notify =
       announced ? ", pg_notify($4, 's:' || generation::text)" : ", $4::text IS NULL"
     _ = try await database.execute(
@@ -248,7 +257,10 @@ public final class PostgresAuthorizationLease: AuthorizationLease, CustomStringC
         ON CONFLICT (account_hash) DO UPDATE
           SET owner = EXCLUDED.owner, generation = EXCLUDED.generation,
             announced = EXCLUDED.announced
-        RETURNING generation)
+        RETURNING generation),
+      back_offs_ended AS (
+        DELETE FROM \(schema).leases AS lease
+        WHERE lease.backoff_failures IS NOT NULL \(backOffsOfAccount))
       SELECT generation\(notify) FROM recorded
       """,
       [

@@ -6,7 +6,7 @@
 /// share.
 enum PostgresSchema {
   /// The version this package writes and reads.
-  static let version = 4
+  static let version = 5
 
   /// The longest a grant lasts (a longer time to live is shortened to it): a day.
   static let maximumTimeToLiveSeconds = 86_400
@@ -123,6 +123,21 @@ enum PostgresSchema {
     """
   }
 
+  /// Version 5 records the account of a back-off: a release with a back-off sets the row's
+  /// `account_hash` (the account's digest, as in `models`), so that a revocation or sign-out of
+  /// the account deletes its keys' back-offs in the statement that records it; without it a
+  /// logout left them in place, and no replica authorized the account until they ran out (up
+  /// to an hour). The functions are unchanged. A back-off that a replica of the previous
+  /// version writes during a rolling upgrade has no `account_hash`: a sign-out of everyone
+  /// ends it, a sign-out of its account does not, and it lapses on its own.
+  static func version5(_ schema: String) -> String {
+    """
+    ALTER TABLE \(schema).leases ADD COLUMN IF NOT EXISTS account_hash bytea;
+    CREATE INDEX IF NOT EXISTS leases_back_offs_by_account ON \(schema).leases (account_hash)
+      WHERE backoff_failures IS NOT NULL;
+    """
+  }
+
   /// The lease's acquire and its re-read of the key's model in one round trip (see
   /// ``version2(_:)``), clearing a lapsed back-off when it takes the row over and holding every
   /// row to the lease's bounds (see ``version4(_:)``); with `reportsBackOff`, a live back-off's
@@ -229,6 +244,9 @@ enum PostgresSchema {
       }
       if current < 4 {
         try connection.executeScript(version4(schema), until: deadline)
+      }
+      if current < 5 {
+        try connection.executeScript(version5(schema), until: deadline)
       }
       if current < version {
         _ = try connection.execute(

@@ -86,6 +86,126 @@ struct PostgresLeaseBackOffTests {
     #expect(owner == "B")
   }
 
+  enum Revocation: CaseIterable, Sendable { case revokeAccount, revokeAll, signOut, signOutAll }
+
+  /// Issue 7: a logout or `invalidate` did not end a back-off recorded in the lease row, so no
+  /// replica authorized the account again (a user signing in anew included) until it ran out,
+  /// up to an hour with `Retry-After`.
+  @Test(
+    "a logout's revocation and sign-out end the back-offs of every key of the account, in every replica, and only back-offs",
+    arguments: Revocation.allCases)
+  func aSignOutEndsTheAccountsBackOffs(_ revocation: Revocation) async throws {
+    let schema = TestServer.freshSchema()
+    let one = try await TestServer.database(schema: schema)
+    let two = try await TestServer.database(schema: schema)
+    defer {
+      one.close()
+      two.close()
+    }
+    let holder = PostgresAuthorizationLease(database: one)
+    let other = PostgresAuthorizationLease(database: two)
+    let long = LeaseBackOff(duration: .seconds(3600), failures: 3, code: "network_error")
+    let user = [AccountKey(account: "dave"), AccountKey(account: "dave", mode: "admin")]
+    // An account whose name the user's is a prefix of: its keys' digests share nothing.
+    let otherUser = AccountKey(account: "dave2")
+    for key in user + [otherUser] {
+      guard
+        case .acquired(let grant) = try await holder.acquire(
+          key, owner: "A", timeToLive: .seconds(30))
+      else {
+        Issue.record("\(key) refused")
+        return
+      }
+      try await holder.release(grant, backingOff: long)
+    }
+    // A live grant of the user: a revocation makes it not current, but it stays its holder's.
+    let heldKey = AccountKey(account: "dave", mode: "held")
+    guard
+      case .acquired(let held) = try await holder.acquire(
+        heldKey, owner: "A", timeToLive: .seconds(30))
+    else {
+      Issue.record("refused")
+      return
+    }
+    switch revocation {
+    case .revokeAccount: try await holder.revokeGrants(ofAccount: "dave")
+    case .revokeAll: try await holder.revokeAllGrants()
+    case .signOut: try await holder.signOut(account: "dave", by: "A")
+    case .signOutAll: try await holder.signOutAll(by: "A")
+    }
+    for key in user {
+      let attempt = try await other.acquire(key, owner: "B", timeToLive: .seconds(30))
+      guard case .acquired = attempt else {
+        Issue.record("\(key) still refused after \(revocation): \(attempt)")
+        continue
+      }
+    }
+    let attempt = try await other.acquire(otherUser, owner: "B", timeToLive: .seconds(30))
+    switch (revocation, attempt) {
+    case (.revokeAccount, .backingOff), (.signOut, .backingOff): break
+    case (.revokeAll, .acquired), (.signOutAll, .acquired): break
+    default: Issue.record("another account after \(revocation): \(attempt)")
+    }
+    let stillHeld = try await other.acquire(heldKey, owner: "B", timeToLive: .seconds(30))
+    guard case .heldElsewhere(let owner, _) = stillHeld else {
+      Issue.record("a live grant was ended by \(revocation): \(stillHeld)")
+      return
+    }
+    #expect(owner == "A")
+    #expect(try await !holder.isCurrent(held))
+  }
+
+  @Test(
+    "a version 4 schema is migrated in place: its back-offs are kept, a sign-out of everyone ends them, and the back-offs written after it end with their account's"
+  )
+  func migrationFromVersion4() async throws {
+    let schema = TestServer.freshSchema()
+    let key = AccountKey(account: "frank")
+    let long = LeaseBackOff(duration: .seconds(3600), failures: 3, code: "network_error")
+    // A back-off as a replica of version 4 wrote it: no account_hash column.
+    let old = try await TestServer.database(schema: schema)
+    let oldLease = PostgresAuthorizationLease(database: old)
+    guard
+      case .acquired(let grant) = try await oldLease.acquire(
+        key, owner: "A", timeToLive: .seconds(30))
+    else {
+      Issue.record("refused")
+      return
+    }
+    try await oldLease.release(grant, backingOff: long)
+    old.close()
+    try await TestServer.admin("ALTER TABLE \(schema).leases DROP COLUMN account_hash")
+    try await TestServer.admin("UPDATE \(schema).schema_version SET version = 4")
+
+    let database = try await TestServer.database(schema: schema)
+    defer { database.close() }
+    let versions = try await TestServer.admin("SELECT max(version) FROM \(schema).schema_version")
+    #expect(versions.rows.map { $0[0] } == [String(PostgresSchema.version)])
+    let lease = PostgresAuthorizationLease(database: database)
+    // Whose the old back-off is, the row does not say: it lapses on its own, or ends with
+    // everyone's sign-out.
+    try await lease.revokeGrants(ofAccount: key.account)
+    guard case .backingOff = try await lease.acquire(key, owner: "B", timeToLive: .seconds(30))
+    else {
+      Issue.record("the migration lost the back-off")
+      return
+    }
+    try await lease.signOutAll(by: "B")
+    guard
+      case .acquired(let next) = try await lease.acquire(key, owner: "B", timeToLive: .seconds(30))
+    else {
+      Issue.record("still backing off after everyone's sign-out")
+      return
+    }
+    try await lease.release(next, backingOff: long)
+    try await lease.revokeGrants(ofAccount: key.account)
+    let attempt = try await lease.acquire(key, owner: "B", timeToLive: .seconds(30))
+    guard case .acquired = attempt else {
+      Issue.record("a back-off written after the migration outlived its account's revocation")
+      return
+    }
+  }
+
   @Test(
     "version 2's acquire_lease, as replicas of the previous release call it, sees a back-off as a holder with no owner and clears it when taking the row over"
   )
