@@ -30,6 +30,10 @@ import TokenStore
 ///   so that a logout's next sign-in need not wait one out.
 /// - `isCurrent`: compares the grant's sign-out generation with the account's and everyone's.
 ///
+/// Accounts are hashed in Unicode Normalization Form C, as ``TokenStore/AccountKey`` keeps
+/// them: a sign-out that names an account in another spelling ("Jose" and a combining accent)
+/// ends the grants and back-offs of the same keys.
+///
 /// Grants' `expiresAt` are the database's remaining time added to this process's clock when
 /// the call was made, so a holder never believes it holds longer than the database does.
 /// ``PostgresTokenStore``'s fenced save refuses a result once a later grant of its key exists.
@@ -239,7 +243,11 @@ public final class PostgresAuthorizationLease: AuthorizationLease, CustomStringC
   /// sign-in need not wait one out; an announced sign-out notifies in the same one. The
   /// counter's row lock orders sign-outs, so their generations commit in order. Live grants
   /// stay their holders' (they are no longer current).
+  ///
+  /// The account is hashed and recorded in Normalization Form C, as keys are
+  /// (``TokenStore/AccountKey/normalized(_:)``): one account in two Unicode spellings is one.
   private func recordSignOut(account: String?, by owner: String, announced: Bool) async throws {
+    let account = account.map(AccountKey.normalized)
     if let account { try KeyText.checked(account) }
     try KeyText.checked(owner)
     let digest = account == nil ? "'\\x00'::bytea" : "sha256(convert_to($1, 'UTF8'))"

@@ -10,6 +10,8 @@ import TokenStore
 ///   with a later fence landed; zero rows written means the grant was lost, and the result is
 ///   not stored.
 /// - Removing every model of an account is one statement.
+/// - Accounts are stored and matched in Unicode Normalization Form C, as
+///   ``TokenStore/AccountKey`` keeps them: one account in two spellings is one row.
 /// - A row that can never be opened (``ModelSealing/open(_:for:)`` threw
 ///   ``PostgresError/Code-swift.struct/corruptRow``) or decoded reads as empty, is reported to
 ///   `onIssue` as ``PostgresError/Code-swift.struct/corruptRow``, and is left in place for
@@ -114,7 +116,13 @@ public final class PostgresTokenStore: FencedTokenStore, CustomStringConvertible
     return !rows.rows.isEmpty
   }
 
+  /// Removes every model of `account`, in one statement. The account is matched in
+  /// Normalization Form C, as keys are stored (``TokenStore/AccountKey/normalized(_:)``), so
+  /// either Unicode spelling of it names the same rows.
+  ///
+  /// - Parameter account: The account, in any normalization form.
   public func removeModels(forAccount account: String) async throws {
+    let account = AccountKey.normalized(account)
     try KeyText.checked(account)
     _ = try await database.execute(
       "DELETE FROM \(table) WHERE account_hash = sha256(convert_to($1, 'UTF8'))",
