@@ -10,11 +10,21 @@ import SyncPrimitives
 /// let app = AuthCoordinator(store: store, lease: lease, authorizer: authorizer)
 /// let widget = AuthCoordinator(store: store, lease: lease, authorizer: authorizer)
 /// ```
+///
+/// It keeps its history only while a grant can need it, as ``FileAuthorizationLease`` does: a
+/// back-off goes once it ended; a grant that lapsed and was not taken over (its holder may
+/// still renew it) a year after it lapsed; an account's sign-out a year after it was made, once
+/// no grant the lease holds was taken before it. Past 1,024 sign-outs and holders, the year is
+/// an hour. A grant the lease no longer holds (released, or taken over) and that is older than
+/// a dropped sign-out reads as not current, never as current. So a long-lived process with
+/// many accounts keeps a bounded history.
 public final class InMemoryAuthorizationLease: AuthorizationLease {
   private struct Holder {
     var owner: String
     var fence: UInt64
     var expiresAt: Date
+    /// The sign-out generation the grant was taken in (none for a back-off).
+    var generation: UInt64 = 0
     /// Set for a back-off a released grant left (``release(_:backingOff:)``): no one owns it.
     var backOff: LeaseBackOff? = nil
   }
@@ -24,8 +34,14 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
     var nextFence: UInt64 = 1
     /// Bumped by every sign-out.
     var generation: UInt64 = 0
-    var userSignedOutAt: [String: UInt64] = [:]
+    /// Each account's latest sign-out or revocation, while a grant can need it.
+    var userSignedOutAt: [String: SignOutMark] = [:]
     var allSignedOutAt: UInt64 = 0
+    /// The generation below which sign-outs were dropped: a grant taken before it is not
+    /// current.
+    var historyFloor: UInt64 = 0
+    /// When the history was last pruned.
+    var prunedAt: Date?
     var subscribers: [UInt64: AsyncStream<LeaseChange>.Continuation] = [:]
     var nextSubscriber: UInt64 = 0
 
@@ -34,7 +50,85 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
     mutating func endBackOffs(of matches: (AccountKey) -> Bool) {
       holders = holders.filter { key, holder in holder.backOff == nil || !matches(key) }
     }
+
+    /// Moves the generation on for a sign-out or revocation of `account` at `date`, and ends
+    /// the back-offs of its keys.
+    mutating func signOut(_ account: String, at date: Date) {
+      generation += 1
+      userSignedOutAt[account] = SignOutMark(generation: generation, at: date)
+      endBackOffs { $0.mcUid == account }
+    }
+
+    /// Moves the generation on for a sign-out or revocation of everyone, and ends every
+    /// back-off.
+    mutating func signOutAll() {
+      generation += 1
+      allSignedOutAt = generation
+      endBackOffs { _ in true }
+    }
+
+    /// Whether no sign-out of the grant's account, or of everyone, happened since it was
+    /// taken, and the history it needs was not dropped.
+    func isCurrent(_ grant: LeaseGrant) -> Bool {
+      historyFloor <= grant.generation && allSignedOutAt <= grant.generation
+        && (userSignedOutAt[grant.key.mcUid]?.generation ?? 0) <= grant.generation
+    }
+
+    /// Drops the history no grant can need any more (``dropHistory(at:keeping:)``), at most
+    /// once per ``InMemoryAuthorizationLease/pruningInterval`` of the lease's clock, so that
+    /// an operation costs a pass over the history only that often: keeping it for
+    /// ``LeaseRecord/historyRetention``, or for ``LeaseRecord/minimumHistoryRetention`` once
+    /// more than ``InMemoryAuthorizationLease/compactionThreshold`` sign-outs and holders
+    /// remain.
+    mutating func pruneHistory(at date: Date) {
+      if let prunedAt,
+        abs(date.timeIntervalSince(prunedAt)) < InMemoryAuthorizationLease.pruningInterval
+      {
+        return
+      }
+      prunedAt = date
+      dropHistory(at: date, keeping: LeaseRecord.historyRetention)
+      if userSignedOutAt.count + holders.count > InMemoryAuthorizationLease.compactionThreshold {
+        dropHistory(at: date, keeping: LeaseRecord.minimumHistoryRetention)
+      }
+    }
+
+    /// Drops ended back-offs; grants that lapsed more than `retention` ago (a lapsed grant
+    /// not taken over may still be renewed until then); and the sign-outs older than
+    /// `retention` that are older than every grant the lease still holds, raising
+    /// ``historyFloor`` to them. A grant the lease holds reads as current afterwards exactly
+    /// as before; a grant it no longer holds, taken before a dropped sign-out, reads as not
+    /// current.
+    mutating func dropHistory(at date: Date, keeping retention: TimeInterval) {
+      holders = holders.filter { _, holder in
+        guard holder.backOff == nil else { return holder.expiresAt > date }
+        return date.timeIntervalSince(holder.expiresAt) <= retention
+      }
+      // The oldest generation a grant the lease holds may ask with.
+      let oldest =
+        holders.values.lazy.filter { $0.backOff == nil }.map(\.generation).min() ?? generation
+      let dropped = userSignedOutAt.values.lazy.filter { mark in
+        mark.generation <= oldest && date.timeIntervalSince(mark.at) > retention
+      }
+      let floor = max(historyFloor, dropped.map(\.generation).max() ?? 0)
+      // A sign-out at or below the floor ends no grant the floor does not end already.
+      userSignedOutAt = userSignedOutAt.filter { $0.value.generation > floor }
+      historyFloor = floor
+    }
   }
+
+  /// An account's latest sign-out or revocation: its generation, and when, on the lease's
+  /// clock.
+  private struct SignOutMark {
+    var generation: UInt64
+    var at: Date
+  }
+
+  /// How long on the lease's clock at least between two passes over the history: one second.
+  static let pruningInterval: TimeInterval = 1
+  /// The number of sign-outs and holders past which the history is kept for
+  /// ``LeaseRecord/minimumHistoryRetention`` (an hour) instead of a year: 1,024.
+  static let compactionThreshold = 1_024
 
   private let state = LockedState(State())
   private let now: @Sendable () -> Date
@@ -63,6 +157,7 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
   ) async -> LeaseAttempt {
     let date = now()
     return state.withLock { state in
+      state.pruneHistory(at: date)
       if let holder = state.holders[key], holder.expiresAt > date {
         guard let backOff = holder.backOff else {
           return .heldElsewhere(owner: holder.owner, expiresAt: holder.expiresAt)
@@ -72,7 +167,7 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
       }
       let holder = Holder(
         owner: owner, fence: state.nextFence,
-        expiresAt: date.addingTimeInterval(timeToLive.seconds))
+        expiresAt: date.addingTimeInterval(timeToLive.seconds), generation: state.generation)
       state.nextFence += 1
       state.holders[key] = holder
       return .acquired(
@@ -106,7 +201,9 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
   ///
   /// - Parameter grant: The grant.
   public func release(_ grant: LeaseGrant) async {
+    let date = now()
     let subscribers = state.withLock { state -> [AsyncStream<LeaseChange>.Continuation] in
+      state.pruneHistory(at: date)
       guard state.holders[grant.key]?.fence == grant.fence else { return [] }
       state.holders[grant.key] = nil
       return state.subscribers.sorted { $0.key < $1.key }.map(\.value)
@@ -125,6 +222,7 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
     let backOff = backOff.clamped
     let date = now()
     let subscribers = state.withLock { state -> [AsyncStream<LeaseChange>.Continuation] in
+      state.pruneHistory(at: date)
       guard let holder = state.holders[grant.key], holder.fence == grant.fence,
         holder.backOff == nil
       else { return [] }
@@ -143,19 +241,19 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
   ///
   /// - Parameter account: The account.
   public func revokeGrants(ofAccount account: String) async {
+    let date = now()
     state.withLock { state in
-      state.generation += 1
-      state.userSignedOutAt[account] = state.generation
-      state.endBackOffs { $0.mcUid == account }
+      state.pruneHistory(at: date)
+      state.signOut(account, at: date)
     }
   }
 
   /// Ends the current generation of every grant, and every back-off, silently.
   public func revokeAllGrants() async {
+    let date = now()
     state.withLock { state in
-      state.generation += 1
-      state.allSignedOutAt = state.generation
-      state.endBackOffs { _ in true }
+      state.pruneHistory(at: date)
+      state.signOutAll()
     }
   }
 
@@ -166,10 +264,10 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
   ///   - account: The account.
   ///   - owner: Who signed out.
   public func signOut(account: String, by owner: String) async {
+    let date = now()
     let subscribers = state.withLock { state in
-      state.generation += 1
-      state.userSignedOutAt[account] = state.generation
-      state.endBackOffs { $0.mcUid == account }
+      state.pruneHistory(at: date)
+      state.signOut(account, at: date)
       return state.subscribers.sorted { $0.key < $1.key }.map(\.value)
     }
     for subscriber in subscribers { subscriber.deliver(.signedOut(account: account, by: owner)) }
@@ -179,10 +277,10 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
   ///
   /// - Parameter owner: Who signed out.
   public func signOutAll(by owner: String) async {
+    let date = now()
     let subscribers = state.withLock { state in
-      state.generation += 1
-      state.allSignedOutAt = state.generation
-      state.endBackOffs { _ in true }
+      state.pruneHistory(at: date)
+      state.signOutAll()
       return state.subscribers.sorted { $0.key < $1.key }.map(\.value)
     }
     for subscriber in subscribers { subscriber.deliver(.signedOutAll(by: owner)) }
@@ -191,12 +289,17 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
   /// Whether no sign-out of the grant's user happened since it was taken.
   ///
   /// - Parameter grant: The grant.
-  /// - Returns: `false` after a sign-out of its user or of everyone.
+  /// - Returns: `false` after a sign-out of its user or of everyone, and for a grant the lease
+  ///   no longer holds that is older than the history it dropped.
   public func isCurrent(_ grant: LeaseGrant) async -> Bool {
-    state.withLock { state in
-      state.allSignedOutAt <= grant.generation
-        && (state.userSignedOutAt[grant.key.mcUid] ?? 0) <= grant.generation
-    }
+    state.withLock { $0.isCurrent(grant) }
+  }
+
+  /// What the lease keeps besides live grants, for tests: the per-account sign-out marks, the
+  /// holders (grants and back-offs, live or not), and the generation below which the history
+  /// was dropped.
+  var history: (signOuts: Int, holders: Int, floor: UInt64) {
+    state.withLock { ($0.userSignedOutAt.count, $0.holders.count, $0.historyFloor) }
   }
 
   /// A new subscription to releases and sign-outs.
