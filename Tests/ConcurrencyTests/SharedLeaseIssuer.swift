@@ -42,6 +42,7 @@ final class SharedLeaseIssuer: Sendable {
     var logins = 0
     var refreshes = 0
     var invalidGrants = 0
+    var unavailable = 0
   }
 
   private let state = LockedState(State())
@@ -78,6 +79,25 @@ final class SharedLeaseIssuer: Sendable {
       return Self.issue(family: token.family, &state, mcUid: mcUid, lifetime: lifetime)
     }
   }
+
+  /// The server answers 503 with `Retry-After`: nothing is spent or issued.
+  func answerUnavailable() { state.withLock { $0.unavailable += 1 } }
+
+  /// Whether `family` was revoked (a refresh token of it was presented twice).
+  func isRevoked(_ family: Int) -> Bool { state.withLock { $0.revoked.contains(family) } }
+
+  /// The reuse `caller` made, if its refresh presented a spent token.
+  func reuse(by caller: String) -> Reuse? {
+    state.withLock { $0.reuses.first { $0.reusedBy == caller } }
+  }
+
+  /// Token requests that reached the server: logins, refreshes (granted or not), 503s.
+  var requests: Int {
+    state.withLock { $0.logins + $0.refreshes + $0.invalidGrants + $0.unavailable }
+  }
+
+  /// The 503 answers.
+  var unavailableAnswers: Int { state.withLock { $0.unavailable } }
 
   /// The number of the last model issued.
   var issued: UInt64 { state.withLock { $0.seq } }

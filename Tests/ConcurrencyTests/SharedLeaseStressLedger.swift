@@ -66,10 +66,19 @@ final class SharedStressLedger: Sendable {
     var violations: [String] = []
     var violationCount = 0
     var categories: [String: Int] = [:]
+    /// Refresh-token spends whose response a pause held back past the time to live (the
+    /// stated window): the issuer's caller → (pause, time to live).
+    var pausedAfterRequest: [String: (pause: Duration, timeToLive: Duration)] = [:]
+    /// Refresh-token requests held back by a pause that began after the coordinator handed them
+    /// to the authorizer: the issuer's caller → (pause, time to live).
+    var pausedAtTheSend: [String: (pause: Duration, timeToLive: Duration)] = [:]
+    /// What the process that presented a spent refresh token had been through: caller → text.
+    var reuseContext: [String: String] = [:]
   }
 
+  /// A deposed holder with nothing servable in the store fails with `lease_lost` (rule 16).
   static let allowedCodes: Set<AuthCoordinatorError.Code> = [
-    .timedOut, .signedOut, .authorizationFailed, .storeFailed,
+    .timedOut, .signedOut, .authorizationFailed, .storeFailed, .leaseLost,
   ]
 
   private let state = LockedState(State())
@@ -229,6 +238,12 @@ final class SharedStressLedger: Sendable {
     }
   }
 
+  /// Whether `process` is the last holder of `key`'s lease the ledger heard of (its grant may
+  /// have lapsed since).
+  func holdsLease(_ key: AccountKey, process: Int) -> Bool {
+    state.withLock { $0.holders[key]?.process == process }
+  }
+
   func released(_ key: AccountKey, fence: UInt64) {
     state.withLock { state in
       if state.holders[key]?.fence == fence { state.holders[key] = nil }
@@ -284,6 +299,51 @@ final class SharedStressLedger: Sendable {
   func authorizationEnded(_ id: Int) { _ = state.withLock { $0.flights.removeValue(forKey: id) } }
 
   var runningAuthorizations: Int { state.withLock { $0.flights.count } }
+
+  // MARK: - Pauses and reuses
+
+  /// The spend of a refresh token by `caller` reached the server, and its process was paused
+  /// for `pause` in all between the request leaving and the response arriving (its lease lives
+  /// `timeToLive`).
+  func pausedAfterRequest(caller: String, pause: Duration, timeToLive: Duration) {
+    state.withLock { $0.pausedAfterRequest[caller] = (pause, timeToLive) }
+  }
+
+  /// Whether a reuse of a refresh token first spent by `firstSpentBy` falls in the contract's
+  /// stated window: its process was paused longer than the lease's time to live after that
+  /// request left (before its response arrived), so another holder could take the key over and
+  /// find only the spent token in the store.
+  func insideWindow(firstSpentBy: String) -> Bool {
+    state.withLock { state in
+      guard let paused = state.pausedAfterRequest[firstSpentBy] else { return false }
+      return paused.pause > paused.timeToLive
+    }
+  }
+
+  /// The refresh-token request of `caller` waited `pause` at the send: its process was paused
+  /// when the coordinator handed it to the authorizer (its lease lives `timeToLive`).
+  func pausedAtTheSend(caller: String, pause: Duration, timeToLive: Duration) {
+    guard pause > .zero else { return }
+    state.withLock { $0.pausedAtTheSend[caller] = (pause, timeToLive) }
+  }
+
+  /// Whether a reuse by `reusedBy` follows a pause at its send longer than the time to live:
+  /// the process was stopped after the coordinator's last check of its grant and before the
+  /// request left. No client can close that gap either (the check and the send are two
+  /// steps); the contract's stated window names only the pause after the request left, so the
+  /// driver counts these apart.
+  func pausedAtTheSend(reusedBy: String) -> Bool {
+    state.withLock { state in
+      guard let paused = state.pausedAtTheSend[reusedBy] else { return false }
+      return paused.pause > paused.timeToLive
+    }
+  }
+
+  func noteReuse(by caller: String, context: String) {
+    state.withLock { $0.reuseContext[caller] = context }
+  }
+
+  func reuseContext(of caller: String) -> String? { state.withLock { $0.reuseContext[caller] } }
 
   // MARK: - Violations and reading
 

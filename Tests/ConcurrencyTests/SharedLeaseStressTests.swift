@@ -22,5 +22,37 @@ extension ConcurrencySuites {
         \(report.violations.joined(separator: "\n"))
         """)
     }
+
+    /// The same run with pauses (``SharedStressPauses``): a process stops for 1.2-2 times its
+    /// lease's time to live just after a grant, during a re-read under the lease, during a
+    /// renewal, through a retry's back-off after the token server's 503, and (counted apart)
+    /// after its token request left. A refresh token spent twice is allowed only inside the
+    /// contract's stated window: its first spend's response held back, after the request
+    /// left, by a pause longer than the time to live. Every kind of pause must have fired.
+    ///
+    /// `SHARED_STRESS_PAUSE_OPS=n` sets the length (default 2,000).
+    @Test(.timeLimit(.minutes(10)))
+    func processesPausedPastTheirLeaseReuseNoTokenOutsideTheStatedWindow() async {
+      let parameters = SharedStressParameters.fromEnvironment(pauses: true)
+      print("SharedLeaseStress: starting, \(parameters)")
+      let report = await SharedLeaseStressDriver(parameters).run()
+      print(report.summary)
+      #expect(report.drained)
+      #expect(report.reusesOutsideWindow == 0, "\(report.pausesLine), \(parameters)")
+      #expect(
+        report.violationCount == 0,
+        """
+        \(report.violationCount) invariant violation(s), \(parameters):
+        \(report.violations.joined(separator: "\n"))
+        """)
+      for kind in parameters.pauseKinds {
+        #expect(
+          report.pauses.fired[kind, default: 0] > 0,
+          "no \(kind.rawValue) pause fired: \(report.pausesLine), \(parameters)")
+      }
+      #expect(
+        !parameters.pauseKinds.contains(.backOff) || report.pauses.backOffsRetried > 0,
+        "no retry was scheduled during a back-off pause: \(report.pausesLine), \(parameters)")
+    }
   }
 }
