@@ -10,9 +10,10 @@ import SyncPrimitives
 /// only pauses shorter than the flight's deadline reach the step after the pause, so the driver
 /// gives a paused run's processes deadlines longer than the longest pause.
 ///
-/// Each kind is drawn, from the run's seed, where the process's seams see it (``Kind``). A
-/// process that was paused is not paused again for twice its time to live after the pause
-/// ended, so that no process spends most of a run stopped.
+/// Each kind is drawn, from the run's seed, where the process's seams see it (``Kind``); a kind
+/// that has not fired after 20 of its points fires at the next one. A process that was paused is
+/// not paused again for twice its time to live after the pause ended, so that no process spends
+/// most of a run stopped.
 final class SharedStressPauses: Sendable {
   /// Where a process stops.
   enum Kind: String, Sendable, CaseIterable {
@@ -36,9 +37,9 @@ final class SharedStressPauses: Sendable {
       switch self {
       case .acquire: 6
       case .reread: 6
-      case .renewal: 2
+      case .renewal: 5
       case .backOff: 60
-      case .afterRequest: 4
+      case .afterRequest: 10
       }
     }
 
@@ -78,9 +79,14 @@ final class SharedStressPauses: Sendable {
   private struct State {
     var rng: SplitMix64
     var processes: [ProcessState]
+    /// The points of each kind seen so far, fired or not.
+    var opportunities: [Kind: Int] = [:]
     var counts = Counts()
     var recent: [Pause] = []
   }
+
+  /// The points of a kind after which it fires if it never did.
+  private static let overdueAfter = 20
 
   /// How long pauses stay in ``recent`` for ``pausedLength(of:since:)``.
   private static let memory = Duration.seconds(10)
@@ -119,8 +125,14 @@ final class SharedStressPauses: Sendable {
     let now = ContinuousClock.now
     return state.withLock { state in
       let current = state.processes[process]
-      guard current.pausedUntil + current.timeToLive * 2 <= now, state.rng.chance(kind.percent)
-      else { return nil }
+      guard current.pausedUntil + current.timeToLive * 2 <= now else { return nil }
+      state.opportunities[kind, default: 0] += 1
+      // A kind that has not fired after 20 points fires at the next one, so that a short run
+      // with few processes still pauses at every kind.
+      let overdue =
+        state.counts.fired[kind, default: 0] == 0
+        && state.opportunities[kind, default: 0] > Self.overdueAfter
+      guard overdue || state.rng.chance(kind.percent) else { return nil }
       let length = current.timeToLive * Double.random(in: 1.2...2, using: &state.rng)
       state.processes[process].pausedUntil = now + length
       state.processes[process].pausedAs = kind
