@@ -152,6 +152,7 @@ final class SharedStressAuthorizer: Authorizer {
     let entered = ContinuousClock.now
     await pauses.gate(process)
     let left = ContinuousClock.now
+    if request.replacing?.refreshToken != nil { ledger.requestLeft(caller: caller, at: left) }
     if request.replacing?.refreshToken != nil, pauses.enabled {
       ledger.pausedAtTheSend(
         caller: caller, pause: pauses.pausedLength(of: process, since: entered),
@@ -210,6 +211,14 @@ final class SharedStressAuthorizer: Authorizer {
         if let reuse = issuer.reuse(by: caller) {
           let first = reuse.firstSpentBy.split(separator: " ").dropFirst().first.flatMap {
             Int($0)
+          }
+          // The first spender paused past its time to live after its request left (before it
+          // could store the result): the stated window, whether the pause began before or
+          // after the response arrived.
+          if let first, let sent = ledger.requestLeft(caller: reuse.firstSpentBy),
+            pauses.pausedPastItsTimeToLive(first, since: sent)
+          {
+            ledger.pausedBeforeStoring(caller: reuse.firstSpentBy, timeToLive: timeToLive)
           }
           ledger.noteReuse(
             by: caller,

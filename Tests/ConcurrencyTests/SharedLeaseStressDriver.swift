@@ -357,7 +357,7 @@ final class SharedLeaseStressDriver {
       ledger.violation(
         "hang",
         "\(ledger.outstanding) calls/logouts outstanding, \(ledger.runningAuthorizations) "
-          + "authorizer calls running, flights in progress "
+          + "authorizer calls running, \(ledger.leasesHeld) leases held, flights in progress "
           + "\(processes.map(\.coordinator.statistics.flightsInProgress)); first stuck: \(stuck)")
       for task in tasks.values { task.cancel() }
       return false

@@ -69,6 +69,8 @@ final class SharedStressLedger: Sendable {
     /// Refresh-token spends whose response a pause held back past the time to live (the
     /// stated window): the issuer's caller → (pause, time to live).
     var pausedAfterRequest: [String: (pause: Duration, timeToLive: Duration)] = [:]
+    /// When each refresh-token request left, by caller.
+    var requestsLeft: [String: ContinuousClock.Instant] = [:]
     /// Refresh-token requests held back by a pause that began after the coordinator handed them
     /// to the authorizer: the issuer's caller → (pause, time to live).
     var pausedAtTheSend: [String: (pause: Duration, timeToLive: Duration)] = [:]
@@ -336,6 +338,27 @@ final class SharedStressLedger: Sendable {
     state.withLock { state in
       guard let paused = state.pausedAtTheSend[reusedBy] else { return false }
       return paused.pause > paused.timeToLive
+    }
+  }
+
+  /// The refresh-token request of `caller` left at `instant`.
+  func requestLeft(caller: String, at instant: ContinuousClock.Instant) {
+    state.withLock { $0.requestsLeft[caller] = instant }
+  }
+
+  /// When the refresh-token request of `caller` left, if it did.
+  func requestLeft(caller: String) -> ContinuousClock.Instant? {
+    state.withLock { $0.requestsLeft[caller] }
+  }
+
+  /// The first spender `caller` of a reused token was paused past its time to live after its
+  /// request left and before the reuse: its result could not be stored before its grant lapsed,
+  /// so the next holder found only the spent token. That is the contract's stated window too.
+  func pausedBeforeStoring(caller: String, timeToLive: Duration) {
+    state.withLock { state in
+      if (state.pausedAfterRequest[caller]?.pause ?? .zero) <= timeToLive {
+        state.pausedAfterRequest[caller] = (timeToLive + .nanoseconds(1), timeToLive)
+      }
     }
   }
 

@@ -185,6 +185,20 @@ final class SharedStressPauses: Sendable {
     }
   }
 
+  /// Whether one pause of `process` between `since` and now lasted long enough for its grant to
+  /// lapse: more than two thirds of its lease's time to live (a holder renews every third, so
+  /// its grant lapses a time to live after the last renewal before the pause).
+  func pausedPastItsTimeToLive(_ process: Int, since: ContinuousClock.Instant) -> Bool {
+    let now = ContinuousClock.now
+    return state.withLock { state in
+      state.recent.contains { pause in
+        guard pause.process == process else { return false }
+        let overlap = max(pause.began, since).duration(to: min(pause.began + pause.length, now))
+        return overlap > pause.timeToLive * 2 / 3
+      }
+    }
+  }
+
   /// The last pauses of `process` that began at most `within` before now, for a violation's
   /// message.
   func recentPauses(of process: Int, within: Duration) -> [String] {

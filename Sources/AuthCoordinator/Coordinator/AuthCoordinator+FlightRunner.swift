@@ -140,21 +140,24 @@ extension AuthCoordinator {
       return .leaseLost
     }
     let ttl = configuration.leaseTimeToLive
+    // The renewal counts from when it was sent: one that took long to come back (a pause, a
+    // slow database) may have left too little of the grant, or none, for a token request.
+    let sent = clock.now()
     do {
       guard try await lease.renew(grant, timeToLive: ttl) != nil else {
         lost(hold, key, flight: id)
         await release(held, key)
         return .leaseLost
       }
-      hold.renewed(at: clock.now(), timeToLive: ttl)
+      hold.renewed(at: sent, timeToLive: ttl)
     } catch {
       reportStoreFailure(key, .lease, error)
-      guard hold.isHeld(for: ttl / 3, at: clock.now()) else {
-        // In doubt and near its lapse: no token request. The grant is given up and the
-        // flight takes the lease again.
-        await release(held, key)
-        return .leaseLost
-      }
+    }
+    guard hold.isHeld(for: ttl / 3, at: clock.now()) else {
+      // Too near its lapse, or in doubt and near it: no token request. The grant is given up
+      // and the flight takes the lease again.
+      await release(held, key)
+      return .leaseLost
     }
     return .loaded(model)
   }
