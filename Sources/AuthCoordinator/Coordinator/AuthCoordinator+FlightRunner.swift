@@ -249,7 +249,10 @@ extension AuthCoordinator {
     guard let grant = held.grant else { return }
     held.grant = nil
     held.renewal?.cancel()
-    guard held.hold?.isHeld != false, let lease else { return }
+    // A grant the renewal gave up at the maximum hold was released then. A lost one is released
+    // all the same: it may only have lapsed, with no one taking it over yet, and a release is
+    // idempotent and fenced (it never touches a successor's grant).
+    guard held.hold?.wasGivenUp != true, let lease else { return }
     do {
       if let backOff {
         try await lease.release(grant, backingOff: backOff)
@@ -278,16 +281,23 @@ extension AuthCoordinator {
     guard let lease else { return .acquired }
     held.seenVersion = leaseWatch.version
     let ttl = configuration.leaseTimeToLive
+    // The grant counts from when it was asked for: an answer that came back late (a pause, a
+    // slow database) has less of its time to live left, or none.
+    let sent = clock.now()
     do {
       switch try await lease.acquire(key, owner: leaseOwner, timeToLive: ttl) {
       case .acquired(let grant):
         held.grant = grant
-        let hold = LeaseHold(at: clock.now(), timeToLive: ttl)
+        let hold = LeaseHold(at: sent, timeToLive: ttl)
         held.hold = hold
         held.renewal = Task { [weak self] in
-          await self?.renew(grant, of: lease, flight: id, hold: hold)
+          await self?.renew(grant, of: lease, flight: id, hold: hold, since: sent)
         }
-        guard case .read(let model) = grant.storeRead else { return .acquired }
+        // A read made with the grant is what a token request may spend only while the grant
+        // is known to be this flight's for a while yet; otherwise the flight confirms it
+        // (reads again, then renews) first.
+        guard case .read(let model) = grant.storeRead, hold.isHeld(for: ttl / 3, at: clock.now())
+        else { return .acquired }
         return .acquiredWithRead(model)
       case .heldElsewhere(_, let until):
         return .heldElsewhere(until: until)

@@ -69,12 +69,13 @@ extension AuthCoordinator {
 
   /// Renews `grant` until the flight releases it (the task is cancelled), the grant is lost,
   /// or the maximum hold passes (then the lease is given up). On the injected clock, like every
-  /// other wait (tests tie the lease's wall clock to it).
+  /// other wait (tests tie the lease's wall clock to it). Its time to live counts from `start`,
+  /// when the grant was asked for.
   func renew(
-    _ grant: LeaseGrant, of lease: any AuthorizationLease, flight id: UInt64, hold: LeaseHold
+    _ grant: LeaseGrant, of lease: any AuthorizationLease, flight id: UInt64, hold: LeaseHold,
+    since start: Duration
   ) async {
     let ttl = configuration.leaseTimeToLive
-    let start = clock.now()
     let holdEnds = CoordinatorClock.deadline(after: policy.maximumHold, from: start)
     var lapses = CoordinatorClock.deadline(after: ttl, from: start)
     var wakeAt = CoordinatorClock.deadline(after: ttl / 3, from: start)
