@@ -334,8 +334,10 @@ extension AuthCoordinator {
     await turn.waitForTurn()
     defer { turn.done.open() }
     let grant = held.grant
-    guard await isCurrent(grant) else { return .signedOut }
+    // The renewal first, the sign-out check last before the write: a renewal that came back
+    // late (a pause) must not leave a sign-out made meanwhile unseen.
     guard await stillHolds(held, flight: id) else { return .leaseLost }
+    guard await isCurrent(grant) else { return .signedOut }
     do {
       // A store that takes part in the fencing refuses the save atomically if a later holder
       // saved first; for any other, the renewal just made is the check.
