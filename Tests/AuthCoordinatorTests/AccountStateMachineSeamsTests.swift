@@ -115,6 +115,37 @@ import Testing
         == .next(authorize(.forcedRefresh, by: .seconds(3121), replacing: model("t1"))))
   }
 
+  /// Under the lease, the interactive authorization for the joined caller confirms the grant
+  /// and re-reads the store first (the declined call was a wait too).
+  @Test func underTheLeaseTheInteractiveAuthorizationForAJoinerConfirmsTheGrantFirst() {
+    var policy = silentPolicy(
+      SilentRefreshPolicy(refreshAhead: .fixed(.seconds(600))), interactive: true)
+    policy.usesLease = true
+    var machine = Machine(key: key, policy: policy, random: { 0 })
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 1)
+    _ = machine.advance(1, .loaded(nil), date: date, now: .zero)
+    _ = machine.advance(1, .leaseAttempted(.acquired), date: date, now: .zero)
+    _ = machine.advance(1, .loaded(nil), date: date, now: .zero)
+    _ = machine.advance(1, .authorized(.success(model("t1"))), date: date, now: .zero)
+    _ = machine.advance(1, .saved, date: date, now: .zero)
+    _ = machine.advance(1, .leaseReleased, date: date, now: .zero)
+    let inside = date + 3000
+    _ = machine.request(.ifNeeded, date: inside, now: .seconds(3000), newFlightID: 2)
+    _ = machine.advance(2, .leaseAttempted(.acquired), date: inside, now: .seconds(3000))
+    _ = machine.advance(2, .loaded(model("t1")), date: inside, now: .seconds(3000))
+    #expect(
+      machine.request(
+        .force(rejecting: "t1"), date: inside, now: .seconds(3000), newFlightID: noNewFlight())
+        == .join(flight: 2))
+    let needsUser = AuthCoordinatorError(.interactionRequired, "the user must authorize")
+    #expect(
+      machine.advance(2, .authorized(.failure(needsUser)), date: inside, now: .seconds(3001))
+        == .next(Machine.Step(kind: .confirmLease, deadline: .seconds(3008))))
+    #expect(
+      machine.advance(2, .loaded(model("t1")), date: inside, now: .seconds(3002))
+        == .next(authorize(.forcedRefresh, by: .seconds(3122), replacing: model("t1"))))
+  }
+
   /// Without a caller, a refresh ahead that needs the user just fails (it never bounces).
   @Test func aRefreshAheadNobodyJoinedNeverInvolvesTheUser() {
     let silent = SilentRefreshPolicy(refreshAhead: .fixed(.seconds(600)))

@@ -116,10 +116,17 @@ extension AccountStateMachine {
       // the user is waiting for it: the flight authorizes again, for that caller (rule 24).
       let reason: AuthorizationReason =
         authorizing.rejectedTokens.isEmpty ? .expired : .forcedRefresh
-      return .next(
-        authorize(
-          authorizing.id, reason: reason, replacing: cachedModel, now: now, deadline: nil,
-          holdsLease: authorizing.holdsLease, rejecting: authorizing.rejectedTokens))
+      guard authorizing.holdsLease else {
+        return .next(
+          authorize(
+            authorizing.id, reason: reason, replacing: cachedModel, now: now, deadline: nil,
+            holdsLease: false, rejecting: authorizing.rejectedTokens))
+      }
+      // Under the lease, the guard comes first (rule 16): the declined call was a wait too.
+      var preparing = Preparing(
+        id: authorizing.id, reason: reason, rejectedTokens: authorizing.rejectedTokens,
+        stage: .rereading, holdsLease: true)
+      return .next(reread(&preparing, now: now))
     }
     if error.refusesRefreshToken, let refused = authorizing.spentRefreshToken {
       refuse(refreshToken: refused)
