@@ -1,0 +1,271 @@
+import Foundation
+import SyncPrimitives
+
+// The steps of a flight, each carried out by a function of its own and kept out of line (the
+// flight's task, `+FlightRunner`, holds only the frame of the step that runs): read the store,
+// confirm the lease (rule 16's guard), wait for stopped refreshes or for the lease's holder,
+// back off, authorize, persist, take and give back the lease. Each reports one outcome to the
+// state machine; none decides what comes next.
+extension AuthCoordinator {
+  /// Reads the store in its turn; a failure is reported and reads as nothing stored.
+  @inline(never)
+  func load(_ key: AccountKey, turn: StoreTurn) async -> KeyMachine.StepOutcome {
+    await turn.waitForTurn()
+    var model: AuthModel?
+    do { model = try await store.model(for: key) } catch {
+      reportStoreFailure(key, .load, error)
+    }
+    turn.done.open()
+    return .loaded(model)
+  }
+
+  /// Rule 16's guard before a token request: the store is read, then the grant renewed. A
+  /// renewal that succeeds after the read proves no other process held the lease since it was
+  /// taken, so what was read is what the next token request may spend, and a whole time to live
+  /// lies ahead. A grant lost or given up reads as lost; a renewal that cannot be made (the
+  /// lease's storage failed) confirms the grant only while it is known to stay this flight's
+  /// for a third of its time to live.
+  @inline(never)
+  func confirmLease(
+    _ key: AccountKey, flight id: UInt64, turn: StoreTurn, held: HeldLease
+  ) async -> KeyMachine.StepOutcome {
+    await turn.waitForTurn()
+    defer { turn.done.open() }
+    var model: AuthModel?
+    do { model = try await store.model(for: key) } catch {
+      reportStoreFailure(key, .load, error)
+    }
+    guard let grant = held.grant, let lease, let hold = held.hold, hold.isHeld else {
+      await release(held, key)
+      return .leaseLost
+    }
+    let ttl = configuration.leaseTimeToLive
+    // The renewal counts from when it was sent: one that took long to come back (a pause, a
+    // slow database) may have left too little of the grant, or none, for a token request.
+    let sent = clock.now()
+    do {
+      guard try await lease.renew(grant, timeToLive: ttl) != nil else {
+        lost(hold, key, flight: id)
+        await release(held, key)
+        return .leaseLost
+      }
+      hold.renewed(at: sent, timeToLive: ttl)
+    } catch {
+      reportStoreFailure(key, .lease, error)
+    }
+    guard hold.isHeld(for: ttl / 3, at: clock.now()) else {
+      // Too near its lapse, or in doubt and near it: no token request. The grant is given up
+      // and the flight takes the lease again.
+      await release(held, key)
+      return .leaseLost
+    }
+    return .loaded(model)
+  }
+
+  /// Waits until every stopped refresh the key waits for has finished.
+  @inline(never)
+  func awaitAll(_ latches: [Latch]) async {
+    for latch in latches { await latch.wait() }
+  }
+
+  /// Until the holder announces a change, or its lease lapses (then it is taken over).
+  @inline(never)
+  func awaitLeaseHolder(for wait: Duration, after version: UInt64) async {
+    await leaseWatch.wait(after: version, until: clock.deadline(after: wait), on: clock)
+  }
+
+  /// The loop guard's delay. A stopped flight's sleep ends early; its report is then stale
+  /// and ignored.
+  @inline(never)
+  func backOff(_ key: AccountKey, until: Duration, delay: Duration) async {
+    broadcaster.emit(.refreshLoopBackedOff(key: key, delay: delay))
+    try? await clock.sleepUntil(until)
+  }
+
+  /// The back-off before a retry. A stopped flight's sleep ends early; its report is then
+  /// stale and ignored.
+  @inline(never)
+  func awaitRetry(
+    _ key: AccountKey, flight id: UInt64, until: Duration, attempt: Int, delay: Duration,
+    code: AuthCoordinatorError.Code
+  ) async {
+    broadcaster.emit(
+      .retryScheduled(key: key, flight: id, attempt: attempt, delay: delay, code: code))
+    try? await clock.sleepUntil(until)
+  }
+
+  /// Calls the authorizer.
+  @inline(never)
+  func authorize(_ request: AuthorizationRequest?) async -> KeyMachine.StepOutcome {
+    guard let request else {
+      preconditionFailure("Internal inconsistency: an authorization without its request")
+    }
+    do {
+      return .authorized(.success(try await authorizer.authorize(request)))
+    } catch {
+      return .authorized(.failure(Self.wrap(error)))
+    }
+  }
+
+  /// Stores the flight's model; one whose save failed is kept in `unsaved`.
+  @inline(never)
+  func persist(
+    _ model: AuthModel, _ key: AccountKey, flight id: UInt64, turn: StoreTurn,
+    under held: HeldLease, unsaved: inout AuthModel?
+  ) async -> KeyMachine.StepOutcome {
+    switch await save(model, for: key, turn: turn, under: held, flight: id) {
+    case .saved: return .saved
+    case .signedOut: return .signedOutElsewhere
+    case .leaseLost: return .leaseLost
+    case .failed(let error):
+      unsaved = model
+      reportUnsaved(key, flight: id, error)
+      return .saveFailed(model)
+    }
+  }
+
+  /// Stores a stopped refresh's late result; one whose save failed is kept in `unsaved`.
+  @inline(never)
+  func persistLateResult(
+    _ model: AuthModel, _ key: AccountKey, flight id: UInt64, turn: StoreTurn,
+    under held: HeldLease, unsaved: inout AuthModel?
+  ) async -> KeyMachine.StepOutcome {
+    switch await save(model, for: key, turn: turn, under: held, flight: id) {
+    case .saved: return .lateResultSaved(model)
+    case .signedOut, .leaseLost: return .lateResultSaved(nil)
+    case .failed(let error):
+      unsaved = model
+      reportUnsaved(key, flight: id, error)
+      return .lateResultUnsaved(model)
+    }
+  }
+
+  /// Gives the lease back, if the flight holds it (and has not given it up already); with a
+  /// back-off, the lease keeps every process off the key until it ends.
+  @inline(never)
+  func release(
+    _ held: HeldLease, _ key: AccountKey, backingOff backOff: LeaseBackOff? = nil
+  ) async {
+    guard let grant = held.grant else { return }
+    held.grant = nil
+    held.renewal?.cancel()
+    // A grant the renewal gave up at the maximum hold was released then. A lost one is released
+    // all the same: it may only have lapsed, with no one taking it over yet, and a release is
+    // idempotent and fenced (it never touches a successor's grant).
+    guard held.hold?.wasGivenUp != true, let lease else { return }
+    do {
+      if let backOff {
+        try await lease.release(grant, backingOff: backOff)
+      } else {
+        try await lease.release(grant)
+      }
+    } catch { reportStoreFailure(key, .lease, error) }
+  }
+
+  /// Tries the lease, after the store operations issued before it (a logout's revocation of
+  /// the user's grants among them: a grant taken before that revocation would be void at
+  /// once); while held, it is renewed (``LeaseHold``) until released, lost, or held for the
+  /// maximum hold.
+  @inline(never)
+  func acquireLease(
+    _ key: AccountKey, flight id: UInt64, turn: StoreTurn, into held: HeldLease
+  ) async -> KeyMachine.StepOutcome {
+    await turn.waitForTurn()
+    turn.done.open()
+    return .leaseAttempted(await acquireLease(key, flight: id, into: held))
+  }
+
+  func acquireLease(
+    _ key: AccountKey, flight id: UInt64, into held: HeldLease
+  ) async -> KeyMachine.LeaseOutcome {
+    guard let lease else { return .acquired }
+    held.seenVersion = leaseWatch.version
+    let ttl = configuration.leaseTimeToLive
+    // The grant counts from when it was asked for: an answer that came back late (a pause, a
+    // slow database) has less of its time to live left, or none.
+    let sent = clock.now()
+    do {
+      switch try await lease.acquire(key, owner: leaseOwner, timeToLive: ttl) {
+      case .acquired(let grant):
+        held.grant = grant
+        let hold = LeaseHold(at: sent, timeToLive: ttl)
+        held.hold = hold
+        held.renewal = Task { [weak self] in
+          await self?.renew(grant, of: lease, flight: id, hold: hold, since: sent)
+        }
+        // A read made with the grant is what a token request may spend only while the grant
+        // is known to be this flight's for a while yet; otherwise the flight confirms it
+        // (reads again, then renews) first.
+        guard case .read(let model) = grant.storeRead, hold.isHeld(for: ttl / 3, at: clock.now())
+        else { return .acquired }
+        return .acquiredWithRead(model)
+      case .heldElsewhere(_, let until):
+        return .heldElsewhere(until: until)
+      case .backingOff(let until, let failures, let code):
+        return .backingOff(until: until, failures: failures, code: code)
+      }
+    } catch {
+      reportStoreFailure(key, .lease, error)
+      return .failed(
+        AuthCoordinatorError(
+          .storeFailed, "the cross-process lease could not be taken", underlying: error))
+    }
+  }
+
+  /// What became of a save.
+  enum SaveResult {
+    case saved
+    /// The store refused or failed: the model is not durable.
+    case failed(any Error)
+    /// Not made (or undone): the user signed out since the lease was taken.
+    case signedOut
+    /// Not made: the flight no longer holds the lease, whose next holder may have stored a
+    /// newer model.
+    case leaseLost
+  }
+
+  /// Saves `model` in its turn, unless the user signed out in another process since the lease
+  /// was taken or the flight lost its lease; a sign-out that lands during the save is undone at
+  /// once (and announced again).
+  func save(
+    _ model: AuthModel, for key: AccountKey, turn: StoreTurn, under held: HeldLease,
+    flight id: UInt64
+  ) async -> SaveResult {
+    await turn.waitForTurn()
+    defer { turn.done.open() }
+    let grant = held.grant
+    // The renewal first, the sign-out check last before the write: a renewal that came back
+    // late (a pause) must not leave a sign-out made meanwhile unseen.
+    guard await stillHolds(held, flight: id) else { return .leaseLost }
+    guard await isCurrent(grant) else { return .signedOut }
+    do {
+      // A store that takes part in the fencing refuses the save atomically if a later holder
+      // saved first; for any other, the renewal just made is the check.
+      if let grant, let fenced = store as? any FencedTokenStore {
+        guard try await fenced.save(model, for: key, fence: grant.fence) else {
+          if let hold = held.hold { lost(hold, key, flight: id) }
+          return .leaseLost
+        }
+      } else {
+        try await store.save(model, for: key)
+      }
+    } catch {
+      reportStoreFailure(key, .save, error)
+      return .failed(error)
+    }
+    guard await isCurrent(grant) else {
+      await removeAndAnnounce(.logout(mcUid: key.account))
+      return .signedOut
+    }
+    return .saved
+  }
+
+  /// Whether no sign-out of the grant's user happened since it was taken (in doubt, yes).
+  func isCurrent(_ grant: LeaseGrant?) async -> Bool {
+    guard let grant, let lease else { return true }
+    do { return try await lease.isCurrent(grant) } catch {
+      reportStoreFailure(grant.key, .lease, error)
+      return true
+    }
+  }
+}
