@@ -22,14 +22,23 @@ public enum LeaseChange: Sendable, Hashable {
   case signedOut(account: String, by: String)
   /// Every user signed out in the process of `owner`.
   case signedOutAll(by: String)
-  /// Something changed; the implementation cannot tell what. Also what a subscription
-  /// delivers after a burst overflowed its buffer: a subscriber then treats everything it
-  /// knows (a sign-out may have been dropped) as changed.
+  /// Something changed; the implementation cannot tell what (waiters try the lease again).
   case unknown
 
   /// How many changes a subscription of the package's leases buffers for a subscriber that
-  /// has not read them yet; past it the oldest are dropped and ``unknown`` follows.
+  /// has not read them yet. Past it the oldest are dropped, and a stand-in follows: for a
+  /// dropped sign-out, ``signedOutAll(by:)`` with no owner (every account may have signed out:
+  /// the subscriber forgets them all and reads the store again); for a dropped release,
+  /// ``unknown``.
   package static var bufferSize: Int { 1024 }
+
+  /// Whether the change is a sign-out (of one account or of all).
+  package var isSignOut: Bool {
+    switch self {
+    case .signedOut, .signedOutAll: return true
+    case .released, .unknown: return false
+    }
+  }
 
   /// The earlier name of ``signedOut(account:by:)``.
   ///
@@ -44,10 +53,15 @@ public enum LeaseChange: Sendable, Hashable {
 }
 
 extension AsyncStream<LeaseChange>.Continuation {
-  /// Yields `change`; if the buffer was full and a change was dropped, ``LeaseChange/unknown``
-  /// follows it, so the subscriber learns that something it was not told of changed (a burst
-  /// of sign-outs never loses one silently).
+  /// Yields `change`; if the buffer was full and a change was dropped, a stand-in follows it
+  /// (``LeaseChange/bufferSize``), so a burst never loses a sign-out silently.
   package func deliver(_ change: LeaseChange) {
-    if case .dropped = yield(change), change != .unknown { yield(.unknown) }
+    guard case .dropped(let lost) = yield(change) else { return }
+    var standIn: LeaseChange = lost.isSignOut ? .signedOutAll(by: "") : .unknown
+    // The stand-in is the newest change, so it stands for what it pushes out too, unless it is
+    // `unknown` and pushes out a sign-out: then an all-accounts sign-out follows it.
+    while case .dropped(let oldest) = yield(standIn), standIn == .unknown, oldest.isSignOut {
+      standIn = .signedOutAll(by: "")
+    }
   }
 }

@@ -4,9 +4,10 @@ import Testing
 @testable import TokenStore
 
 /// Found by reading in the seams issue: a subscription kept the newest 64 changes, so a burst
-/// could drop a sign-out notice silently. Now a dropped change is followed by `.unknown`.
+/// could drop a sign-out notice silently. Now a dropped sign-out is followed by an all-accounts
+/// sign-out with no owner (the subscriber forgets every account and reads the store again).
 @Suite struct LeaseChangeBurstTests {
-  @Test func aBurstPastTheBufferEndsWithUnknownInsteadOfLosingASignOutSilently() async {
+  @Test func aBurstPastTheBufferEndsWithASignOutOfAllInsteadOfLosingOneSilently() async {
     let lease = InMemoryAuthorizationLease()
     let changes = lease.changes()
     let burst = LeaseChange.bufferSize + 100
@@ -20,7 +21,8 @@ import Testing
       received.append(change)
     }
     #expect(received.count == LeaseChange.bufferSize)
-    #expect(received.last == .unknown, "the subscriber is told that it missed changes")
+    #expect(
+      received.last == .signedOutAll(by: ""), "the subscriber is told that it missed sign-outs")
     #expect(received.contains(.signedOut(account: "user-\(burst - 1)", by: "other")))
   }
 

@@ -14,15 +14,7 @@ extension AuthCoordinator {
     case .signedOutAll(let owner) where owner != leaseOwner:
       signOutElsewhere(in: table.stripes) { _ in true }
       broadcaster.emit(.signedOutElsewhere(mcUid: nil))
-    case .unknown:
-      // The lease cannot say what changed (a sign-out may be among it): every model cached
-      // here is read from the store again before it is served.
-      for stripe in table.stripes {
-        stripe.lock.withLock {
-          for key in stripe.accounts.keys { stripe.accounts[key]?.machine.storeMayHaveChanged() }
-        }
-      }
-    case .released, .signedOut, .signedOutAll:
+    case .released, .unknown, .signedOut, .signedOutAll:
       // A release needs nothing more: a flight of this process that waits reads the store;
       // a model cached here stays valid until it expires or a container rejects it.
       break

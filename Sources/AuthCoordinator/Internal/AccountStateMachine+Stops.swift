@@ -138,15 +138,6 @@ extension AccountStateMachine {
     signedOut(elsewhere: elsewhere).map { finish($0) }
   }
 
-  /// The lease announced a change it cannot name (``TokenStore/LeaseChange/unknown``: its file
-  /// was recreated, or changes were dropped in a burst, a sign-out perhaps among them): a
-  /// model memory holds is read from the store again before it is served. A flight goes on
-  /// (its save checks the sign-outs itself), and a model whose save has not landed stays.
-  mutating func storeMayHaveChanged() {
-    guard case .model(let cached) = cache, !cached.unsaved else { return }
-    cache = .unknown
-  }
-
   /// The sign-out itself; `decide` ends a save with it too.
   mutating func signedOut(elsewhere: Bool) -> Ending? {
     let id = flightID
