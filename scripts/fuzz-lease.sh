@@ -18,6 +18,7 @@ mkdir -p "$out/corpus" "$out/artifacts"
 sources=(
   "$root/Fuzz/LeaseRecord/main.swift"
   "$root/Sources/TokenStore/FileAuthorizationLease+Record.swift"
+  "$root/Sources/TokenStore/FileAuthorizationLease+RecordCoding.swift"
   "$root/Sources/TokenStore/FileAuthorizationLease+History.swift"
   "$root/Sources/TokenStore/HostClock.swift"
   "$root/Sources/TokenStore/AuthorizationLease.swift"

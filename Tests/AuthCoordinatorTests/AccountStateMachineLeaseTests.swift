@@ -296,6 +296,23 @@ import Testing
         == .next(authorize(.expired, by: nil, replacing: stored)))
   }
 
+  @Test func aFlightThatLosesEveryGrantItTakesEndsWithLeaseLostInsteadOfSpinning() {
+    var machine = leaseMachineAwaitingRetry()
+    _ = machine.advance(1, .backedOff, date: date, now: .seconds(4))
+    for loss in 1...Machine.maxLeaseLosses {
+      #expect(
+        machine.advance(1, .leaseLost, date: date, now: .seconds(5))
+          == .next(Machine.Step(kind: .acquireLease, deadline: nil)), "loss \(loss)")
+      #expect(
+        machine.advance(1, .leaseAttempted(.acquired), date: date, now: .seconds(5))
+          == .next(confirm(by: .seconds(12))))
+    }
+    #expect(
+      machine.advance(1, .leaseLost, date: date, now: .seconds(6))
+        == .end(Ending(flight: 1, result: .failed(AuthCoordinatorError(.leaseLost)))))
+    #expect(machine.flightID == nil)
+  }
+
   @Test func aRetryWhoseGrantWasTakenOverTakesTheLeaseAgainAndAdoptsTheSuccessorsModel() {
     var machine = leaseMachineAwaitingRetry()
     _ = machine.advance(1, .backedOff, date: date, now: .seconds(4))
