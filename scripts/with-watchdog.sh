@@ -16,7 +16,8 @@ shift
 child=$!
 
 (
-  sleep "$limit"
+  # Killed when the command ends first: then nothing is printed.
+  sleep "$limit" || exit 0
   echo "with-watchdog: '$*' ran past ${limit} s; thread dumps follow" >&2
   for pid in $(pgrep -f 'PackageTests\.xctest' || true); do
     echo "--- process $pid: $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" >&2
@@ -31,8 +32,8 @@ watchdog=$!
 
 wait "$child"
 status=$?
-pkill -P "$watchdog" 2>/dev/null
 kill "$watchdog" 2>/dev/null
+pkill -P "$watchdog" 2>/dev/null
 wait "$watchdog" 2>/dev/null
 # A killed child reports 137; say 124, as timeout(1) does.
 if [ "$status" -eq 137 ]; then exit 124; fi

@@ -39,6 +39,8 @@ final class SharedLeaseIssuer: Sendable {
     var familyBorn: [Int: UInt64] = [:]
     var revoked: Set<Int> = []
     var reuses: [Reuse] = []
+    /// Each spent refresh token → the one issued in its place.
+    var successor: [String: String] = [:]
     var logins = 0
     var refreshes = 0
     var invalidGrants = 0
@@ -76,7 +78,9 @@ final class SharedLeaseIssuer: Sendable {
       }
       state.tokens[refreshToken]?.spentBy = caller
       state.refreshes += 1
-      return Self.issue(family: token.family, &state, mcUid: mcUid, lifetime: lifetime)
+      let model = Self.issue(family: token.family, &state, mcUid: mcUid, lifetime: lifetime)
+      state.successor[refreshToken] = model.refreshToken
+      return model
     }
   }
 
@@ -105,6 +109,20 @@ final class SharedLeaseIssuer: Sendable {
   var revokedFamilies: Int { state.withLock { $0.revoked.count } }
   var counts: (logins: Int, refreshes: Int, invalidGrants: Int) {
     state.withLock { ($0.logins, $0.refreshes, $0.invalidGrants) }
+  }
+
+  /// The refresh tokens issued, one after the other, in place of `token` (its rotation, that
+  /// one's, and so on).
+  func descendants(of token: String) -> [String] {
+    state.withLock { state in
+      var chain: [String] = []
+      var next = state.successor[token]
+      while let current = next, chain.count < 10_000 {
+        chain.append(current)
+        next = state.successor[current]
+      }
+      return chain
+    }
   }
 
   /// The family of a refresh token this issuer issued.

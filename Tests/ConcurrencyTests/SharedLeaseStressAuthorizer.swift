@@ -149,14 +149,12 @@ final class SharedStressAuthorizer: Authorizer {
     let caller = "process \(process) call \(number) (\(request.reason))"
     // A paused process sends its request when the pause ends: a pause that began after the
     // coordinator's last step (its last check of the grant) and before the request left.
-    let entered = ContinuousClock.now
+    let liveAtEntry = ledger.holdsLiveLease(request.key, process: process)
     await pauses.gate(process)
-    let left = ContinuousClock.now
-    if request.replacing?.refreshToken != nil { ledger.requestLeft(caller: caller, at: left) }
-    if request.replacing?.refreshToken != nil, pauses.enabled {
-      ledger.pausedAtTheSend(
-        caller: caller, pause: pauses.pausedLength(of: process, since: entered),
-        timeToLive: timeToLive)
+    if request.replacing?.refreshToken != nil {
+      ledger.requestLeft(
+        caller: caller, at: ContinuousClock.now, liveAtEntry: liveAtEntry,
+        liveAtLeft: ledger.holdsLiveLease(request.key, process: process))
     }
     var rng = SplitMix64(seed: SplitMix64.hash(seed, UInt64(process), number))
     let refreshToken = request.replacing?.refreshToken
@@ -212,14 +210,6 @@ final class SharedStressAuthorizer: Authorizer {
           let first = reuse.firstSpentBy.split(separator: " ").dropFirst().first.flatMap {
             Int($0)
           }
-          // The first spender paused past its time to live after its request left (before it
-          // could store the result): the stated window, whether the pause began before or
-          // after the response arrived.
-          if let first, let sent = ledger.requestLeft(caller: reuse.firstSpentBy),
-            pauses.pausedPastItsTimeToLive(first, since: sent)
-          {
-            ledger.pausedBeforeStoring(caller: reuse.firstSpentBy, timeToLive: timeToLive)
-          }
           ledger.noteReuse(
             by: caller,
             context: "pauses in the last 2 s of the reuser's process: "
@@ -235,11 +225,6 @@ final class SharedStressAuthorizer: Authorizer {
     pauses.draw(.afterRequest, process: process)
     // The response reaches a paused process when the pause ends.
     await pauses.gate(process)
-    if refreshToken != nil, pauses.enabled {
-      ledger.pausedAfterRequest(
-        caller: caller, pause: pauses.pausedLength(of: process, since: left),
-        timeToLive: timeToLive)
-    }
     return model
   }
 }
@@ -303,6 +288,7 @@ struct SharedStressStore: FencedTokenStore {
     await pause()
     if faults.saveFails() { throw SaveFault() }
     await inner.save(model, for: key)
+    ledger.stored(refreshToken: model.refreshToken)
     await pause()
   }
 
@@ -311,6 +297,7 @@ struct SharedStressStore: FencedTokenStore {
     await pause()
     if faults.saveFails() { throw SaveFault() }
     let saved = await inner.save(model, for: key, fence: fence)
+    if saved { ledger.stored(refreshToken: model.refreshToken) }
     await pause()
     return saved
   }

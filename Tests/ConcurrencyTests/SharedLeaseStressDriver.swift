@@ -366,22 +366,36 @@ final class SharedLeaseStressDriver {
   }
 
   private func finalChecks(_ report: inout SharedStressReport) async {
-    // A reuse is inside the contract's stated window when the token's first spend reached the
-    // server and a pause longer than the lease's time to live held its response back: no
-    // client can close that one. Nor the one whose second request was held at its send by a
-    // pause that began after the coordinator's last step: counted apart. Every other reuse is a
-    // violation.
+    // A reuse is inside the contract's stated window when the token's first spend left under
+    // a live grant, its result was not stored before the reuse left, and the reuser held a
+    // live grant when its request left: the first spender's grant ended (a pause, a starved
+    // scheduler: the cause does not matter) after its request left and before its result was
+    // stored, so the next holder found only the spent token. No client can close that one. Nor
+    // the gap between the coordinator's last check of a grant and the request leaving (a grant
+    // live when the request was handed over and lapsed when it left): counted apart. Every
+    // other reuse is a violation, and one presented after the token's rotation was stored
+    // always is.
     var excused: Set<Int> = []
     for reuse in issuer.reuses {
-      if ledger.insideWindow(firstSpentBy: reuse.firstSpentBy) {
+      let first = ledger.send(of: reuse.firstSpentBy)
+      let second = ledger.send(of: reuse.reusedBy)
+      let rotationStored = ledger.firstStored(among: issuer.descendants(of: reuse.token))
+      let afterRotationStored = second.flatMap { s in rotationStored.map { $0 < s.left } } ?? false
+      let gapAtTheSend = [first, second].contains {
+        $0.map { $0.liveAtEntry && !$0.liveAtLeft } ?? false
+      }
+      if !afterRotationStored, first?.liveAtLeft == true, second?.liveAtLeft == true {
         report.reusesInsideWindow += 1
         excused.insert(reuse.family)
-      } else if ledger.pausedAtTheSend(reusedBy: reuse.reusedBy) {
+      } else if !afterRotationStored, gapAtTheSend {
         report.reusesAtTheSend += 1
         excused.insert(reuse.family)
       } else {
         report.reusesOutsideWindow += 1
-        let context = ledger.reuseContext(of: reuse.reusedBy).map { "; \($0)" } ?? ""
+        let context =
+          (afterRotationStored ? "; its rotation was stored before it was presented again" : "")
+          + "; first spend left with a live grant \(first?.liveAtLeft.description ?? "never left"), the reuse \(second?.liveAtLeft.description ?? "never left")"
+          + (ledger.reuseContext(of: reuse.reusedBy).map { "; \($0)" } ?? "")
         ledger.violation("refresh token reuse", reuse.description + context)
         report.reusesOutside.append(reuse.description + context)
       }
@@ -440,9 +454,8 @@ struct SharedStressReport: Sendable {
   var unavailableAnswers = 0
   var reusesInsideWindow = 0
   var reusesOutsideWindow = 0
-  /// Reuses whose second request waited at its send, longer than the time to live, for a pause
-  /// of its process that began after the coordinator's last check (counted apart: see
-  /// ``SharedStressLedger/pausedAtTheSend(reusedBy:)``).
+  /// Reuses where a request's grant was live when the coordinator handed it to the authorizer
+  /// and lapsed before it left (the gap between the last check and the send; counted apart).
   var reusesAtTheSend = 0
   /// Each reuse outside the window, with the pauses its reuser's process had just had.
   var reusesOutside: [String] = []
@@ -469,7 +482,7 @@ struct SharedStressReport: Sendable {
     return "pauses: \(fired.joined(separator: " ")) (back-offs retried while paused "
       + "\(pauses.backOffsRetried)), longest \(pauses.longest), shortest \(shortest) TTLs; "
       + "token requests \(tokenRequests) (503s \(unavailableAnswers)); refresh-token reuses "
-      + "inside the stated window \(reusesInsideWindow), after a pause at the send "
+      + "inside the stated window \(reusesInsideWindow), in the gap at the send "
       + "\(reusesAtTheSend), outside both \(reusesOutsideWindow)"
   }
 

@@ -28,6 +28,14 @@ final class SharedStressLedger: Sendable {
     var expiresAt: Date
   }
 
+  /// A refresh-token request: when it left, and whether its process held a live grant for the
+  /// key when the coordinator handed it over and when it left.
+  struct Send: Sendable {
+    var left: ContinuousClock.Instant
+    var liveAtEntry: Bool
+    var liveAtLeft: Bool
+  }
+
   struct Flight: Sendable {
     var process: Int
     var key: AccountKey
@@ -66,14 +74,11 @@ final class SharedStressLedger: Sendable {
     var violations: [String] = []
     var violationCount = 0
     var categories: [String: Int] = [:]
-    /// Refresh-token spends whose response a pause held back past the time to live (the
-    /// stated window): the issuer's caller → (pause, time to live).
-    var pausedAfterRequest: [String: (pause: Duration, timeToLive: Duration)] = [:]
-    /// When each refresh-token request left, by caller.
-    var requestsLeft: [String: ContinuousClock.Instant] = [:]
-    /// Refresh-token requests held back by a pause that began after the coordinator handed them
-    /// to the authorizer: the issuer's caller → (pause, time to live).
-    var pausedAtTheSend: [String: (pause: Duration, timeToLive: Duration)] = [:]
+    /// Each refresh-token request: when it left, and whether its process held a live grant
+    /// for the key when the coordinator handed it over and when it left.
+    var sends: [String: Send] = [:]
+    /// When each refresh token was first stored (a save that landed).
+    var stored: [String: ContinuousClock.Instant] = [:]
     /// What the process that presented a spent refresh token had been through: caller → text.
     var reuseContext: [String: String] = [:]
   }
@@ -304,61 +309,39 @@ final class SharedStressLedger: Sendable {
 
   // MARK: - Pauses and reuses
 
-  /// The spend of a refresh token by `caller` reached the server, and its process was paused
-  /// for `pause` in all between the request leaving and the response arriving (its lease lives
-  /// `timeToLive`).
-  func pausedAfterRequest(caller: String, pause: Duration, timeToLive: Duration) {
-    state.withLock { $0.pausedAfterRequest[caller] = (pause, timeToLive) }
-  }
-
-  /// Whether a reuse of a refresh token first spent by `firstSpentBy` falls in the contract's
-  /// stated window: its process was paused longer than the lease's time to live after that
-  /// request left (before its response arrived), so another holder could take the key over and
-  /// find only the spent token in the store.
-  func insideWindow(firstSpentBy: String) -> Bool {
-    state.withLock { state in
-      guard let paused = state.pausedAfterRequest[firstSpentBy] else { return false }
-      return paused.pause > paused.timeToLive
+  /// A refresh-token request of `caller` left at `left`; `liveAtEntry` and `liveAtLeft` say
+  /// whether its process held a live grant for the key when the coordinator handed the request
+  /// to the authorizer and when it left (a pause, or a starved scheduler, may come between).
+  func requestLeft(
+    caller: String, at left: ContinuousClock.Instant, liveAtEntry: Bool, liveAtLeft: Bool
+  ) {
+    state.withLock {
+      $0.sends[caller] = Send(left: left, liveAtEntry: liveAtEntry, liveAtLeft: liveAtLeft)
     }
   }
 
-  /// The refresh-token request of `caller` waited `pause` at the send: its process was paused
-  /// when the coordinator handed it to the authorizer (its lease lives `timeToLive`).
-  func pausedAtTheSend(caller: String, pause: Duration, timeToLive: Duration) {
-    guard pause > .zero else { return }
-    state.withLock { $0.pausedAtTheSend[caller] = (pause, timeToLive) }
-  }
+  /// The refresh-token request of `caller`, if it left.
+  func send(of caller: String) -> Send? { state.withLock { $0.sends[caller] } }
 
-  /// Whether a reuse by `reusedBy` follows a pause at its send longer than the time to live:
-  /// the process was stopped after the coordinator's last check of its grant and before the
-  /// request left. No client can close that gap either (the check and the send are two
-  /// steps); the contract's stated window names only the pause after the request left, so the
-  /// driver counts these apart.
-  func pausedAtTheSend(reusedBy: String) -> Bool {
+  /// A save of a model carrying `refreshToken` landed.
+  func stored(refreshToken: String?) {
+    guard let refreshToken else { return }
+    let now = ContinuousClock.now
     state.withLock { state in
-      guard let paused = state.pausedAtTheSend[reusedBy] else { return false }
-      return paused.pause > paused.timeToLive
+      if state.stored[refreshToken] == nil { state.stored[refreshToken] = now }
     }
   }
 
-  /// The refresh-token request of `caller` left at `instant`.
-  func requestLeft(caller: String, at instant: ContinuousClock.Instant) {
-    state.withLock { $0.requestsLeft[caller] = instant }
+  /// The first time any of `refreshTokens` was stored, if ever.
+  func firstStored(among refreshTokens: [String]) -> ContinuousClock.Instant? {
+    state.withLock { state in refreshTokens.compactMap { state.stored[$0] }.min() }
   }
 
-  /// When the refresh-token request of `caller` left, if it did.
-  func requestLeft(caller: String) -> ContinuousClock.Instant? {
-    state.withLock { $0.requestsLeft[caller] }
-  }
-
-  /// The first spender `caller` of a reused token was paused past its time to live after its
-  /// request left and before the reuse: its result could not be stored before its grant lapsed,
-  /// so the next holder found only the spent token. That is the contract's stated window too.
-  func pausedBeforeStoring(caller: String, timeToLive: Duration) {
-    state.withLock { state in
-      if (state.pausedAfterRequest[caller]?.pause ?? .zero) <= timeToLive {
-        state.pausedAfterRequest[caller] = (timeToLive + .nanoseconds(1), timeToLive)
-      }
+  /// Whether `process` holds a live grant for `key` now, as far as the ledger heard.
+  func holdsLiveLease(_ key: AccountKey, process: Int) -> Bool {
+    let now = Date()
+    return state.withLock { state in
+      state.holders[key].map { $0.process == process && $0.expiresAt > now } ?? false
     }
   }
 

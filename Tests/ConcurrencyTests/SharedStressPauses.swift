@@ -88,7 +88,7 @@ final class SharedStressPauses: Sendable {
   /// The points of a kind after which it fires if it never did.
   private static let overdueAfter = 20
 
-  /// How long pauses stay in ``recent`` for ``pausedLength(of:since:)``.
+  /// How long pauses stay in ``recent`` for ``recentPauses(of:within:)``.
   private static let memory = Duration.seconds(10)
 
   /// The kinds drawn; none: no pause ever fires and ``gate(_:)`` returns at once.
@@ -170,31 +170,6 @@ final class SharedStressPauses: Sendable {
       let current = state.processes[process]
       if current.pausedAs == .backOff, current.pausedUntil > .now {
         state.counts.backOffsRetried += 1
-      }
-    }
-  }
-
-  /// How long `process` was paused between `since` and now (at most the last 10 s).
-  func pausedLength(of process: Int, since: ContinuousClock.Instant) -> Duration {
-    let now = ContinuousClock.now
-    return state.withLock { state in
-      state.recent.filter { $0.process == process }.reduce(.zero) { total, pause in
-        let overlap = max(pause.began, since).duration(to: min(pause.began + pause.length, now))
-        return total + max(overlap, .zero)
-      }
-    }
-  }
-
-  /// Whether one pause of `process` between `since` and now lasted long enough for its grant to
-  /// lapse: more than two thirds of its lease's time to live (a holder renews every third, so
-  /// its grant lapses a time to live after the last renewal before the pause).
-  func pausedPastItsTimeToLive(_ process: Int, since: ContinuousClock.Instant) -> Bool {
-    let now = ContinuousClock.now
-    return state.withLock { state in
-      state.recent.contains { pause in
-        guard pause.process == process else { return false }
-        let overlap = max(pause.began, since).duration(to: min(pause.began + pause.length, now))
-        return overlap > pause.timeToLive * 2 / 3
       }
     }
   }
