@@ -233,7 +233,7 @@ import Testing
       Issue.record("a failed save ends the flight at once, keeping the lease for its retry")
       return
     }
-    #expect(ending.retriesSave)
+    #expect(ending.saveRetry?.kind == .awaitSaveRetry(until: .seconds(16)))
 
     // A lost lease is not given back, and the flight's own result is not served (seams issue,
     // break 2): it reads the store and serves what the next holder stored.

@@ -17,7 +17,7 @@ import Testing
     _ = machine.advance(2, .loaded(stored), date: date, now: .zero)
     _ = machine.advance(2, .authorized(.success(unsaved)), date: date, now: .zero)
     var ending = Ending(flight: 2, result: .succeeded(unsaved))
-    ending.retriesSave = true
+    ending.saveRetry = .init(kind: .awaitSaveRetry(until: .seconds(1)), deadline: nil)
     #expect(machine.advance(2, .saveFailed(unsaved), date: date, now: .zero) == .end(ending))
     return (machine, stored, unsaved)
   }
@@ -82,7 +82,10 @@ import Testing
     var (machine, id) = machine(in: .persisting)
     #expect(machine.deadlineReached(id, phase: .save, date: date) != nil)
     #expect(!machine.needsSave(model("t2")))
-    #expect(machine.advance(id, .saveFailed(model("t2")), date: date, now: .zero) == .ignore)
+    #expect(
+      machine.advance(id, .saveFailed(model("t2")), date: date, now: .zero)
+        == .next(.init(kind: .awaitSaveRetry(until: .seconds(1)), deadline: nil)),
+      "its save is retried")
     #expect(machine.needsSave(model("t2")))
   }
 
@@ -117,7 +120,9 @@ import Testing
     _ = machine.deadlineReached(2, phase: .authorization, date: date)
     let late = model("t1", expiresIn: 60, refreshToken: "r1")
     #expect(machine.advance(2, .authorized(.success(late)), date: date, now: .zero) != .ignore)
-    _ = machine.advance(2, .lateResultUnsaved(late), date: date, now: .zero)
+    #expect(
+      machine.advance(2, .lateResultUnsaved(late), date: date, now: .zero)
+        == .next(.init(kind: .awaitSaveRetry(until: .seconds(1)), deadline: nil)))
     #expect(machine.needsSave(late), "kept, unsaved, and its save retried")
     #expect(machine.hasUnsavedModel)
   }

@@ -3,9 +3,8 @@ import SyncPrimitives
 
 // A flight's one task: it carries out one step at a time (each a function of its own, in
 // `+FlightSteps`) and reports each outcome to the state machine, which answers with the next
-// step or the end. It holds the handle of the flight's lease (`HeldLease`, renewed by
-// `+LeaseHold`); the machine says when to give it back (`releaseLease`: before the callers get a
-// result, unless a save is to be retried).
+// step, the end, or after the end a failed save's retry (`+SaveRetry`). It keeps no lease or
+// retry state: the lease is the flight's effects' (`Flight.lease`; `LeaseHoldState` decides).
 extension AuthCoordinator {
   /// A step the state machine decided (its ``AccountStateMachine/StepKind``, the one enum of
   /// a flight's phases) with what carrying it out needs, taken under the stripe's lock by
@@ -43,10 +42,8 @@ extension AuthCoordinator {
   func runFlight(
     _ key: AccountKey, flight id: UInt64, effects: Flight, first: FlightStep
   ) async {
-    let held = HeldLease()
+    let held = effects.lease
     var authorized = false
-    // A model served whose save failed: the task retries it once the flight is over (rule 21).
-    var unsaved: AuthModel?
     var next: FlightStep? = first
     while let step = next {
       let outcome: KeyMachine.StepOutcome
@@ -81,15 +78,18 @@ extension AuthCoordinator {
         // step's frame into the flight's, which grew from 3 KB to 10 KB.
         outcome = await Self.opaque(authorize)(step.request)
       case .persist(let model):
-        outcome = await persist(
-          model, key, flight: id, turn: step.storeTurn, under: held, unsaved: &unsaved)
+        outcome = await persist(model, key, flight: id, turn: step.storeTurn, under: held)
       case .persistLateResult(let model):
         outcome = await persistLateResult(
-          model, key, flight: id, turn: step.storeTurn, under: held, unsaved: &unsaved)
+          model, key, flight: id, turn: step.storeTurn, under: held)
+      case .awaitSaveRetry(let until):
+        outcome = await awaitSaveRetry(until: until)
+      case .retrySave(let model, let attempt):
+        outcome = await retrySave(
+          model, key, flight: id, attempt: attempt, turn: step.storeTurn, under: held)
       }
       next = advance(key, flight: id, outcome)
     }
-    if let unsaved { await keepSaving(unsaved, key, flight: id, under: held) }
     // Whatever the flight still holds when its task ends: the lease kept while an unsaved
     // model's save was retried, or that of a flight stopped before the machine had it given
     // back (the machine decides the release of a flight it ends: `releaseLease`).
@@ -157,8 +157,16 @@ extension AuthCoordinator {
       return next
     case .end(let ending):
       let closing = close(ending, key: key, in: stripe)
+      // A model served whose save failed: the task goes on with its retry (rule 21).
+      let retry = ending.saveRetry.map {
+        prepare($0, key: key, flight: id, in: stripe, wake: &wake)
+      }
       stripe.lock.unlock()
       carryOut(closing)
+      return retry
+    case .saveRetryOver(let saved):
+      stripe.lock.unlock()
+      broadcaster.emit(saved ? .unsavedModelSaved(key: key) : .unsavedModelDropped(key: key))
       return nil
     }
   }
@@ -178,6 +186,9 @@ extension AuthCoordinator {
     switch step.kind {
     case .load, .confirmLease, .acquireLease, .persist, .persistLateResult:
       prepared.turn = stripe.storeOperations.reserve(key)
+    case .retrySave:
+      stripe.counters.update { $0.saveRetries += 1 }
+      prepared.turn = stripe.storeOperations.reserve(key)
     case .awaitPredecessors:
       if let machine = stripe.accounts[key]?.machine {
         prepared.predecessors = machine.predecessors.compactMap {
@@ -196,7 +207,7 @@ extension AuthCoordinator {
         allowsInteraction: configuration.allowsInteraction && reason != .refreshAhead,
         exchangeBegan: { [weak self] in self?.exchangeBegan(key, flight: id) },
         serverClock: serverClock)
-    case .awaitLeaseHolder, .releaseLease, .releaseLeaseBackingOff:
+    case .awaitLeaseHolder, .releaseLease, .releaseLeaseBackingOff, .awaitSaveRetry:
       break
     }
     return prepared

@@ -49,11 +49,11 @@ extension AuthCoordinator {
         await release(held, key)
         return .leaseLost
       }
-      hold.renewed(at: sent, timeToLive: ttl)
+      hold.renewed(sentAt: sent)
     } catch {
       reportStoreFailure(key, .lease, error)
     }
-    guard hold.isHeld(for: ttl / 3, at: clock.now()) else {
+    guard hold.confirms(at: clock.now()) else {
       // Too near its lapse, or in doubt and near it: no token request. The grant is given up
       // and the flight takes the lease again.
       await release(held, key)
@@ -107,34 +107,32 @@ extension AuthCoordinator {
     }
   }
 
-  /// Stores the flight's model; one whose save failed is kept in `unsaved`.
+  /// Stores the flight's model; the machine has one whose save failed retried.
   @inline(never)
   func persist(
     _ model: AuthModel, _ key: AccountKey, flight id: UInt64, turn: StoreTurn,
-    under held: HeldLease, unsaved: inout AuthModel?
+    under held: HeldLease
   ) async -> KeyMachine.StepOutcome {
     switch await save(model, for: key, turn: turn, under: held, flight: id) {
     case .saved: return .saved
     case .signedOut: return .signedOutElsewhere
     case .leaseLost: return .leaseLost
     case .failed(let error):
-      unsaved = model
       reportUnsaved(key, flight: id, error)
       return .saveFailed(model)
     }
   }
 
-  /// Stores a stopped refresh's late result; one whose save failed is kept in `unsaved`.
+  /// Stores a stopped refresh's late result; the machine has one whose save failed retried.
   @inline(never)
   func persistLateResult(
     _ model: AuthModel, _ key: AccountKey, flight id: UInt64, turn: StoreTurn,
-    under held: HeldLease, unsaved: inout AuthModel?
+    under held: HeldLease
   ) async -> KeyMachine.StepOutcome {
     switch await save(model, for: key, turn: turn, under: held, flight: id) {
     case .saved: return .lateResultSaved(model)
     case .signedOut, .leaseLost: return .lateResultSaved(nil)
     case .failed(let error):
-      unsaved = model
       reportUnsaved(key, flight: id, error)
       return .lateResultUnsaved(model)
     }
@@ -188,15 +186,15 @@ extension AuthCoordinator {
       switch try await lease.acquire(key, owner: leaseOwner, timeToLive: ttl) {
       case .acquired(let grant):
         held.grant = grant
-        let hold = LeaseHold(at: sent, timeToLive: ttl)
+        let hold = LeaseHold(grantedAt: sent, timeToLive: ttl, maximumHold: policy.maximumHold)
         held.hold = hold
         held.renewal = Task { [weak self] in
-          await self?.renew(grant, of: lease, flight: id, hold: hold, since: sent)
+          await self?.renew(grant, of: lease, flight: id, hold: hold)
         }
         // A read made with the grant is what a token request may spend only while the grant
         // is known to be this flight's for a while yet; otherwise the flight confirms it
         // (reads again, then renews) first.
-        guard case .read(let model) = grant.storeRead, hold.isHeld(for: ttl / 3, at: clock.now())
+        guard case .read(let model) = grant.storeRead, hold.confirms(at: clock.now())
         else { return .acquired }
         return .acquiredWithRead(model)
       case .heldElsewhere(_, let until):

@@ -19,96 +19,71 @@ extension AuthCoordinator {
     var seenVersion: UInt64 = 0
   }
 
-  /// What a flight's renewal found out about its grant, shared with the flight's task.
+  /// A flight's hold of its grant (``LeaseHoldState``, which decides), shared between the
+  /// renewal task and the flight's task.
   final class LeaseHold: Sendable {
-    enum State: Sendable {
-      case held
-      /// A renewal found the grant taken over, or renewals failed until it lapsed.
-      case lost
-      /// The maximum hold passed: the renewal gave the lease up.
-      case over
-    }
+    private let state: LockedState<LeaseHoldState>
 
-    private let state = LockedState(State.held)
-    /// Until when (on the injected clock) the grant is known to be this holder's: a time to
-    /// live after it was taken or last renewed.
-    private let confirmedUntil: LockedState<Duration>
-
-    /// A hold of a grant taken (or renewed) at `now`, for `timeToLive`.
-    init(at now: Duration, timeToLive: Duration) {
-      confirmedUntil = LockedState(CoordinatorClock.deadline(after: timeToLive, from: now))
+    /// A hold of a grant asked for at `sent`.
+    init(grantedAt sent: Duration, timeToLive: Duration, maximumHold: Duration) {
+      state = LockedState(
+        LeaseHoldState(grantedAt: sent, timeToLive: timeToLive, maximumHold: maximumHold))
     }
 
     /// The grant is neither lost nor given up.
-    var isHeld: Bool { state.withLock { $0 == .held } }
-
-    /// A renewal at `now` extended the grant by `timeToLive`.
-    func renewed(at now: Duration, timeToLive: Duration) {
-      let until = CoordinatorClock.deadline(after: timeToLive, from: now)
-      confirmedUntil.withLock { $0 = max($0, until) }
-    }
-
-    /// Whether the grant is held and known to stay this holder's for at least `margin` after
-    /// `now`, without asking the lease (which could not be asked: rule 16's guard, in doubt).
-    func isHeld(for margin: Duration, at now: Duration) -> Bool {
-      isHeld && confirmedUntil.withLock { now + margin < $0 }
-    }
-
+    var isHeld: Bool { state.withLock { $0.isHeld } }
     /// The maximum hold passed and the lease was given up; nobody deposed the holder.
-    var wasGivenUp: Bool { state.withLock { $0 == .over } }
-
-    /// Ends the hold; `false` when it had ended already.
-    func end(_ reason: State) -> Bool {
-      state.withLock { state in
-        guard state == .held else { return false }
-        state = reason
-        return true
-      }
+    var wasGivenUp: Bool { state.withLock { $0.status == .over } }
+    /// When the renewal task should wake.
+    var wakeAt: Duration { state.withLock { $0.wakeAt } }
+    /// See ``LeaseHoldState/confirms(at:)``.
+    func confirms(at now: Duration) -> Bool { state.withLock { $0.confirms(at: now) } }
+    /// See ``LeaseHoldState/renewalDue(at:)``.
+    func renewalDue(at now: Duration) -> LeaseHoldState.Renewal {
+      state.withLock { $0.renewalDue(at: now) }
     }
+    /// See ``LeaseHoldState/renewed(sentAt:)``.
+    func renewed(sentAt sent: Duration) { state.withLock { $0.renewed(sentAt: sent) } }
+    /// See ``LeaseHoldState/renewalFailed(at:)``.
+    func renewalFailed(at now: Duration) -> Bool { state.withLock { $0.renewalFailed(at: now) } }
+    /// See ``LeaseHoldState/end(_:)``.
+    func end(_ reason: LeaseHoldState.Status) -> Bool { state.withLock { $0.end(reason) } }
   }
 
-  /// Renews `grant` until the flight releases it (the task is cancelled), the grant is lost,
-  /// or the maximum hold passes (then the lease is given up). On the injected clock, like every
-  /// other wait (tests tie the lease's wall clock to it). Its time to live counts from `start`,
-  /// when the grant was asked for.
+  /// Renews the flight's grant until the flight releases it (the task is cancelled), the grant
+  /// is lost, or the maximum hold passes (then the lease is given up), as `hold` decides. On the
+  /// injected clock, like every other wait (tests tie the lease's wall clock to it).
   func renew(
-    _ grant: LeaseGrant, of lease: any AuthorizationLease, flight id: UInt64, hold: LeaseHold,
-    since start: Duration
+    _ grant: LeaseGrant, of lease: any AuthorizationLease, flight id: UInt64, hold: LeaseHold
   ) async {
     let ttl = configuration.leaseTimeToLive
-    let holdEnds = CoordinatorClock.deadline(after: policy.maximumHold, from: start)
-    var lapses = CoordinatorClock.deadline(after: ttl, from: start)
-    var wakeAt = CoordinatorClock.deadline(after: ttl / 3, from: start)
     while true {
-      do { try await clock.sleepUntil(min(wakeAt, holdEnds)) } catch { return }
+      do { try await clock.sleepUntil(hold.wakeAt) } catch { return }
       let now = clock.now()
-      if now >= holdEnds {
-        guard hold.end(.over) else { return }
+      switch hold.renewalDue(at: now) {
+      case .stop:
+        return
+      case .giveUp:
         table.stripe(for: grant.key).counters.update { $0.holdsEnded += 1 }
         broadcaster.emit(.leaseHoldEnded(key: grant.key, flight: id))
         do { try await lease.release(grant) } catch {
           reportStoreFailure(grant.key, .lease, error)
         }
         return
-      }
-      do {
-        guard try await lease.renew(grant, timeToLive: ttl) != nil else {
-          lost(hold, grant.key, flight: id)
-          return
+      case .renew:
+        do {
+          guard try await lease.renew(grant, timeToLive: ttl) != nil else {
+            lost(hold, grant.key, flight: id)
+            return
+          }
+          hold.renewed(sentAt: now)
+        } catch {
+          reportStoreFailure(grant.key, .lease, error)
+          if hold.renewalFailed(at: now) {
+            countLost(grant.key, flight: id)
+            return
+          }
         }
-        hold.renewed(at: now, timeToLive: ttl)
-        lapses = CoordinatorClock.deadline(after: ttl, from: now)
-        wakeAt = CoordinatorClock.deadline(after: ttl / 3, from: now)
-      } catch {
-        // Perhaps transient (a full disk, a lock held a moment): try again soon, as long as
-        // the grant has not lapsed; after that another process may have taken it over.
-        reportStoreFailure(grant.key, .lease, error)
-        let retry = CoordinatorClock.deadline(after: ttl / 12, from: now)
-        if retry >= lapses {
-          lost(hold, grant.key, flight: id)
-          return
-        }
-        wakeAt = retry
       }
     }
   }
@@ -123,9 +98,10 @@ extension AuthCoordinator {
     guard let grant = held.grant, let lease, let hold = held.hold else { return true }
     if hold.wasGivenUp { return store is any FencedTokenStore }
     guard hold.isHeld else { return false }
+    let sent = clock.now()
     do {
       if try await lease.renew(grant, timeToLive: configuration.leaseTimeToLive) != nil {
-        hold.renewed(at: clock.now(), timeToLive: configuration.leaseTimeToLive)
+        hold.renewed(sentAt: sent)
         return true
       }
     } catch {
@@ -138,8 +114,13 @@ extension AuthCoordinator {
     return false
   }
 
+  /// The grant was found taken over: the hold is lost (counted and reported once).
   func lost(_ hold: LeaseHold, _ key: AccountKey, flight id: UInt64) {
     guard hold.end(.lost) else { return }
+    countLost(key, flight: id)
+  }
+
+  private func countLost(_ key: AccountKey, flight id: UInt64) {
     table.stripe(for: key).counters.update { $0.leasesLost += 1 }
     broadcaster.emit(.leaseLost(key: key, flight: id))
   }

@@ -116,6 +116,8 @@ public final class AuthCoordinator: Sendable {
       authorizationTimeout: configuration.authorizationTimeout,
       exchangeTimeout: configuration.exchangeTimeout,
       storeTimeout: min(configuration.storeTimeout, configuration.authorizationTimeout),
+      saveRetryDelay: configuration.saveRetryDelay,
+      maxSaveRetryDelay: configuration.maxSaveRetryDelay,
       usesLease: lease != nil,
       maximumHold: Self.maximumHold(
         configuration, interactive: authorizer.isInteractive,

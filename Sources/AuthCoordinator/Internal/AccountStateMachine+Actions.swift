@@ -23,6 +23,10 @@ extension AccountStateMachine {
     var exchangeTimeout: Duration = .seconds(30)
     /// Already the smaller of the store and authorization timeouts.
     var storeTimeout: Duration = .seconds(10)
+    /// The first wait before a failed save is retried, doubled after each failure up to
+    /// ``maxSaveRetryDelay`` (the configuration's).
+    var saveRetryDelay: Duration = .seconds(1)
+    var maxSaveRetryDelay: Duration = .seconds(30)
     /// Flights take a cross-process lease before they authorize.
     var usesLease = false
     /// The longest a flight holds the lease, and the longest a stopped refresh keeps later
@@ -74,6 +78,14 @@ extension AccountStateMachine {
     /// Store a stopped refresh's late result (its flight is no longer the key's current one),
     /// then report ``StepOutcome/lateResultSaved(_:)`` or ``StepOutcome/lateResultUnsaved(_:)``.
     case persistLateResult(AuthModel)
+    /// Wait until `until` (on the injected clock) before saving again a model served whose
+    /// save failed (rule 21); reports ``StepOutcome/backedOff``, or
+    /// ``StepOutcome/waitCancelled`` when the task was cancelled.
+    case awaitSaveRetry(until: Duration)
+    /// Save again, in the key's store order, a model served whose save failed (attempt
+    /// `attempt`): reports ``StepOutcome/saved``, ``StepOutcome/saveFailed(_:)``,
+    /// ``StepOutcome/leaseLost`` or ``StepOutcome/signedOutElsewhere``.
+    case retrySave(AuthModel, attempt: Int)
 
     /// The phase whose deadline bounds this step.
     var phase: AuthEvent.FlightPhase {
@@ -82,7 +94,7 @@ extension AccountStateMachine {
       case .awaitPredecessors, .acquireLease, .awaitLeaseHolder, .releaseLease,
         .releaseLeaseBackingOff, .backOff, .awaitRetry, .authorize:
         return .authorization
-      case .persist, .persistLateResult: return .save
+      case .persist, .persistLateResult, .awaitSaveRetry, .retrySave: return .save
       }
     }
   }
@@ -140,6 +152,8 @@ extension AccountStateMachine {
     /// A stopped refresh's result could not be stored: memory keeps it unsaved if it is newer,
     /// and its save is retried.
     case lateResultUnsaved(AuthModel)
+    /// A wait ended early because the flight's task was cancelled.
+    case waitCancelled
   }
 
   /// What the refresh-loop guard decided about an authorization it counts.
@@ -197,6 +211,9 @@ extension AccountStateMachine {
     case next(Step)
     /// The flight is over.
     case end(Ending)
+    /// The save retry of a flight that is over ended: `saved`, or no longer needed (replaced,
+    /// signed out, the lease lost, the task cancelled).
+    case saveRetryOver(saved: Bool)
   }
 
   /// How a flight ended, and what everyone waiting on it gets.
@@ -232,8 +249,9 @@ extension AccountStateMachine {
     /// The flight was stopped while its authorizer was spending a refresh token: the
     /// authorizer finishes, and its result is stored.
     var letsRefreshFinish = false
-    /// The model was served but not stored: the flight's task goes on retrying its save.
-    var retriesSave = false
+    /// The model was served but not stored: the flight's task goes on retrying its save,
+    /// beginning with this step (``AccountStateMachine/beginSaveRetry(_:_:now:)``).
+    var saveRetry: Step?
     /// For a stopped refresh (``letsRefreshFinish``): when (on the injected clock) later
     /// flights stop waiting for it (``AccountStateMachine/abandon(_:)``).
     var abandonAt: Duration?

@@ -72,7 +72,10 @@ extension AccountStateMachine {
   }
 
   /// A report of a flight that is no longer the key's current one.
-  mutating func stale(_ id: UInt64, _ outcome: StepOutcome, date: Date) -> AdvanceAction {
+  mutating func stale(
+    _ id: UInt64, _ outcome: StepOutcome, date: Date, now: Duration
+  ) -> AdvanceAction {
+    if isRetryingSave(id) { return saveRetried(id, outcome, now: now) }
     switch outcome {
     case .authorized(let result):
       guard case .success(let model) = result, stopped[id]?.fate == .refreshing(storesResult: true)
@@ -89,11 +92,11 @@ extension AccountStateMachine {
       return .ignore
     case .lateResultUnsaved(let model):
       staleSaveFailed(model, date: date, lateResultOf: id)
-      return .ignore
+      return beginSaveRetry(id, model, now: now).map { .next($0) } ?? .ignore
     case .saveFailed(let model):
       // The save deadline passed before the save failed: the model was served and cached.
       staleSaveFailed(model, date: date, lateResultOf: nil)
-      return .ignore
+      return beginSaveRetry(id, model, now: now).map { .next($0) } ?? .ignore
     default:
       return .ignore
     }

@@ -21,7 +21,7 @@ import Foundation
 /// deadlines, the last waiter leaving, sign-outs), `+Authorizing` (what a flight does before it
 /// calls the authorizer: predecessors, the lease, the re-read), `+StoppedFlights` (every
 /// ending, the record of stopped flights, and the late results of stopped refreshes),
-/// `+Unsaved` (models served but not stored), `+LoopGuard`, `+SilentRefresh` (refresh ahead,
+/// `+Unsaved` (models served but not stored), `+SaveRetry` (their retries), `+LoopGuard`, `+SilentRefresh` (refresh ahead,
 /// retries, cooldowns, stale-if-error), `+Actions` and `+State` (its vocabulary). Its state is
 /// internal only so that those files can reach it: nothing outside `AccountStateMachine*.swift`
 /// reads or writes it.
@@ -74,6 +74,8 @@ struct AccountStateMachine<Effects: FlightEffects> {
   /// Access tokens the current flight's callers rejected, kept while it persists its model: a
   /// deposed flight serves what the store holds, never one of them (rule 16).
   var persistingRejections: Set<String> = []
+  /// Saves being retried (rule 21), by the flight whose task retries them.
+  var saveRetries: [UInt64: SaveRetry] = [:]
   /// The jitter source, a number in `0..<1` (the configuration's `random`).
   let random: @Sendable () -> Double
 
@@ -286,7 +288,7 @@ struct AccountStateMachine<Effects: FlightEffects> {
     _ id: UInt64, _ outcome: StepOutcome, date: Date, now: Duration, removalFailed: Bool = false
   ) -> AdvanceAction {
     let outcome = ownUsers(outcome, removalFailed: removalFailed)
-    guard flightID == id else { return stale(id, outcome, date: date) }
+    guard flightID == id else { return stale(id, outcome, date: date, now: now) }
     let action = decide(id, outcome, date: date, now: now)
     guard case .end(let ending) = action else { return action }
     return .end(finish(ending))
@@ -324,7 +326,7 @@ struct AccountStateMachine<Effects: FlightEffects> {
       adopt(model, obtainedAt: date, unsaved: true)
       state = .idle
       var ending = Ending(flight: id, result: .succeeded(model))
-      ending.retriesSave = true
+      ending.saveRetry = beginSaveRetry(id, model, now: now)
       return .end(ending)
     case (.persisting(_, _, let holdsLease), .signedOutElsewhere):
       return releasing(signedOut(elsewhere: true)!, holdsLease: holdsLease)

@@ -7,8 +7,8 @@ protocol FlightEffects: AnyObject, Equatable {
 }
 
 /// What carries out one flight: its callers' queue, the queue of forced refreshes that ask
-/// again once it ends, its task, and, for a refresh stopped but left to finish, the latch its
-/// task opens when it ended.
+/// again once it ends, its task, the cross-process lease it holds, and, for a refresh stopped
+/// but left to finish, the latch its task opens when it ended.
 ///
 /// The state machine holds it (``AccountStateMachine/effects``) from the flight's start to its
 /// ending, which hands it back; a stopped flight's stays in the machine's record of stopped
@@ -29,6 +29,11 @@ final class Flight: FlightEffects, @unchecked Sendable {
   /// handler has not run yet. (`Task.isCancelled` turns true before the handlers run, and a
   /// second `cancel()` returns while another thread is still running them.)
   var cancellation: Latch?
+  /// The cross-process lease the flight holds (its grant, the hold its renewal shares, the task
+  /// renewing it): used by the flight's task alone, one step at a time, never under the lock.
+  /// The state machine decides when it is taken, confirmed and given back (its steps), and the
+  /// hold (``LeaseHoldState``) whether it is still held.
+  let lease = AuthCoordinator.HeldLease()
 
   init(queue: WaiterQueue) { self.queue = queue }
 

@@ -1,0 +1,76 @@
+import Foundation
+
+// Rule 21's retries, decided here: a model served whose save failed is saved again, in the
+// key's store order, after a wait that doubles with each failure (the configuration's
+// `saveRetryDelay`, up to `maxSaveRetryDelay`), until it lands, a newer model replaces it, a
+// logout removes it, or the flight's lease turns out lost. The flight's task carries the steps
+// out after the flight ended (its callers already have the model), holding the lease.
+extension AccountStateMachine {
+  /// A save being retried by the task of the flight that produced the model.
+  struct SaveRetry: Equatable {
+    var model: AuthModel
+    /// Attempts made so far.
+    var attempts = 0
+    /// The wait before the next attempt.
+    var delay: Duration
+  }
+
+  /// The longest wait between two attempts: never zero, which would retry a failing store in
+  /// a tight loop.
+  private var longestSaveRetryDelay: Duration {
+    max(policy.maxSaveRetryDelay, .milliseconds(1))
+  }
+
+  /// The save of `model` by flight `id` failed at `now`: the first wait of its retry, or `nil`
+  /// when memory does not hold the model unsaved (nothing to retry).
+  mutating func beginSaveRetry(_ id: UInt64, _ model: AuthModel, now: Duration) -> Step? {
+    guard needsSave(model) else { return nil }
+    let delay = min(max(policy.saveRetryDelay, .milliseconds(1)), longestSaveRetryDelay)
+    saveRetries[id] = SaveRetry(model: model, delay: delay)
+    return awaitSaveRetry(after: delay, now: now)
+  }
+
+  private func awaitSaveRetry(after delay: Duration, now: Duration) -> Step {
+    Step(
+      kind: .awaitSaveRetry(until: CoordinatorClock.deadline(after: delay, from: now)),
+      deadline: nil)
+  }
+
+  /// Whether flight `id` is retrying a save (its outcomes are the retry's).
+  func isRetryingSave(_ id: UInt64) -> Bool { saveRetries[id] != nil }
+
+  /// A step of flight `id`'s save retry finished with `outcome` at `now`.
+  mutating func saveRetried(_ id: UInt64, _ outcome: StepOutcome, now: Duration) -> AdvanceAction {
+    guard var retry = saveRetries[id] else { return .ignore }
+    switch outcome {
+    case .backedOff:
+      // Atomic with the key's other store operations (the coordinator reserves the save's
+      // turn under the same lock): a newer model's save or a logout's removal issued before
+      // this point goes first, and then this one is not needed.
+      guard needsSave(retry.model) else { return endSaveRetry(id, saved: false) }
+      retry.attempts += 1
+      saveRetries[id] = retry
+      return .next(Step(kind: .retrySave(retry.model, attempt: retry.attempts), deadline: nil))
+    case .saveFailed:
+      retry.delay = min(retry.delay * 2, longestSaveRetryDelay)
+      saveRetries[id] = retry
+      return .next(awaitSaveRetry(after: retry.delay, now: now))
+    case .saved:
+      unsavedModelSettled(retry.model)
+      return endSaveRetry(id, saved: true)
+    case .leaseLost:
+      // Another holder may have stored a newer model: memory follows the store again.
+      unsavedModelSettled(retry.model)
+      return endSaveRetry(id, saved: false)
+    case .signedOutElsewhere, .waitCancelled:
+      return endSaveRetry(id, saved: false)
+    default:
+      preconditionFailure("Internal inconsistency: \(outcome) reported by a save retry")
+    }
+  }
+
+  private mutating func endSaveRetry(_ id: UInt64, saved: Bool) -> AdvanceAction {
+    saveRetries[id] = nil
+    return .saveRetryOver(saved: saved)
+  }
+}

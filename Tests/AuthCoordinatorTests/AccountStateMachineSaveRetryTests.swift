@@ -1,0 +1,128 @@
+import Foundation
+import Testing
+
+@testable import AuthCoordinator
+
+/// Rule 21's retries decided by the state machine, without tasks: after a failed save the
+/// flight's task waits, saves again in the key's store order, and doubles its wait after each
+/// failure up to the longest, until the save lands, a newer model replaces the unsaved one, a
+/// logout removes it, the lease turns out lost, or the task is cancelled.
+@Suite(.timeLimit(.minutes(2))) struct AccountStateMachineSaveRetryTests: StateMachineFixture {
+  typealias Step = Machine.Step
+
+  func policy(saveRetry first: Duration, longest: Duration) -> Machine.Policy {
+    var policy = self.policy
+    policy.saveRetryDelay = first
+    policy.maxSaveRetryDelay = longest
+    return policy
+  }
+
+  /// A machine whose flight 2 refreshed `t0` to `t1` at `now` 0 and whose save then failed,
+  /// and the first step of its retry.
+  func unsaved(_ policy: Machine.Policy? = nil) -> (Machine, AuthModel, Step?) {
+    let stored = model("t0", expiresIn: -10, refreshToken: "r0")
+    let unsaved = model("t1", expiresIn: 3600, refreshToken: "r1")
+    var machine = self.machine(holding: stored, policy: policy)
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+    _ = machine.advance(2, .loaded(stored), date: date, now: .zero)
+    _ = machine.advance(2, .authorized(.success(unsaved)), date: date, now: .zero)
+    guard case .end(let ending) = machine.advance(2, .saveFailed(unsaved), date: date, now: .zero)
+    else {
+      Issue.record("a failed save ends the flight: its callers get the model")
+      return (machine, unsaved, nil)
+    }
+    #expect(ending.result == .succeeded(unsaved))
+    return (machine, unsaved, ending.saveRetry)
+  }
+
+  func wait(until: Duration) -> Step { .init(kind: .awaitSaveRetry(until: until), deadline: nil) }
+  func save(_ model: AuthModel, attempt: Int) -> Step {
+    .init(kind: .retrySave(model, attempt: attempt), deadline: nil)
+  }
+
+  @Test func theWaitDoublesAfterEachFailureUpToTheLongestUntilTheSaveLands() {
+    var (machine, unsaved, first) = self.unsaved(
+      policy(saveRetry: .seconds(1), longest: .seconds(3)))
+    #expect(first == wait(until: .seconds(1)))
+    // Each failure at `now` waits twice as long as the last, from then, never past 3 s.
+    var now = Duration.seconds(1)
+    for (attempt, delay) in [(1, 2), (2, 3), (3, 3)] {
+      #expect(
+        machine.advance(2, .backedOff, date: date, now: now)
+          == .next(save(unsaved, attempt: attempt)))
+      now += .milliseconds(100)
+      #expect(
+        machine.advance(2, .saveFailed(unsaved), date: date, now: now)
+          == .next(wait(until: now + .seconds(delay))))
+      #expect(machine.needsSave(unsaved))
+      now += .seconds(delay)
+    }
+    #expect(
+      machine.advance(2, .backedOff, date: date, now: now) == .next(save(unsaved, attempt: 4)))
+    #expect(machine.advance(2, .saved, date: date, now: now) == .saveRetryOver(saved: true))
+    #expect(!machine.needsSave(unsaved))
+    #expect(machine.cachedModel == unsaved)
+    #expect(machine.isEvictable(now: .seconds(1000)), "stored: the key may be forgotten")
+    #expect(machine.advance(2, .backedOff, date: date, now: now) == .ignore, "over")
+  }
+
+  /// A zero delay would retry a failing store in a tight loop.
+  @Test func aZeroDelayWaitsAMillisecond() {
+    let (_, _, first) = unsaved(policy(saveRetry: .zero, longest: .zero))
+    #expect(first == wait(until: .milliseconds(1)))
+  }
+
+  @Test func aNewerModelEndsTheRetryAtItsNextAttempt() {
+    var (machine, unsaved, _) = self.unsaved()
+    // A forced refresh rejecting t1 authorizes and stores t2 meanwhile.
+    _ = machine.request(.force(rejecting: "t1"), date: date, now: .milliseconds(10), newFlightID: 3)
+    _ = machine.advance(3, .loaded(nil), date: date, now: .milliseconds(10))
+    let newer = model("t2", refreshToken: "r2")
+    _ = machine.advance(3, .authorized(.success(newer)), date: date, now: .milliseconds(20))
+    _ = machine.advance(3, .saved, date: date, now: .milliseconds(30))
+    #expect(!machine.needsSave(unsaved))
+    #expect(
+      machine.advance(2, .backedOff, date: date, now: .seconds(1)) == .saveRetryOver(saved: false),
+      "no attempt: the older model's save would overwrite the newer one")
+    #expect(machine.cachedModel == newer)
+  }
+
+  @Test func aLogoutDuringTheWaitEndsTheRetry() {
+    var (machine, _, _) = self.unsaved()
+    _ = machine.signOut()
+    #expect(
+      machine.advance(2, .backedOff, date: date, now: .seconds(1)) == .saveRetryOver(saved: false))
+  }
+
+  @Test func aLostLeaseEndsTheRetryAndMemoryFollowsTheStoreAgain() {
+    var (machine, _, _) = self.unsaved()
+    _ = machine.advance(2, .backedOff, date: date, now: .seconds(1))
+    #expect(
+      machine.advance(2, .leaseLost, date: date, now: .seconds(1)) == .saveRetryOver(saved: false))
+    #expect(!machine.hasUnsavedModel, "settled: the next re-read takes what the next holder stored")
+  }
+
+  @Test func aSignOutElsewhereOrACancelledTaskEndsTheRetry() {
+    for outcome: Machine.StepOutcome in [.signedOutElsewhere, .waitCancelled] {
+      var (machine, _, _) = self.unsaved()
+      if outcome == .signedOutElsewhere {
+        _ = machine.advance(2, .backedOff, date: date, now: .seconds(1))
+      }
+      #expect(
+        machine.advance(2, outcome, date: date, now: .seconds(1)) == .saveRetryOver(saved: false))
+      #expect(machine.advance(2, .backedOff, date: date, now: .seconds(2)) == .ignore)
+    }
+  }
+
+  /// The retry's outcomes are the retry's even while a new flight of the key runs.
+  @Test func aRetryGoesOnBesideTheKeysNextFlight() {
+    var (machine, unsaved, _) = self.unsaved()
+    _ = machine.request(.force(rejecting: "t1"), date: date, now: .milliseconds(10), newFlightID: 3)
+    #expect(machine.flightID == 3)
+    #expect(
+      machine.advance(2, .backedOff, date: date, now: .seconds(1))
+        == .next(save(unsaved, attempt: 1)))
+    #expect(machine.advance(2, .saved, date: date, now: .seconds(1)) == .saveRetryOver(saved: true))
+    #expect(machine.flightID == 3, "the new flight is untouched")
+  }
+}
