@@ -91,13 +91,16 @@ extension AuthCoordinator {
   /// Whether the flight may store its result under its lease: it still holds the grant (a
   /// renewal just before the save confirms it). A store that is not shared needs no lease.
   ///
-  /// A grant given up at the maximum hold (not lost: nobody took it over before) still may, in a
-  /// store that takes part in the fencing: the fence refuses the save if a later holder saved
-  /// first, and otherwise it keeps the newest refresh token instead of forgetting it.
+  /// A hold that ended (the grant lost, or given up at the maximum hold) still may, in a store
+  /// that takes part in the fencing: the fence refuses the save if a later holder saved first,
+  /// and otherwise it keeps the newest refresh token instead of forgetting it. A grant lost
+  /// because its renewals failed, with nobody taking the lease over, left the only copy of the
+  /// family's newest refresh token in this process's memory (the shared-lease stress's lost
+  /// rotation, `LostHoldSaveTests`).
   func stillHolds(_ held: HeldLease, flight id: UInt64) async -> Bool {
     guard let grant = held.grant, let lease, let hold = held.hold else { return true }
-    if hold.wasGivenUp { return store is any FencedTokenStore }
-    guard hold.isHeld else { return false }
+    let fenced = store is any FencedTokenStore
+    guard hold.isHeld else { return fenced }
     let sent = clock.now()
     do {
       if try await lease.renew(grant, timeToLive: configuration.leaseTimeToLive) != nil {
@@ -108,10 +111,10 @@ extension AuthCoordinator {
       // In doubt (the lease cannot be read now), the grant is taken as held: the renewal
       // task's retries tell a lapse from a blip.
       reportStoreFailure(grant.key, .lease, error)
-      return hold.isHeld
+      return hold.isHeld || fenced
     }
     lost(hold, grant.key, flight: id)
-    return false
+    return fenced
   }
 
   /// The grant was found taken over: the hold is lost (counted and reported once).
