@@ -33,6 +33,11 @@ Routes:
   GET /config?delay=<s>&expires_in=<s>
                  sets the delay before answering token requests (default 0) and the expires_in
                  of new tokens (default 3600); answers the configuration.
+  GET /reuses    {"now": the server's time.monotonic(), "reuses": [...]}: one entry per reuse, in
+                 order: {family, token, first_pid, first_arrived, reuse_pid, reuse_arrived} (the
+                 X-Worker-Pid of the request that spent the token first and of the one that
+                 presented it again, or 0; when each arrived, after its body was read, on
+                 time.monotonic(): CLOCK_MONOTONIC on Linux).
   GET /introspect?token=<access token>
                  {"active": bool}: issued, not revoked, and its family not revoked.
 
@@ -153,6 +158,8 @@ STATS = {
 IN_FLIGHT = {}  # request number -> (pid header, monotonic arrival time)
 FAMILIES = {}  # family id -> {"revoked": bool, "current": refresh token}
 REFRESH_TOKENS = {}  # refresh token -> family id (current or spent)
+SPENT_BY = {}  # spent refresh token -> (pid header, monotonic arrival) of the request that spent it
+REUSES = []  # one dict per reuse, for GET /reuses
 ACCESS_TOKENS = {}  # access token -> family id
 REVOKED_ACCESS = set()  # access tokens revoked by /revoke-access
 NEXT = {"family": 0, "request": 0}
@@ -209,8 +216,10 @@ def client_authentication(headers, params):
     return 401, {"error": "invalid_client", "error_description": "client authentication failed"}
 
 
-def grant(params):
-    """Runs one grant (LOCK held). Returns (status, body)."""
+def grant(params, caller=("", 0.0)):
+    """Runs one grant (LOCK held) for `caller` (its pid header, its monotonic arrival).
+
+    Returns (status, body)."""
     grant_type = params.get("grant_type", "")
     count("requests", grant_type or "missing")
     if grant_type in ("client_credentials", "authorization_code"):
@@ -229,11 +238,20 @@ def grant(params):
         if FAMILIES[family]["current"] != token:
             # A spent refresh token came back: revoke the whole family.
             STATS["reuses"] += 1
+            first_pid, first_arrived = SPENT_BY.get(token, ("", 0.0))
+            REUSES.append({
+                "family": family,
+                "token": token,
+                "first_pid": int(first_pid) if first_pid.isdigit() else 0,
+                "first_arrived": first_arrived,
+                "reuse_pid": int(caller[0]) if caller[0].isdigit() else 0,
+                "reuse_arrived": caller[1]})
             STATS["revoked_families"] += 1
             STATS["invalid_grants"] += 1
             FAMILIES[family]["revoked"] = True
             return 400, {"error": "invalid_grant", "error_description": "refresh token reused"}
         STATS["refreshes"] += 1
+        SPENT_BY[token] = caller
         count("grants", grant_type)
         return 200, issue(family)
     return 400, {"error": "unsupported_grant_type"}
@@ -338,6 +356,10 @@ class Handler(BaseHTTPRequestHandler):
                     CONFIG[name] = kind(float(value)) if kind in (int, float) else value
                 value = dict(CONFIG)
                 value.pop("client_secret")
+            self.send_json(200, value)
+        elif parsed.path == "/reuses":
+            with LOCK:
+                value = {"now": time.monotonic(), "reuses": list(REUSES)}
             self.send_json(200, value)
         elif parsed.path == "/introspect":
             with LOCK:
@@ -471,14 +493,15 @@ class Handler(BaseHTTPRequestHandler):
             NEXT["request"] += 1
             number = NEXT["request"]
             STATS["in_flight"] += 1
-            IN_FLIGHT[number] = (self.headers.get("X-Worker-Pid", ""), time.monotonic())
+            caller = (self.headers.get("X-Worker-Pid", ""), time.monotonic())
+            IN_FLIGHT[number] = caller
             delay = CONFIG["delay"]
             reply_delay = CONFIG["reply_delay"]
         try:
             completed = self.wait_delay(delay) if delay > 0 else True
             with LOCK:
                 if completed:
-                    status, reply = grant(params)
+                    status, reply = grant(params, caller)
                 else:
                     STATS["aborted"] += 1
             if completed and reply_delay > 0:
