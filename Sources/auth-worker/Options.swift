@@ -16,6 +16,8 @@ struct Options: Sendable {
   var maxForced: Int?
   var deadlineMilliseconds = 60_000
   var exitAtOnce = false
+  var loginAfterRefusal = false
+  var traceGrants = false
 
   static func parse(_ arguments: [String]) -> Options {
     var arguments = arguments
@@ -48,6 +50,8 @@ struct Options: Sendable {
       case "--max-forced": options.maxForced = number(name)
       case "--deadline-ms": options.deadlineMilliseconds = number(name)
       case "--exit-at-once": options.exitAtOnce = true
+      case "--login-after-refusal": options.loginAfterRefusal = true
+      case "--trace-grants": options.traceGrants = true
       default: usage("unknown option \(name)")
       }
     }

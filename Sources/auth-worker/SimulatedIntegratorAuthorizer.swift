@@ -32,16 +32,23 @@ struct GrantRefused: Error, CustomStringConvertible {
 /// endpoint, here over the tests' rotating token server. It does a refresh-token grant when the
 /// model being replaced holds a refresh token, and starts a new token family
 /// (`client_credentials`, standing in for an interactive login) otherwise. It never falls back
-/// from a refused refresh to a new login: a refused refresh (a reused token) must show.
+/// from a refused refresh to a new login: a refused refresh (a reused token) must show. With
+/// `loginAfterRefusal`, a refresh refused with `invalid_grant` throws an `AuthCoordinatorError`
+/// with `refusesRefreshToken` set, as `OAuth2Authorizer` does: the coordinator drops that refresh
+/// token, and its next authorization is a login (a new family). With `traceGrants`, it prints
+/// `grant <monotonicSeconds()> <refresh token>` as it begins each refresh-token grant.
 struct SimulatedIntegratorAuthorizer: Authorizer {
   let endpoint: URL
   let session: URLSession
   let counts: Locked<AuthorizerCounts>
+  var loginAfterRefusal = false
+  var traceGrants = false
 
   func authorize(_ request: AuthorizationRequest) async throws -> AuthModel {
     var form = ["grant_type": "client_credentials"]
     if let refreshToken = request.replacing?.refreshToken {
       form = ["grant_type": "refresh_token", "refresh_token": refreshToken]
+      if traceGrants { emit("grant \(monotonicSeconds()) \(refreshToken)") }
     }
     counts.withLock {
       $0.started += 1
@@ -55,6 +62,15 @@ struct SimulatedIntegratorAuthorizer: Authorizer {
       let model = try await grant(form, for: request.key)
       counts.withLock { $0.succeeded += 1 }
       return model
+    } catch let refused as GrantRefused
+      where loginAfterRefusal && form["grant_type"] == "refresh_token"
+      && refused.error == "invalid_grant"
+    {
+      counts.withLock { $0.failed += 1 }
+      var error = AuthCoordinatorError(
+        .authorizationFailed, "the server refused the refresh token", underlying: refused)
+      error.refusesRefreshToken = true
+      throw error
     } catch {
       counts.withLock { $0.failed += 1 }
       throw error

@@ -32,7 +32,12 @@
 // --lease-ttl-ms (Configuration.leaseTimeToLive, default 15000), --no-lease (no lease: the
 // negative control), --max-forced (Configuration.maxForcedAuthorizations), --deadline-ms (the
 // whole run; past it the worker prints {"error":"deadline"} and exits 3; default 60000),
-// --exit-at-once (see above).
+// --exit-at-once (see above), --login-after-refusal (a refresh the server refuses with
+// invalid_grant is reported as `AuthCoordinatorError.refusesRefreshToken`, as OAuth2Authorizer
+// does: the coordinator never sends that refresh token again and its next authorization starts a
+// new family; by default the refusal is a plain error and the worker never logs in anew),
+// --trace-grants (prints "grant <monotonic s> <refresh token>" when the coordinator hands a
+// refresh to the authorizer, on the token server's clock: see `monotonicSeconds()`).
 //
 // Every wait is measured on the monotonic clock; the result reports the longest, so that a test
 // can check that no caller waited past its own deadline.
@@ -86,7 +91,7 @@ func usage(_ message: String) -> Never {
       usage: auth-worker wave|storm|soak|churn|serve --store <path> --server <url> \
       [--key <mcUid>] [--callers N] [--reject T] [--refreshes M] [--interval-ms I] \
       [--timeout-ms T] [--lease-ttl-ms L] [--no-lease] [--max-forced N] [--deadline-ms D] \
-      [--exit-at-once]
+      [--exit-at-once] [--login-after-refusal] [--trace-grants]
 
       """.utf8))
   exit(2)
@@ -96,6 +101,19 @@ func usage(_ message: String) -> Never {
 func epochMilliseconds() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
 
 func milliseconds(_ duration: Duration) -> Double { duration.seconds * 1000 }
+
+/// Seconds on the clock of the token server's `time.monotonic()` (CLOCK_MONOTONIC on Linux,
+/// CLOCK_UPTIME_RAW on Darwin), which every process on the host shares. Not `ContinuousClock`:
+/// on Linux it reads CLOCK_BOOTTIME.
+func monotonicSeconds() -> Double {
+  var time = timespec()
+  #if canImport(Darwin)
+    clock_gettime(CLOCK_UPTIME_RAW, &time)
+  #else
+    clock_gettime(CLOCK_MONOTONIC, &time)
+  #endif
+  return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+}
 
 /// The error's stable code, for the result.
 func code(of error: any Error) -> String {
@@ -187,7 +205,8 @@ struct Worker {
       store: store, lease: lease,
       authorizer: SimulatedIntegratorAuthorizer(
         endpoint: options.server!, session: URLSession(configuration: sessionConfiguration),
-        counts: counts),
+        counts: counts, loginAfterRefusal: options.loginAfterRefusal,
+        traceGrants: options.traceGrants),
       configuration: configuration)
     key = AccountKey(mcUid: options.key)
     timeout = .milliseconds(options.timeoutMilliseconds)
