@@ -212,7 +212,12 @@ final class SharedLeaseStressDriver {
       } else if rng.chance(60) {
         try? await Task.sleep(for: .microseconds(Int.random(in: 100...2_500, using: &rng)))
       }
-      while ledger.outstanding >= parameters.window { try? await Task.sleep(for: .milliseconds(1)) }
+      // Room in the window: woken when a call or a logout ends, not polled.
+      let ledger = ledger
+      let window = parameters.window
+      while ledger.outstanding >= window {
+        try? await ledger.ended.waitUntil { ledger.outstanding < window }
+      }
       perform()
     }
     let drained = await drain()
@@ -346,8 +351,22 @@ final class SharedLeaseStressDriver {
     }
     let longest = processes.map { bound($0, timeout: nil) }.max() ?? .zero
     let giveUp = ContinuousClock.now + longest * 2 + .seconds(1)
+    // Woken when a call, an authorizer call or a hold ends; the bound wakes it once more.
+    let ledger = ledger
+    let quiet: @Sendable () -> Bool = {
+      ledger.outstanding == 0 && ledger.runningAuthorizations == 0 && ledger.leasesHeld == 0
+        || ContinuousClock.now >= giveUp
+    }
+    let alarm = Task {
+      try? await Task.sleep(until: giveUp)
+      ledger.ended.changed()
+    }
+    try? await ledger.ended.waitUntil(quiet)
+    alarm.cancel()
+    // The flights' tasks end right after their last hold is given back: the coordinators'
+    // statistics (which signal nothing) settle within a few scheduler turns.
     while !settled(), ContinuousClock.now < giveUp {
-      try? await Task.sleep(for: .milliseconds(5))
+      try? await Task.sleep(for: .milliseconds(1))
     }
     guard settled() else {
       let stuck = ledger.unfinished(limit: 10).map {

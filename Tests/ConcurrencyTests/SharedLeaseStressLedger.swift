@@ -1,4 +1,5 @@
 import AuthCoordinator
+import AuthCoordinatorTestKit
 import Foundation
 import SyncPrimitives
 
@@ -89,6 +90,9 @@ final class SharedStressLedger: Sendable {
   ]
 
   private let state = LockedState(State())
+  /// Signalled whenever a call, a logout, an authorizer call or a lease hold ends: what the
+  /// driver waits on (for room in its window, and for the drain) instead of polling.
+  let ended = ChangeSignal(watchdog: .seconds(600))
   let seedText: String
 
   init(seedText: String) { self.seedText = seedText }
@@ -187,6 +191,7 @@ final class SharedStressLedger: Sendable {
       state.outcomes[outcome, default: 0] += 1
       Self.note(problems, in: &state)
     }
+    ended.changed()
   }
 
   // MARK: - Logouts
@@ -207,6 +212,7 @@ final class SharedStressLedger: Sendable {
       let old = state.barrier[process]?[mcUid] ?? 0
       state.barrier[process, default: [:]][mcUid] = max(old, issuedBefore)
     }
+    ended.changed()
   }
 
   /// `process`'s coordinator recorded a sign-out of `mcUid` in the lease (it returned). Of the
@@ -255,6 +261,7 @@ final class SharedStressLedger: Sendable {
     state.withLock { state in
       if state.holders[key]?.fence == fence { state.holders[key] = nil }
     }
+    ended.changed()
   }
 
   // MARK: - Authorizer calls
@@ -303,7 +310,10 @@ final class SharedStressLedger: Sendable {
 
   func authorizationHangs(_ id: Int) { state.withLock { $0.flights[id]?.hung = true } }
 
-  func authorizationEnded(_ id: Int) { _ = state.withLock { $0.flights.removeValue(forKey: id) } }
+  func authorizationEnded(_ id: Int) {
+    _ = state.withLock { $0.flights.removeValue(forKey: id) }
+    ended.changed()
+  }
 
   var runningAuthorizations: Int { state.withLock { $0.flights.count } }
 
