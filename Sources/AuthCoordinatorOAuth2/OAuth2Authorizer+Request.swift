@@ -45,8 +45,10 @@ extension OAuth2Authorizer {
     case .clientCredentials:
       if let scope { own.append(("scope", scope)) }
     case .refresh(let token):
+      // No `scope`: RFC 6749 §6 grants an omitted scope the original grant's, and refuses
+      // one beyond it (`invalid_scope`). Re-sending the configured scope made a grant the
+      // server narrowed (asked `read admin`, granted `read`) impossible ever to refresh.
       own.append(("refresh_token", token))
-      if let scope { own.append(("scope", scope)) }
     case .authorizationCode(let code):
       own.append(("code", code.code))
       if let redirectURI = code.redirectURI { own.append(("redirect_uri", redirectURI)) }

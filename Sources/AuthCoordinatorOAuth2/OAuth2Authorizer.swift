@@ -58,7 +58,9 @@ public struct OAuth2Authorizer: Authorizer {
   /// How the client authenticates. Default ``ClientAuthentication/basic`` when there is a
   /// secret, ``ClientAuthentication/none`` without one.
   public var clientAuthentication: ClientAuthentication
-  /// The `scope` sent with client credentials and refresh token grants, or `nil` for none.
+  /// The `scope` sent with the client credentials grant, or `nil` for none. A refresh sends
+  /// none: it is granted the scope of the grant it continues (RFC 6749 §6), which the server
+  /// may have narrowed (the reply's `scope`, in `extraInfo["scope"]`).
   public var scope: String?
   /// Extra form parameters sent with every token request (an `audience`, a `resource`...).
   /// The grant's own parameters win over an entry of the same name.

@@ -244,6 +244,11 @@ public final class RotatingTokenServer: @unchecked Sendable {
     public var reusedResets: Int
     /// Token requests whose body did not arrive in full (a POST replayed without its body).
     public var incompleteBodies: Int
+    /// Refreshes refused with `invalid_scope`: they asked for a scope beyond the family's grant
+    /// (`grantable_scope` narrows grants).
+    public var invalidScopes: Int
+    /// Refresh requests by the `scope` they carried (`(omitted)` when none).
+    public var refreshScopes: [String: Int]
 
     init(_ object: [String: Any]) {
       func int(_ name: String) -> Int { (object[name] as? NSNumber)?.intValue ?? 0 }
@@ -278,6 +283,8 @@ public final class RotatingTokenServer: @unchecked Sendable {
       reusedTokenPosts = int("reused_token_posts")
       reusedResets = int("reused_resets")
       incompleteBodies = int("incomplete_bodies")
+      invalidScopes = int("invalid_scopes")
+      refreshScopes = table("refresh_scopes")
     }
 
     public var description: String {
@@ -288,7 +295,7 @@ public final class RotatingTokenServer: @unchecked Sendable {
         + "\(resourceUnauthorized), invalid clients \(invalidClients), scripted failures "
         + "\(scriptedFailures), token posts \(tokenPosts), reused token posts "
         + "\(reusedTokenPosts), reused resets \(reusedResets), incomplete bodies "
-        + "\(incompleteBodies)"
+        + "\(incompleteBodies), invalid scopes \(invalidScopes)"
     }
   }
 }

@@ -127,6 +127,10 @@ CONFIG = {
     "redirect_to": "",
     "huge_reply": 0,
     "revoke_access_after": 0,
+    # When set (space-separated), a new family is granted only these of the scopes it asked for
+    # (RFC 6749 §3.3: the server may narrow a grant); a refresh asking for a scope beyond the
+    # family's grant is refused with invalid_scope (§6), as Authlib does.
+    "grantable_scope": "",
     "reset_reused": 0,
     "token_challenge": 'Basic realm="rotating-token-server"',
     "resource_challenge": 'Bearer realm="rotating-token-server", error="invalid_token"',
@@ -154,6 +158,8 @@ STATS = {
     "reused_token_posts": 0,
     "reused_resets": 0,
     "incomplete_bodies": 0,
+    "invalid_scopes": 0,
+    "refresh_scopes": {},
 }
 IN_FLIGHT = {}  # request number -> (pid header, monotonic arrival time)
 FAMILIES = {}  # family id -> {"revoked": bool, "current": refresh token}
@@ -167,6 +173,14 @@ NEXT = {"family": 0, "request": 0}
 
 def issue(family):
     """New tokens for `family` (LOCK held). Returns the reply body."""
+    scope = FAMILIES[family].get("scope")
+    reply = issue_tokens(family)
+    if scope is not None:
+        reply["scope"] = " ".join(sorted(scope))
+    return reply
+
+
+def issue_tokens(family):
     access = "at-%d-%s" % (family, secrets.token_hex(8))
     refresh = "rt-%d-%s" % (family, secrets.token_hex(8))
     FAMILIES[family]["current"] = refresh
@@ -226,6 +240,10 @@ def grant(params, caller=("", 0.0)):
         NEXT["family"] += 1
         family = NEXT["family"]
         FAMILIES[family] = {"revoked": False, "current": None}
+        if "scope" in params:
+            asked = set(params["scope"].split())
+            grantable = set(CONFIG["grantable_scope"].split())
+            FAMILIES[family]["scope"] = asked & grantable if grantable else asked
         STATS["families"] += 1
         count("grants", grant_type)
         return 200, issue(family)
@@ -250,6 +268,13 @@ def grant(params, caller=("", 0.0)):
             STATS["invalid_grants"] += 1
             FAMILIES[family]["revoked"] = True
             return 400, {"error": "invalid_grant", "error_description": "refresh token reused"}
+        count("refresh_scopes", params["scope"] if "scope" in params else "(omitted)")
+        granted = FAMILIES[family].get("scope")
+        if "scope" in params and granted is not None and not set(params["scope"].split()) <= granted:
+            # RFC 6749 §6: a refresh may not ask for a scope the original grant did not include.
+            STATS["invalid_scopes"] += 1
+            return 400, {"error": "invalid_scope",
+                         "error_description": "scope exceeds the original grant"}
         STATS["refreshes"] += 1
         SPENT_BY[token] = caller
         count("grants", grant_type)
