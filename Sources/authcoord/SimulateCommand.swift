@@ -73,6 +73,8 @@ enum SimulateCommand {
       --quiet                     print only the summary
       -h, --help                  show this help
 
+    usage: authcoord simulate --fleet [options]   (see `authcoord simulate --fleet --help`)
+
     usage: authcoord simulate --service [options]
 
     Plays a Swift service that calls an API on its own behalf, its concurrent requests sharing
@@ -185,6 +187,8 @@ enum SimulateCommand {
   /// - Returns: The exit status: 0 when the run went as the scenario expects, 1 when it did not,
   ///   2 for bad usage.
   static func run(_ arguments: [String]) async -> Int32 {
+    // The fleet simulation has options of its own (``FleetSimulation``).
+    if arguments.first == "--fleet" { return await FleetSimulation.run(arguments) }
     let options: Options
     do {
       options = try parse(arguments)

@@ -288,7 +288,7 @@ struct SharedStressStore: FencedTokenStore {
     await pause()
     if faults.saveFails() { throw SaveFault() }
     await inner.save(model, for: key)
-    ledger.stored(refreshToken: model.refreshToken)
+    ledger.stored(refreshToken: model.refreshToken, key: key, process: process)
     await pause()
   }
 
@@ -297,7 +297,7 @@ struct SharedStressStore: FencedTokenStore {
     await pause()
     if faults.saveFails() { throw SaveFault() }
     let saved = await inner.save(model, for: key, fence: fence)
-    if saved { ledger.stored(refreshToken: model.refreshToken) }
+    if saved { ledger.stored(refreshToken: model.refreshToken, key: key, process: process) }
     await pause()
     return saved
   }

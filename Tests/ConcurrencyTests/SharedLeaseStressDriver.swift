@@ -406,7 +406,7 @@ final class SharedLeaseStressDriver {
       if !afterRotationStored, first?.liveAtLeft == true, second?.liveAtLeft == true {
         report.reusesInsideWindow += 1
         excused.insert(reuse.family)
-      } else if !afterRotationStored, gapAtTheSend {
+      } else if gapAtTheSend {
         report.reusesAtTheSend += 1
         excused.insert(reuse.family)
       } else {

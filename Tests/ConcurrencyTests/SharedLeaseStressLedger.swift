@@ -333,9 +333,12 @@ final class SharedStressLedger: Sendable {
   /// The refresh-token request of `caller`, if it left.
   func send(of caller: String) -> Send? { state.withLock { $0.sends[caller] } }
 
-  /// A save of a model carrying `refreshToken` landed.
-  func stored(refreshToken: String?) {
-    guard let refreshToken else { return }
+  /// A save of a model carrying `refreshToken` landed, made by `process` for `key`. Only one
+  /// made under a live grant counts: a deposed holder's fenced save may land (no later holder
+  /// saved yet) after its successor read the store, and the successor then spends the token
+  /// the deposed holder had spent, which is the contract's stated window, not a stale read.
+  func stored(refreshToken: String?, key: AccountKey, process: Int) {
+    guard let refreshToken, holdsLiveLease(key, process: process) else { return }
     let now = ContinuousClock.now
     state.withLock { state in
       if state.stored[refreshToken] == nil { state.stored[refreshToken] = now }

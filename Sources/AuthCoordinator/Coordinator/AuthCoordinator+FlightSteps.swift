@@ -35,6 +35,7 @@ extension AuthCoordinator {
     do { model = try await store.model(for: key) } catch {
       reportStoreFailure(key, .load, error)
     }
+    if PlantedBug.planted == .retryWithoutConfirm { return .loaded(model) }
     guard let grant = held.grant, let lease, let hold = held.hold, hold.isHeld else {
       await release(held, key)
       return .leaseLost

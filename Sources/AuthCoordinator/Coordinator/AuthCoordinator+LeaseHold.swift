@@ -99,7 +99,7 @@ extension AuthCoordinator {
   /// rotation, `LostHoldSaveTests`).
   func stillHolds(_ held: HeldLease, flight id: UInt64) async -> Bool {
     guard let grant = held.grant, let lease, let hold = held.hold else { return true }
-    let fenced = store is any FencedTokenStore
+    let fenced = store is any FencedTokenStore && PlantedBug.planted != .dropRotationOnLostHold
     guard hold.isHeld else { return fenced }
     let sent = clock.now()
     do {

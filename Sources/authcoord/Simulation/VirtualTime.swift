@@ -45,7 +45,14 @@ struct VirtualClock: Clock {
 /// executor sees all of them.
 ///
 /// `speedup` only paces the output for a human: before each move of `d` simulated seconds the
-/// driver waits `d / speedup` real seconds. It changes no outcome and no timestamp.
+/// driver waits `d / speedup` real seconds (0: not at all). It changes no outcome and no
+/// timestamp.
+///
+/// By default the driver runs the queued jobs in the order they were queued. With a `shuffle`
+/// seed (the fleet simulation's), it picks the next one among all runnable jobs by a generator
+/// that seed starts: every interleaving the runtime could choose is a seed away, and the same
+/// seed picks the same one on every run (the runtime promises no order among jobs of the global
+/// concurrent executor, so every pick is one a real run could make).
 final class VirtualWorld: @unchecked Sendable, SerialExecutor {
   private struct Sleeper {
     let deadline: Duration
@@ -68,6 +75,8 @@ final class VirtualWorld: @unchecked Sendable, SerialExecutor {
   private var speedup = 1_000
   private var advancing = false
   private var started = false
+  /// The job picker's state (SplitMix64), when the run shuffles.
+  private var shuffle: UInt64?
 
   private init() {}
 
@@ -85,12 +94,13 @@ final class VirtualWorld: @unchecked Sendable, SerialExecutor {
   /// Runs `body` in the virtual world and returns its result. Once `body` returns, the clock
   /// stops: sleepers still pending (deadlines of flights nobody waits for) never wake.
   func run<T: Sendable>(
-    speedup: Int, _ body: @escaping @Sendable (VirtualClock) async -> T
+    speedup: Int, shuffle: UInt64? = nil, _ body: @escaping @Sendable (VirtualClock) async -> T
   ) async throws(Unavailable) -> T {
     guard let hook = Self.hook else { throw Unavailable() }
     let clock = VirtualClock(world: self)
     condition.withLock {
       self.speedup = speedup
+      self.shuffle = shuffle
       offset = .zero
       advancing = true
       if !started {
@@ -145,6 +155,24 @@ final class VirtualWorld: @unchecked Sendable, SerialExecutor {
     condition.withLock { _ = cancelled.remove(id) }
   }
 
+  /// Ends every sleep still pending (it throws `CancellationError`) and lets what that wakes
+  /// run, until no sleeper is left (at most `rounds` times): a run that is over leaves nothing
+  /// that a later run's clock could wake.
+  ///
+  /// - Returns: The sleepers still pending after the last round (0 when quiet).
+  func quiesce(rounds: Int = 50) async -> Int {
+    for _ in 0..<rounds {
+      let pending = condition.withLock { () -> [Sleeper] in
+        defer { sleepers.removeAll() }
+        return sleepers
+      }
+      if pending.isEmpty { return 0 }
+      for sleeper in pending { sleeper.continuation.resume(throwing: CancellationError()) }
+      await settled()
+    }
+    return condition.withLock { sleepers.count }
+  }
+
   /// Returns once every runnable job has run, without moving the clock: what the world does
   /// in reaction to what the caller did (events delivered to the timeline's printers included)
   /// is done by then.
@@ -173,6 +201,12 @@ final class VirtualWorld: @unchecked Sendable, SerialExecutor {
     while true {
       condition.lock()
       if head < jobs.count {
+        if var state = shuffle, jobs.count - head > 1 {
+          // Swap a seeded pick into the head, then run it as the head.
+          let pick = head + Int(Self.next(&state) % UInt64(jobs.count - head))
+          shuffle = state
+          jobs.swapAt(head, pick)
+        }
         let job = jobs[head]
         head += 1
         if head == jobs.count {
@@ -196,7 +230,7 @@ final class VirtualWorld: @unchecked Sendable, SerialExecutor {
         condition.unlock()
         continue
       }
-      let pause = (next - offset).seconds / Double(speedup)
+      let pause = speedup > 0 ? (next - offset).seconds / Double(speedup) : 0
       condition.unlock()
       if pause > 0 { Thread.sleep(forTimeInterval: pause) }
       condition.lock()
@@ -207,6 +241,15 @@ final class VirtualWorld: @unchecked Sendable, SerialExecutor {
       condition.unlock()
       for sleeper in due { sleeper.continuation.resume() }
     }
+  }
+
+  /// SplitMix64's step.
+  private static func next(_ state: inout UInt64) -> UInt64 {
+    state &+= 0x9E37_79B9_7F4A_7C15
+    var z = state
+    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+    return z ^ (z >> 31)
   }
 
   private typealias Original = @convention(thin) (UnownedJob) -> Void

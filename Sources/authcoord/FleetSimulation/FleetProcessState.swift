@@ -1,0 +1,92 @@
+import Foundation
+
+/// What the world does to one simulated process: whether it is paused (every store, lease and
+/// token-server operation it begins, and every response it would receive, waits until the pause
+/// ends, renewals included, so its grant can lapse), its wall clock's offset, and the faults it
+/// suffers. Shared by its store, lease and transport wrappers.
+final class FleetProcessState: @unchecked Sendable {
+  let index: Int
+  private let lock = NSLock()
+  private var pausedUntil: Duration = .zero
+  private var wallOffset: TimeInterval = 0
+  private var rng: FleetRandom
+  let faults: FleetFaults
+
+  let timeToLive: Duration
+
+  init(index: Int, seed: UInt64, faults: FleetFaults, timeToLive: Duration) {
+    self.index = index
+    self.timeToLive = timeToLive
+    rng = FleetRandom.derived(seed, 100 + UInt64(index))
+    self.faults = faults
+  }
+
+  /// At a seam (`acquire`: just after a grant; `afterRequest`: after the server rotated, before
+  /// the response is back; `renewal`: during a renewal; `save`: just before a save), with the
+  /// seed's probability, pauses the process for 0.5-2 times its lease's time to live from now,
+  /// and waits it out. Returns whether it paused.
+  @discardableResult
+  func maybePause(at seam: String, clock: VirtualClock, ledger: FleetLedger) async -> Bool {
+    guard
+      let length = lock.withLock({ () -> Duration? in
+        guard rng.chance(faults.seamPauses) else { return nil }
+        return timeToLive * Double.random(in: 0.5...2.0, using: &rng)
+      })
+    else { return false }
+    ledger.count("fault: pause at \(seam)")
+    if length > timeToLive { ledger.count("fault: pause past the TTL") }
+    ledger.note("p\(index) paused at \(seam) for \(length)")
+    pause(from: clock.world.now, for: length)
+    await gate(clock)
+    return true
+  }
+
+  /// Pauses the process from `now` until `now + length` (a later pause end wins).
+  func pause(from now: Duration, for length: Duration) {
+    lock.withLock { pausedUntil = max(pausedUntil, now + length) }
+  }
+
+  func stepWallClock(by seconds: TimeInterval) { lock.withLock { wallOffset += seconds } }
+  var wallClockOffset: TimeInterval { lock.withLock { wallOffset } }
+
+  /// Waits while the process is paused, cancelled or not: a stopped process runs nothing. (A
+  /// cancellable wait would throw at once for a cancelled task, and the loop would spin.)
+  func gate(_ clock: VirtualClock) async {
+    while true {
+      let until = lock.withLock { pausedUntil }
+      guard clock.world.now < until else { return }
+      let world = clock.world
+      await Task { try? await world.sleep(until: until) }.value
+    }
+  }
+
+  /// A draw of this process's own generator.
+  func draw<T>(_ body: (inout FleetRandom) -> T) -> T { lock.withLock { body(&rng) } }
+}
+
+/// The faults a seed draws: how often each fires (percent of the operations it applies to).
+struct FleetFaults: Sendable, CustomStringConvertible {
+  var failedSaves = 0.0
+  var failedRenewals = 0.0
+  var unavailable = 0.0
+  var dropped = 0.0
+  var slowReplies = 0.0
+  /// Pauses at the seams (``FleetProcessState/maybePause(at:clock:ledger:)``).
+  var seamPauses = 0.0
+
+  static func draw(_ rng: inout FleetRandom) -> FleetFaults {
+    func maybe(_ percent: Double) -> Double { rng.chance(60) ? percent : 0 }
+    return FleetFaults(
+      failedSaves: maybe(Double.random(in: 2...15, using: &rng)),
+      failedRenewals: maybe(Double.random(in: 2...15, using: &rng)),
+      unavailable: maybe(Double.random(in: 5...30, using: &rng)),
+      dropped: maybe(Double.random(in: 2...10, using: &rng)),
+      slowReplies: maybe(Double.random(in: 2...10, using: &rng)),
+      seamPauses: maybe(Double.random(in: 3...20, using: &rng)))
+  }
+
+  var description: String {
+    "saves \(Int(failedSaves))%, renewals \(Int(failedRenewals))%, 503 \(Int(unavailable))%, "
+      + "dropped \(Int(dropped))%, slow \(Int(slowReplies))%, pauses at seams \(Int(seamPauses))%"
+  }
+}

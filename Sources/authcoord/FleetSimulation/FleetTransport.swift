@@ -1,0 +1,130 @@
+import AuthCoordinator
+import AuthCoordinatorOAuth2
+import AuthCoordinatorTestKit
+import Foundation
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
+/// Which key and call a token request is for: set by ``FleetAuthorizer`` around the real
+/// authorizer, read by ``FleetTransport`` (the token form does not name the key).
+enum FleetContext {
+  @TaskLocal static var key: AccountKey?
+  @TaskLocal static var caller: String?
+}
+
+/// The REAL `OAuth2Authorizer`, told which key it authorizes for (``FleetContext``). Everything
+/// the coordinator asks of an authorizer is the real one's.
+struct FleetAuthorizer: Authorizer {
+  let inner: OAuth2Authorizer
+  let process: Int
+  let calls = FleetCounter()
+
+  var isInteractive: Bool { inner.isInteractive }
+  var silentRefresh: SilentRefreshPolicy? { inner.silentRefresh }
+  var longestRefresh: Duration? { inner.longestRefresh }
+
+  func authorize(_ request: AuthorizationRequest) async throws -> AuthModel {
+    let caller = "p\(process)#\(calls.next())"
+    return try await FleetContext.$key.withValue(request.key) {
+      try await FleetContext.$caller.withValue(caller) { try await inner.authorize(request) }
+    }
+  }
+}
+
+/// A counter for names.
+final class FleetCounter: @unchecked Sendable {
+  private let lock = NSLock()
+  private var value = 0
+  func next() -> Int {
+    lock.withLock {
+      value += 1
+      return value
+    }
+  }
+}
+
+/// One simulated process's way to the SIMULATED token server (the TestKit's
+/// `SimulatedTokenServer`, shared by the fleet: it rotates refresh tokens, accepts each once,
+/// revokes a family on reuse). It adds the network's and the process's faults: the process's
+/// pauses hold a request at its send and its response on its way back; some requests are
+/// dropped before they reach the server, some answered 503 with `Retry-After`, some answered
+/// late. It records, for the reuse classification, every refresh-token spend and reuse with
+/// whether the process held a live grant for the key when the request was handed over and when
+/// it left.
+struct FleetTransport: HTTPTransport {
+  let server: SimulatedTokenServer
+  let process: FleetProcessState
+  let clock: VirtualClock
+  let ledger: FleetLedger
+
+  func send(_ request: HTTPTransportRequest) async throws -> HTTPTransportOutcome {
+    let key = FleetContext.key
+    let caller = FleetContext.caller ?? "p\(process.index)"
+    let form = Self.form(request.urlRequest.httpBody ?? Data())
+    let refreshToken = form["grant_type"] == "refresh_token" ? form["refresh_token"] : nil
+    let liveAtEntry = key.map { ledger.holdsLiveLease($0, process: process.index) } ?? false
+    await process.gate(clock)
+    let send = FleetLedger.Send(
+      caller: caller, process: process.index, at: clock.world.now, liveAtEntry: liveAtEntry,
+      liveAtLeft: key.map { ledger.holdsLiveLease($0, process: process.index) } ?? false)
+    let faults = process.faults
+    if process.draw({ $0.chance(faults.dropped) }) {
+      ledger.count("fault: request dropped")
+      ledger.note("\(caller): token request dropped before the server")
+      throw URLError(.networkConnectionLost)
+    }
+    if process.draw({ $0.chance(faults.unavailable) }) {
+      ledger.count("fault: 503")
+      let retryAfter = process.draw { Int.random(in: 1...3, using: &$0) }
+      ledger.note("\(caller): token server answered 503, Retry-After \(retryAfter)")
+      return .complete(
+        HTTPURLResponse(
+          url: request.urlRequest.url!, statusCode: 503, httpVersion: "HTTP/1.1",
+          headerFields: ["Retry-After": "\(retryAfter)", "Content-Type": "application/json"])!,
+        Data(#"{"error":"temporarily_unavailable"}"#.utf8))
+    }
+    let outcome = try await server.send(request)
+    if let refreshToken, case .complete(let response, let body) = outcome,
+      let status = (response as? HTTPURLResponse)?.statusCode
+    {
+      let reply = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
+      if status == 200 {
+        ledger.spent(refreshToken, by: send, next: reply?["refresh_token"] as? String)
+        ledger.note("\(caller): spent \(Self.short(refreshToken))")
+      } else if (reply?["error_description"] as? String)?.contains("reused") == true {
+        ledger.reused(refreshToken, by: send)
+        ledger.note("\(caller): presented \(Self.short(refreshToken)) again: family revoked")
+      }
+    } else if refreshToken == nil {
+      ledger.note("\(caller): client_credentials grant for \(key?.account ?? "?")")
+    }
+    if process.draw({ $0.chance(faults.slowReplies) }) {
+      ledger.count("fault: slow reply")
+      try await clock.sleep(for: .seconds(process.draw { Int.random(in: 2...8, using: &$0) }))
+    }
+    // The response reaches a paused process when the pause ends.
+    if refreshToken != nil {
+      await process.maybePause(at: "afterRequest", clock: clock, ledger: ledger)
+    }
+    await process.gate(clock)
+    try Task.checkCancellation()
+    return outcome
+  }
+
+  static func short(_ token: String) -> String {
+    token.replacingOccurrences(of: "simulated-refresh-", with: "rt-")
+  }
+
+  static func form(_ body: Data) -> [String: String] {
+    var fields: [String: String] = [:]
+    for pair in String(decoding: body, as: UTF8.self).split(separator: "&") {
+      let parts = pair.split(separator: "=", maxSplits: 1).map {
+        String($0).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? ""
+      }
+      fields[parts[0]] = parts.count > 1 ? parts[1] : ""
+    }
+    return fields
+  }
+}

@@ -1,0 +1,343 @@
+import AuthCoordinator
+import AuthCoordinatorOAuth2
+import AuthCoordinatorTestKit
+import Foundation
+
+/// One seed of the fleet simulation: 2-4 simulated processes, each a REAL `AuthCoordinator`
+/// with the REAL `OAuth2Authorizer`, sharing the REAL in-memory store and lease, against the
+/// TestKit's SIMULATED token server, all on the virtual clock of ``VirtualWorld`` whose driver
+/// picks every interleaving from the seed. Callers ask, force refreshes of the token they were
+/// served, cancel, time out and log out; the seed pauses processes past their lease's time to
+/// live, steps their wall clocks, fails saves and renewals, drops token requests and answers
+/// 503s and late replies. The invariants are checked as the run goes and at its end.
+final class FleetWorld: @unchecked Sendable {
+  struct Report: Sendable {
+    var seed: UInt64
+    var shape: String
+    var violations: [String]
+    var violationCount: Int
+    var traceHash: UInt64
+    var trace: [String]
+    var coverage: [String: Int]
+  }
+
+  struct Call {
+    var id: Int
+    var process: Int
+    var user: AccountKey
+    var kind: String
+    var started: Duration
+    var bound: Duration
+    /// For a forced refresh: the token it rejected, which it must never be served.
+    var rejected: String?
+    var task: Task<Void, Never>?
+  }
+
+  let seed: UInt64
+  let options: FleetSimulation.Options
+  let clock: VirtualClock
+  let ledger: FleetLedger
+  private var rng: FleetRandom
+  private let lock = NSLock()
+  private var calls: [Int: Call] = [:]
+  private var nextCall = 0
+  private var lastSeen: [Int: [AccountKey: String]] = [:]
+  private var worstInBounds = 0.0
+
+  private let baseDate = Date(timeIntervalSince1970: 1_800_000_000)
+  private var processes: [(state: FleetProcessState, coordinator: AuthCoordinator)] = []
+  private var users: [AccountKey] = []
+  private let server: SimulatedTokenServer
+  private let store = InMemoryTokenStore()
+  private let timeToLive: Duration
+  private let authorizationTimeout: Duration = .seconds(20)
+  private let storeTimeout: Duration = .seconds(2)
+  private var shape = ""
+
+  init(seed: UInt64, options: FleetSimulation.Options, clock: VirtualClock) {
+    self.seed = seed
+    self.options = options
+    self.clock = clock
+    rng = FleetRandom.derived(seed, 1)
+    let base = baseDate
+    let world = clock.world
+    let date: @Sendable () -> Date = { base.addingTimeInterval(world.now.seconds) }
+    ledger = FleetLedger(now: { world.now }, date: date, keepsTrace: options.trace)
+    timeToLive = .seconds([2, 3, 5][Int.random(in: 0..<3, using: &rng)])
+    let lifetime = Duration.seconds(Int.random(in: 20...120, using: &rng))
+    server = SimulatedTokenServer(
+      clock: clock, responseDelay: .milliseconds(Int.random(in: 50...400, using: &rng)),
+      tokenLifetime: lifetime, date: date)
+    let faults = options.faultsOff ? FleetFaults() : FleetFaults.draw(&rng)
+    let count = Int.random(in: 2...4, using: &rng)
+    users = (1...Int.random(in: 1...3, using: &rng)).map { AccountKey(account: "user-\($0)") }
+    let shared = InMemoryAuthorizationLease(now: date)
+    for index in 0..<count {
+      let state = FleetProcessState(
+        index: index, seed: seed, faults: faults, timeToLive: timeToLive)
+      let lease = options.plant == .noLease ? InMemoryAuthorizationLease(now: date) : shared
+      processes.append((state, makeCoordinator(state, lease: lease, date: date)))
+    }
+    shape =
+      "\(count) processes, \(users.count) users, TTL \(timeToLive), tokens \(lifetime), "
+      + "faults \(faults)"
+    ledger.note("seed 0x\(String(seed, radix: 16)): \(shape)")
+  }
+
+  private func makeCoordinator(
+    _ state: FleetProcessState, lease: InMemoryAuthorizationLease,
+    date: @escaping @Sendable () -> Date
+  ) -> AuthCoordinator {
+    let processDate: @Sendable () -> Date = { date().addingTimeInterval(state.wallClockOffset) }
+    let transport = FleetTransport(server: server, process: state, clock: clock, ledger: ledger)
+    let authorizer = FleetAuthorizer(
+      inner: OAuth2Authorizer(
+        tokenEndpoint: URL(string: "https://auth.simulated.example/token")!, clientID: "fleet",
+        timeout: .seconds(5), transport: transport, now: processDate),
+      process: state.index)
+    var configuration = AuthCoordinator.Configuration(authorizationTimeout: authorizationTimeout)
+    configuration.clock = clock
+    configuration.now = processDate
+    configuration.leaseTimeToLive = timeToLive
+    configuration.storeTimeout = storeTimeout
+    configuration.saveRetryDelay = .milliseconds(500)
+    configuration.maxSaveRetryDelay = .seconds(4)
+    let jitter = FleetJitter(FleetRandom.derived(seed, 200 + UInt64(state.index)))
+    configuration.random = { jitter.next() }
+    return AuthCoordinator(
+      store: FleetStore(inner: store, process: state, clock: clock, ledger: ledger),
+      lease: FleetLease(inner: lease, process: state, clock: clock, ledger: ledger),
+      authorizer: authorizer, configuration: configuration)
+  }
+
+  // MARK: - The run
+
+  func run() async -> Report {
+    let operations = options.operations
+    let span = options.minutes * 60
+    for _ in 0..<operations {
+      let gap = Duration.milliseconds(
+        Int.random(in: 10...(2 * span * 1000 / operations), using: &rng))
+      try? await clock.sleep(for: gap)
+      perform()
+    }
+    await drain()
+    await finalChecks()
+    for call in lock.withLock({ Array(calls.values) }) { call.task?.cancel() }
+    let pending = await clock.world.quiesce()
+    if pending > 0 { ledger.count("sleepers left after the run", pending) }
+    var coverage = ledger.coverage
+    for (_, coordinator) in processes {
+      let stats = coordinator.statistics
+      for (name, value) in [
+        ("flights", stats.flightsStarted), ("authorizations", stats.authorizationsStarted),
+        ("adopted from the store", stats.adoptedFromStore), ("leases lost", stats.leasesLost),
+        ("unsaved models", stats.unsavedModels), ("save retries", stats.saveRetries),
+        ("retries scheduled", stats.retriesScheduled),
+        ("late results saved", stats.lateResultsSaved),
+        ("flights timed out", stats.flightsTimedOut), ("holds ended", stats.holdsEnded),
+      ] {
+        coverage[name, default: 0] += value
+      }
+    }
+    return Report(
+      seed: seed, shape: shape, violations: ledger.violations,
+      violationCount: ledger.violationCount, traceHash: ledger.traceHash, trace: ledger.trace,
+      coverage: coverage)
+  }
+
+  private func perform() {
+    let process = Int.random(in: 0..<processes.count, using: &rng)
+    let user = users[Int.random(in: 0..<users.count, using: &rng)]
+    switch Int.random(in: 0..<100, using: &rng) {
+    case ..<30:
+      let timeout: Duration? =
+        rng.chance(25) ? .milliseconds(Int.random(in: 500...8_000, using: &rng)) : nil
+      call(process, user, .ifNeeded, timeout: timeout)
+    case ..<45:
+      ledger.count("operation: burst")
+      for _ in 0..<Int.random(in: 3...8, using: &rng) {
+        call(Int.random(in: 0..<processes.count, using: &rng), user, .ifNeeded, timeout: nil)
+      }
+    case ..<60:
+      let seen = lock.withLock { lastSeen[process]?[user] }
+      call(process, user, .force(rejecting: seen), timeout: nil)
+    case ..<68:
+      let outstanding = lock.withLock { calls.keys.sorted() }
+      guard
+        let id = outstanding.isEmpty
+          ? nil : outstanding[Int.random(in: 0..<outstanding.count, using: &rng)],
+        let task = lock.withLock({ calls[id]?.task })
+      else { return }
+      ledger.count("operation: cancel")
+      ledger.note("cancel call #\(id)")
+      task.cancel()
+    case ..<71:
+      ledger.count("operation: logout")
+      ledger.note("p\(process) logs \(user.account) out")
+      let coordinator = processes[process].coordinator
+      Task { await coordinator.accountStatusChanged(.logout(mcUid: user.account)) }
+    case ..<81:
+      let length = timeToLive * Double.random(in: 0.4...2.0, using: &rng)
+      ledger.count("fault: pause")
+      if length > timeToLive { ledger.count("fault: pause past the TTL") }
+      // Most often the process holding a lease (mid-flight), else any.
+      let holders = users.compactMap { ledger.holder(of: $0) }
+      let target =
+        !holders.isEmpty && rng.chance(70)
+        ? holders[Int.random(in: 0..<holders.count, using: &rng)] : process
+      ledger.note("p\(target) paused for \(length)")
+      processes[target].state.pause(from: clock.world.now, for: length)
+    case ..<84:
+      let step = Double.random(in: -2...2, using: &rng)
+      ledger.count("fault: wall clock step")
+      ledger.note("p\(process)'s wall clock steps \(String(format: "%+.2f", step)) s")
+      processes[process].state.stepWallClock(by: step)
+    default:
+      break
+    }
+  }
+
+  private func call(
+    _ process: Int, _ user: AccountKey, _ refresh: RefreshPolicy, timeout: Duration?
+  ) {
+    let kind: String
+    var rejected: String?
+    switch refresh {
+    case .ifNeeded: kind = timeout == nil ? "ask" : "ask (timeout \(timeout!))"
+    case .force(let token):
+      kind = "force"
+      rejected = token
+    }
+    ledger.count("operation: \(kind.hasPrefix("ask (") ? "ask with a timeout" : kind)")
+    let bound = timeout ?? (authorizationTimeout + storeTimeout * 3) * 3
+    let id = lock.withLock { () -> Int in
+      nextCall += 1
+      calls[nextCall] = Call(
+        id: nextCall, process: process, user: user, kind: kind, started: clock.world.now,
+        bound: bound, rejected: rejected)
+      return nextCall
+    }
+    let coordinator = processes[process].coordinator
+    let state = processes[process].state
+    let base = baseDate
+    let world = clock.world
+    let task = Task { [self] in
+      let result: Result<AuthModel, any Error>
+      do {
+        result = .success(
+          try await coordinator.authModel(for: user, refresh: refresh, timeout: timeout))
+      } catch {
+        result = .failure(error)
+      }
+      let date = base.addingTimeInterval(world.now.seconds + state.wallClockOffset)
+      finished(id, result, date: date)
+    }
+    lock.withLock { calls[id]?.task = task }
+  }
+
+  private func finished(_ id: Int, _ result: Result<AuthModel, any Error>, date: Date) {
+    guard let call = lock.withLock({ calls.removeValue(forKey: id) }) else {
+      ledger.violation("resumed twice", "call #\(id) ended a second time")
+      return
+    }
+    let elapsed = clock.world.now - call.started
+    let name = "call #\(id) (p\(call.process) \(call.user.account) \(call.kind))"
+    lock.withLock { worstInBounds = max(worstInBounds, elapsed / call.bound) }
+    if elapsed > call.bound + .milliseconds(1) {
+      ledger.violation("late", "\(name) ended after \(elapsed), past its bound \(call.bound)")
+    }
+    switch result {
+    case .success(let model):
+      ledger.count("outcome: served")
+      ledger.note("\(name) served \(model.accessToken)")
+      if let expiresAt = model.expiresAt, expiresAt <= date {
+        ledger.violation("expired served", "\(name) was served \(model.accessToken), expired")
+      }
+      if let rejected = call.rejected, rejected == model.accessToken {
+        ledger.violation("rejected served", "\(name) was served the token it rejected")
+      }
+      lock.withLock { lastSeen[call.process, default: [:]][call.user] = model.accessToken }
+    case .failure(let error):
+      let code =
+        (error as? AuthCoordinatorError)?.code.rawValue
+        ?? (error is CancellationError ? "cancelled" : "\(type(of: error))")
+      ledger.count("outcome: \(code)")
+      ledger.note("\(name) failed: \(code)")
+    }
+  }
+
+  /// Waits, on the virtual clock, until every call ended (or their longest bound passed).
+  private func drain() async {
+    let giveUp = clock.world.now + (authorizationTimeout + storeTimeout * 3) * 4
+    while lock.withLock({ !calls.isEmpty }), clock.world.now < giveUp {
+      try? await clock.sleep(for: .seconds(1))
+    }
+    // Then the flights' own work (retried saves, late results) settles.
+    try? await clock.sleep(for: .seconds(30))
+    for call in lock.withLock({ Array(calls.values) }) {
+      ledger.violation(
+        "hang",
+        "call #\(call.id) (p\(call.process) \(call.user.account) \(call.kind)) never "
+          + "ended (started at \(call.started))")
+    }
+  }
+
+  private func finalChecks() async {
+    // A reuse is inside the contract's stated window when the first spend left under a live
+    // grant, the reuse left under a live grant, and the rotation was not stored under a live
+    // grant before the reuse left: the first spender's grant ended after its request left and
+    // before its result was stored. A request whose grant was live when it was handed to the
+    // transport and had lapsed when it left (the gap between the last check and the send) is
+    // counted apart. Every other reuse breaks rule 16.
+    var excusedFamilies: Set<String> = []
+    for reuse in ledger.reuses {
+      let stored = ledger.rotationStored(after: reuse.token)
+      let afterRotationStored = stored.map { $0 < reuse.second.at } ?? false
+      let gap = [reuse.first, reuse.second].contains { $0.liveAtEntry && !$0.liveAtLeft }
+      let text =
+        "\(FleetTransport.short(reuse.token)) spent by \(reuse.first.caller) at "
+        + "\(reuse.first.at) (live grant \(reuse.first.liveAtLeft)), presented again by "
+        + "\(reuse.second.caller) at \(reuse.second.at) (live grant \(reuse.second.liveAtLeft))"
+      if !afterRotationStored, reuse.first.liveAtLeft, reuse.second.liveAtLeft {
+        ledger.count("reuse inside the stated window")
+        excusedFamilies.insert(Self.family(reuse.token))
+      } else if gap {
+        // Stopped between the coordinator's last check of its grant and the send: a successor
+        // may even have rotated and stored meanwhile. No client closes that gap.
+        ledger.count("reuse in the gap at the send")
+        excusedFamilies.insert(Self.family(reuse.token))
+      } else {
+        ledger.violation(
+          "refresh token reuse",
+          text + (afterRotationStored ? "; its rotation was stored before" : ""))
+      }
+    }
+    for user in users {
+      guard let model = await store.model(for: user), let token = model.refreshToken else {
+        continue
+      }
+      if !ledger.isNewest(token), server.status(of: model.accessToken) != .revoked,
+        !excusedFamilies.contains(Self.family(token))
+      {
+        ledger.violation(
+          "stale store",
+          "at the end the store holds \(FleetTransport.short(token)) for \(user.account), whose "
+            + "rotation exists and whose family is live: a rotation was lost")
+      }
+    }
+  }
+
+  /// `simulated-refresh-<family>-<n>` → `<family>`.
+  static func family(_ token: String) -> String {
+    token.split(separator: "-").dropLast().last.map(String.init) ?? token
+  }
+}
+
+/// The coordinators' jitter source, seeded.
+final class FleetJitter: @unchecked Sendable {
+  private let lock = NSLock()
+  private var rng: FleetRandom
+  init(_ rng: FleetRandom) { self.rng = rng }
+  func next() -> Double { lock.withLock { Double.random(in: 0..<1, using: &rng) } }
+}

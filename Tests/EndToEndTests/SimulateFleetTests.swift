@@ -1,0 +1,75 @@
+import Foundation
+import Testing
+
+/// `authcoord simulate --fleet` (the deterministic fleet simulation): a clean run finds no
+/// violation, a seed's trace is the same on every run and alone or within a batch, and each
+/// planted bug from this package's history is caught within a small seed budget (the
+/// simulation can fail). CI runs 10,000 seeds of a release build (`.ci/run`).
+@Suite("authcoord simulate --fleet", .timeLimit(.minutes(5)))
+struct SimulateFleetTests {
+  private static func fleet(_ arguments: [String]) async throws -> (
+    status: Int32, out: String, err: String
+  ) {
+    try await AuthcoordProcess.run(["simulate", "--fleet"] + arguments)
+  }
+
+  private static func hashes(_ out: String) -> [String: String] {
+    var result: [String: String] = [:]
+    for line in out.split(separator: "\n")
+    where line.hasPrefix("seed 0x") && line.contains(" hash ") {
+      let fields = line.split(separator: " ")
+      result[String(fields[1])] = String(fields[3])
+    }
+    return result
+  }
+
+  @Test("100 seeds: no violation, and every fault and rule it is meant to exercise happened")
+  func aCleanRunFindsNoViolation() async throws {
+    let run = try await Self.fleet(["--seeds", "100"])
+    #expect(run.status == 0, "\(run.out)\(run.err)")
+    #expect(run.out.contains("seeds with a violation ....... 0"), "\(run.out)")
+    for exercised in [
+      "fault: pause past the TTL", "fault: pause at afterRequest", "fault: save failed",
+      "fault: renewal failed", "fault: 503", "leases lost", "fenced save refused",
+      "reuse inside the stated window", "save retries", "operation: logout",
+    ] {
+      let line = run.out.split(separator: "\n").first { $0.contains("  \(exercised) ..") }
+      let count = line.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0
+      #expect(count > 0, "\(exercised) never happened: \(run.out)")
+    }
+  }
+
+  @Test("a seed's trace is the same on every run, alone or within a batch")
+  func aSeedsTraceIsTheSameEveryRun() async throws {
+    let batch = try await Self.fleet(["--first", "40", "--seeds", "6", "--hashes"])
+    let again = try await Self.fleet(["--first", "40", "--seeds", "6", "--hashes"])
+    let alone = try await Self.fleet(["--seed", "0x2b", "--hashes"])
+    let first = Self.hashes(batch.out)
+    #expect(first.count == 6, "\(batch.out)")
+    #expect(first == Self.hashes(again.out))
+    #expect(Self.hashes(alone.out)["0x2b"] == first["0x2b"], "\(alone.out)")
+  }
+
+  @Test(
+    "a planted bug is caught",
+    arguments: [
+      ("no-lease", 30, "refresh token reuse"),
+      ("retry-without-confirm", 100, "refresh token reuse"),
+      ("drop-rotation-on-lost-hold", 300, "stale store"),
+    ])
+  func aPlantedBugIsCaught(plant: String, seeds: Int, violation: String) async throws {
+    let run = try await Self.fleet(["--plant", plant, "--seeds", "\(seeds)"])
+    #expect(run.status == 1, "\(run.out)\(run.err)")
+    #expect(run.out.contains("[\(violation)]"), "\(run.out)")
+    #expect(run.out.contains("replay: swift run"), "\(run.out)")
+  }
+
+  @Test("bad options exit 2 with the reason")
+  func badOptionsExit2() async throws {
+    for arguments in [["--seeds", "0"], ["--plant", "nope"], ["--trace"], ["--bogus"]] {
+      let run = try await Self.fleet(arguments)
+      #expect(run.status == 2, "\(arguments): \(run.out)\(run.err)")
+      #expect(run.err.contains("authcoord simulate --fleet:"), "\(arguments): \(run.err)")
+    }
+  }
+}
