@@ -3,6 +3,10 @@ import Foundation
 /// The machine a run was measured on, for the report and docs/benchmarks.md.
 struct Machine: Codable, Sendable {
   var cpu: String
+  /// `ProcessInfo.activeProcessorCount`: the cores this process may run on (an affinity mask
+  /// or a container's CPU quota can make it fewer than the machine's).
+  var activeProcessorCount: Int
+  /// `ProcessInfo.processorCount`: the machine's logical cores.
   var logicalCores: Int
   var memoryGiB: Double
   var os: String
@@ -18,7 +22,8 @@ struct Machine: Codable, Sendable {
     }
     let info = ProcessInfo.processInfo
     return Machine(
-      cpu: cpu, logicalCores: info.activeProcessorCount,
+      cpu: cpu, activeProcessorCount: info.activeProcessorCount,
+      logicalCores: info.processorCount,
       memoryGiB: (Double(info.physicalMemory) / 1_073_741_824 * 10).rounded() / 10,
       os: info.operatingSystemVersionString, swift: compilerVersion)
   }

@@ -51,7 +51,8 @@ struct Percentile: Codable, Sendable {
 enum Report {
   static func render(_ run: RunSummary) -> String {
     var out = "AuthCoordinator benchmark, \(run.date)\n"
-    out += "machine: \(run.machine.cpu), \(run.machine.logicalCores) cores, "
+    out += "machine: \(run.machine.cpu), \(run.machine.activeProcessorCount) cores "
+    out += "(ProcessInfo.activeProcessorCount; \(run.machine.logicalCores) logical), "
     out += "\(run.machine.memoryGiB) GiB, Swift \(run.machine.swift)\n"
     out += "command: \(run.command)\n"
     out += "medians of \(run.repetitions) repetitions\(run.quick ? " (--quick)" : "")\n"

@@ -81,7 +81,7 @@ enum SVGChart {
       <text x="\(left)" y="28" font-size="16" font-weight="bold">\
       Cost per waiter vs N (medians of \(run.repetitions) runs)</text>
       <text x="\(left)" y="46" fill="#555">\
-      \(escape("\(run.machine.cpu), \(run.machine.logicalCores) cores, \(run.date)"))</text>
+      \(escape("\(run.machine.cpu), \(run.machine.activeProcessorCount) cores, \(run.date)"))</text>
 
       """
     // Horizontal grid and y labels.
