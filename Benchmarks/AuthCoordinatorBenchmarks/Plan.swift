@@ -4,7 +4,7 @@ struct Plan: Sendable {
   /// Repetitions of every measurement; medians and per-repetition ratios are reported.
   var reps: Int
   /// B1: concurrent tasks hitting the cache.
-  var hitTasks = [1, 2, 64]
+  var hitTasks = [1, 2, 16, 64]
   /// B1: calls per measurement, split across the tasks.
   var hitCalls: Int
   /// B2, B3, B7: callers per burst.

@@ -84,7 +84,7 @@ struct Scenarios {
     let sizes: [Int]
     switch scenario {
     case .b4:
-      participants = impls.filter { $0 != .bareLock && $0 != .parkedTask }
+      participants = impls.filter { !$0.hitsOnly && $0 != .parkedTask }
       sizes = [plan.stormSize]
     case .b3:
       participants = impls.filter { $0.coalesces && $0 != .parkedTask }

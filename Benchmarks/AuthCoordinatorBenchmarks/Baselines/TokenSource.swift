@@ -47,12 +47,19 @@ enum Impl: String, CaseIterable, Codable, Sendable {
   case serialBarrier = "barrier"
   case bareLock = "lock read"
   case parkedTask = "parked task (ref)"
+  // After the reference so that B2's chart keeps its colours; B1's table lists them after
+  // `lock read` all the same (the parked task takes no part in B1).
+  case rwLock = "rwlock read"
+  case noSync = "no sync (ref)"
 
-  /// Whether this is one of the five baselines the targets compare against.
-  var isBaseline: Bool { self != .coordinator && self != .parkedTask }
+  /// Whether this is one of the baselines the targets compare against.
+  var isBaseline: Bool { self != .coordinator && self != .parkedTask && self != .noSync }
+
+  /// Whether it only serves cache hits (no slow path): it takes part in B1 only.
+  var hitsOnly: Bool { self == .bareLock || self == .rwLock || self == .noSync }
 
   /// Whether N concurrent callers needing a new model cause one authorization.
-  var coalesces: Bool { self != .plainActor && self != .bareLock }
+  var coalesces: Bool { self != .plainActor && !hitsOnly }
 
   /// Whether a cancelled waiter leaves at once while the flight goes on for the others.
   var cancelsWaiters: Bool { self == .coordinator }
@@ -67,6 +74,8 @@ enum Impl: String, CaseIterable, Codable, Sendable {
     case .serialBarrier: return "serial barrier, each call re-reads the store (Auth0 style)"
     case .bareLock: return "bare lock-protected read of the cached model (hit floor)"
     case .parkedTask: return "reference: caller parked on a bare continuation (heap/wake floor)"
+    case .rwLock: return "the same read under a pthread_rwlock_t read lock"
+    case .noSync: return "reference: the same read with no lock at all (hit floor)"
     }
   }
 
@@ -93,6 +102,10 @@ enum Impl: String, CaseIterable, Codable, Sendable {
       return BareLockSource(seed: seed, now: now)
     case .parkedTask:
       return ParkedTaskReference(authorize: authorize, capacity: capacity)
+    case .rwLock:
+      return RWLockSource(seed: seed, now: now)
+    case .noSync:
+      return NoSyncSource(seed: seed, now: now)
     }
   }
 }
