@@ -87,7 +87,8 @@ struct Scenarios {
       participants = impls.filter { !$0.hitsOnly && $0 != .parkedTask }
       sizes = [plan.stormSize]
     case .b3:
-      participants = impls.filter { $0.coalesces && $0 != .parkedTask }
+      // The parked task takes part as the reference for cancellation (`bareCancellations`).
+      participants = impls.filter(\.coalesces)
       sizes = plan.burstSizes
     default:
       participants = impls.filter(\.coalesces)
@@ -97,7 +98,11 @@ struct Scenarios {
       for rep in 0..<plan.reps {
         progress("\(scenario.rawValue) N=\(n) rep \(rep + 1)/\(plan.reps)")
         for impl in Stats.rotated(participants, by: rep) {
-          try await burst(scenario, impl, n: n, &results)
+          if scenario == .b3, impl == .parkedTask {
+            try await bareCancellations(n: n, &results)
+          } else {
+            try await burst(scenario, impl, n: n, &results)
+          }
         }
       }
     }
@@ -245,6 +250,78 @@ struct Scenarios {
           "\(name): of \(cancelCount) cancelled callers \(leftCounts.cancelled) got "
             + "CancellationError and \(leftCounts.served) the model")
       }
+    }
+  }
+
+  /// B3's reference: what the runtime charges for a cancellation to reach a parked task and
+  /// that task to return, measured as `burst` measures the coordinator. `n` tasks park, each in
+  /// `withTaskCancellationHandler` around a `CheckedContinuation` that its handler resumes
+  /// (`CancellableParking`); once all have parked every second task is cancelled, and the time
+  /// from the first `cancel()` issued to the last cancelled task's return is divided by the
+  /// number cancelled. The other half is then resumed, untimed.
+  private func bareCancellations(n: Int, _ results: inout Results) async throws {
+    let name = "B3 \(Impl.parkedTask.rawValue) N=\(n)"
+    let cancelCount = n / 2
+    let kept = Tally(expected: n - cancelCount)
+    let leaving = Tally(expected: cancelCount)
+    let entered = Counter()
+    let parkedCount = Counter()
+    let parkings = (0..<n).map { _ in CancellableParking(parked: parkedCount) }
+    var callers: [Task<Void, Never>] = []
+    callers.reserveCapacity(n)
+    for index in 0..<n {
+      let tally = index % 2 == 1 ? leaving : kept
+      let parking = parkings[index]
+      callers.append(
+        Task.detached {
+          entered.increment()
+          do {
+            try await parking.park()
+            tally.record(.served)
+          } catch {
+            tally.record(error is CancellationError ? .cancelled : .failed)
+          }
+        })
+    }
+    let allParked = await waitUntil(timeout: .seconds(60)) {
+      entered.count == n && parkedCount.count == n
+    }
+    guard allParked else {
+      results.violation(
+        "\(name): tasks never parked (entered \(entered.count), parked \(parkedCount.count))")
+      for caller in callers { caller.cancel() }
+      _ = await waitUntil(timeout: .seconds(30)) { kept.isDone && leaving.isDone }
+      return
+    }
+    // As in `burst`: let the last ones finish parking.
+    try? await Task.sleep(for: .milliseconds(5))
+
+    let start = nowNanos()
+    for index in stride(from: 1, to: n, by: 2) { callers[index].cancel() }
+    let issued = nowNanos()
+    results.add(
+      "B3", .parkedTask, "N=\(n)", x: Double(n), .issueNsPerCancel,
+      Double(issued - start) / Double(cancelCount))
+    guard await waitUntil(timeout: .seconds(60), { leaving.isDone }) else {
+      results.violation("\(name): cancelled tasks did not return")
+      for parking in parkings { parking.resume() }
+      return
+    }
+    results.add(
+      "B3", .parkedTask, "N=\(n)", x: Double(n), .cancelNsPerCancel,
+      Double(leaving.counts.lastNanos - start) / Double(cancelCount))
+
+    for index in stride(from: 0, to: n, by: 2) { parkings[index].resume() }
+    guard await waitUntil(timeout: .seconds(60), { kept.isDone }) else {
+      results.violation("\(name): resumed tasks did not return")
+      return
+    }
+    let keptCounts = kept.counts
+    let leftCounts = leaving.counts
+    if keptCounts.served != n - cancelCount || leftCounts.cancelled != cancelCount {
+      results.violation(
+        "\(name): \(keptCounts.served) of \(n - cancelCount) resumed tasks returned, "
+          + "\(leftCounts.cancelled) of \(cancelCount) cancelled tasks threw CancellationError")
     }
   }
 

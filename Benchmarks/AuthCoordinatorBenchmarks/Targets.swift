@@ -96,6 +96,11 @@ struct Targets {
         "B3", "\(largest): cost per cancellation (cancel issued included)",
         .atMost, 1.5, "µs", cancelMicros,
         note: plan.largestBurst < 100_000 ? "the target is set at N=100000" : nil))
+    rows.append(
+      target(
+        "B3", "\(largest): cost per cancellation ÷ bare parked task cancellation",
+        .atMost, 1.25, "x",
+        ratio("B3", .coordinator, .parkedTask, largest, .cancelNsPerCancel)))
     let scale = "\(plan.largestBurst)/\(plan.smallestBurst)"
     rows.append(
       target(
