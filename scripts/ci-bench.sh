@@ -2,8 +2,9 @@
 # The benchmark in CI (the sibling package Benchmarks/, release build):
 # 1. the --quick run of every scenario (< 1 min): exits non-zero when an authorization count or
 #    a caller's result is wrong;
-# 2. B1-B5 at full size against the committed thresholds (Benchmarks/thresholds.json: ratios to
-#    baselines measured in the same run, with margins this machine's noise has not reached;
+# 2. B1-B5 at full size against the committed thresholds (Benchmarks/thresholds.json: every one
+#    a ratio to a baseline or reference measured in the same run, so that it means the same on
+#    every machine, with margins this machine's noise has not reached;
 #    docs/benchmarks.md, "Thresholds"). A threshold that fails is measured once more, and CI
 #    fails only if it fails again: one busy second must not fail a run, a slower coordinator
 #    fails both.

@@ -3,9 +3,10 @@ import Foundation
 /// The committed thresholds CI holds the benchmark to (`Benchmarks/thresholds.json`,
 /// `--check`): each names a target row of this run ("Targets checked by the program") and a
 /// limit looser than the target, set where this 2-core machine's run-to-run noise cannot reach
-/// it, so that a failure means the code got slower, not that the machine was busy. Ratios are
-/// to baselines measured in the same run. Exact authorization counts need no entry: a wrong
-/// count is a violation, which fails every run.
+/// it, so that a failure means the code got slower, not that the machine was busy. Every limit
+/// is a ratio to a baseline or reference measured in the same run, so that it means the same on
+/// a machine with more cores or a slower runtime. Exact authorization counts need no entry: a
+/// wrong count is a violation, which fails every run.
 struct Thresholds: Decodable {
   struct Entry: Decodable {
     /// The target's scenario and description, as the report prints them.
