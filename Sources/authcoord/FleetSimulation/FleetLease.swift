@@ -27,7 +27,8 @@ struct FleetLease: AuthorizationLease {
 
   func renew(_ grant: LeaseGrant, timeToLive: Duration) async throws -> LeaseGrant? {
     await process.gate(clock)
-    if process.draw({ $0.chance(process.faults.failedRenewals) }) {
+    let rate = process.faults.failedRenewals
+    if process.draw({ $0.chance(rate) }) {
       ledger.count("fault: renewal failed")
       throw RenewalFault()
     }

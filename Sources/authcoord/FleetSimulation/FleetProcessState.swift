@@ -10,7 +10,15 @@ final class FleetProcessState: @unchecked Sendable {
   private var pausedUntil: Duration = .zero
   private var wallOffset: TimeInterval = 0
   private var rng: FleetRandom
-  let faults: FleetFaults
+  private let drawn: FleetFaults
+  private var calm = false
+
+  /// The faults the process suffers now: the seed's, until the world calms down.
+  var faults: FleetFaults { lock.withLock { calm ? FleetFaults() : drawn } }
+
+  /// The storm is over: no more injected faults (pauses already begun run their course). What
+  /// the fleet must do then is converge: every rotation stored, every call answered.
+  func calmDown() { lock.withLock { calm = true } }
 
   let timeToLive: Duration
 
@@ -18,7 +26,7 @@ final class FleetProcessState: @unchecked Sendable {
     self.index = index
     self.timeToLive = timeToLive
     rng = FleetRandom.derived(seed, 100 + UInt64(index))
-    self.faults = faults
+    drawn = faults
   }
 
   /// At a seam (`acquire`: just after a grant; `afterRequest`: after the server rotated, before
@@ -29,7 +37,7 @@ final class FleetProcessState: @unchecked Sendable {
   func maybePause(at seam: String, clock: VirtualClock, ledger: FleetLedger) async -> Bool {
     guard
       let length = lock.withLock({ () -> Duration? in
-        guard rng.chance(faults.seamPauses) else { return nil }
+        guard !calm, rng.chance(drawn.seamPauses) else { return nil }
         return timeToLive * Double.random(in: 0.5...2.0, using: &rng)
       })
     else { return false }

@@ -152,12 +152,24 @@ enum FleetSimulation {
       options.only.map { [$0] }
       ?? (0..<UInt64(options.seeds)).map { options.firstSeed &+ $0 }
     PlantedBug.planted = options.plant?.libraryBug
+    let current = FleetCounter()
+    VirtualWorld.shared.onStuck = { at in
+      // A deadlock in the simulated world: say which seed, and stop (no run would end).
+      let seed = String(current.value, radix: 16)
+      FileHandle.standardError.write(
+        Data(
+          ("authcoord simulate --fleet: seed 0x\(seed) is stuck at \(at) (no task can run "
+            + "and no sleeper is left: a deadlock); replay: swift run\(Self.configuration) "
+            + "authcoord simulate --fleet --seed 0x\(seed) --trace\n").utf8))
+      exit(1)
+    }
     let began = Date()
     var failing: [FleetWorld.Report] = []
     var coverage: [String: Int] = [:]
     var combined: UInt64 = 0xCBF2_9CE4_8422_2325
     var ran = 0
     for seed in seeds {
+      current.set(Int(truncatingIfNeeded: seed))
       let report: FleetWorld.Report
       do {
         report = try await VirtualWorld.shared.run(speedup: 0, shuffle: seed) { clock in

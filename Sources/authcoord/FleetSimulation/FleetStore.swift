@@ -27,7 +27,8 @@ struct FleetStore: FencedTokenStore {
   func save(_ model: AuthModel, for key: AccountKey) async throws {
     await process.gate(clock)
     await latency()
-    if process.draw({ $0.chance(process.faults.failedSaves) }) {
+    let rate = process.faults.failedSaves
+    if process.draw({ $0.chance(rate) }) {
       ledger.count("fault: save failed")
       throw SaveFault()
     }
@@ -39,7 +40,8 @@ struct FleetStore: FencedTokenStore {
     await process.maybePause(at: "save", clock: clock, ledger: ledger)
     await process.gate(clock)
     await latency()
-    if process.draw({ $0.chance(process.faults.failedSaves) }) {
+    let rate = process.faults.failedSaves
+    if process.draw({ $0.chance(rate) }) {
       ledger.count("fault: save failed")
       throw SaveFault()
     }

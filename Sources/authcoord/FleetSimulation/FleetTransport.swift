@@ -33,16 +33,18 @@ struct FleetAuthorizer: Authorizer {
   }
 }
 
-/// A counter for names.
+/// A counter for names, and the seed being run (for a message from the driver thread).
 final class FleetCounter: @unchecked Sendable {
   private let lock = NSLock()
-  private var value = 0
+  private var storage = 0
   func next() -> Int {
     lock.withLock {
-      value += 1
-      return value
+      storage += 1
+      return storage
     }
   }
+  var value: Int { lock.withLock { storage } }
+  func set(_ new: Int) { lock.withLock { storage = new } }
 }
 
 /// One simulated process's way to the SIMULATED token server (the TestKit's

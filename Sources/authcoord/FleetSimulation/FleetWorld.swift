@@ -267,14 +267,17 @@ final class FleetWorld: @unchecked Sendable {
     }
   }
 
-  /// Waits, on the virtual clock, until every call ended (or their longest bound passed).
+  /// Calms the world down (no more injected faults), then waits, on the virtual clock, until
+  /// every call ended (or their longest bound passed) and the flights' own work (retried saves,
+  /// late results) had time to land.
   private func drain() async {
+    for process in processes { process.state.calmDown() }
     let giveUp = clock.world.now + (authorizationTimeout + storeTimeout * 3) * 4
     while lock.withLock({ !calls.isEmpty }), clock.world.now < giveUp {
       try? await clock.sleep(for: .seconds(1))
     }
-    // Then the flights' own work (retried saves, late results) settles.
-    try? await clock.sleep(for: .seconds(30))
+    // Then the flights' own work settles: save retries wait at most 4 s apart here.
+    try? await clock.sleep(for: .seconds(60))
     for call in lock.withLock({ Array(calls.values) }) {
       ledger.violation(
         "hang",

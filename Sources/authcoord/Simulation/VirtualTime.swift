@@ -77,6 +77,10 @@ final class VirtualWorld: @unchecked Sendable, SerialExecutor {
   private var started = false
   /// The job picker's state (SplitMix64), when the run shuffles.
   private var shuffle: UInt64?
+  /// Called on the driver thread when a shuffled run is stuck: no job can run, no sleeper is
+  /// left, and the run has not returned. In a closed world (the fleet simulation's) nothing
+  /// outside can wake it: every task waits for something that will never happen.
+  nonisolated(unsafe) var onStuck: (@Sendable (Duration) -> Void)?
 
   private init() {}
 
@@ -102,7 +106,6 @@ final class VirtualWorld: @unchecked Sendable, SerialExecutor {
       self.speedup = speedup
       self.shuffle = shuffle
       offset = .zero
-      advancing = true
       if !started {
         started = true
         Thread { [self] in drive() }.start()
@@ -111,6 +114,9 @@ final class VirtualWorld: @unchecked Sendable, SerialExecutor {
     hook.pointee = { job, _ in VirtualWorld.shared.enqueue(job) }
     // From here on every global job, this task's own included, runs on the driver thread.
     let task = Task {
+      // Set here, on the driver, not before the task exists: a driver that found no job yet
+      // would otherwise take the world for stuck.
+      self.condition.withLock { self.advancing = true }
       let result = await body(clock)
       // Still inside a job of the driver: the clock cannot have moved since `body` returned.
       self.condition.withLock { self.advancing = false }
@@ -223,6 +229,12 @@ final class VirtualWorld: @unchecked Sendable, SerialExecutor {
         settling.removeAll()
         condition.unlock()
         for continuation in waiting { continuation.resume() }
+        continue
+      }
+      if advancing, sleepers.isEmpty, shuffle != nil, let onStuck {
+        let at = offset
+        condition.unlock()
+        onStuck(at)
         continue
       }
       guard advancing, let next = sleepers.map(\.deadline).min() else {
