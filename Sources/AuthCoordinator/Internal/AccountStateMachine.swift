@@ -21,8 +21,9 @@ import Foundation
 /// deadlines, the last waiter leaving, sign-outs), `+Authorizing` (what a flight does before it
 /// calls the authorizer: predecessors, the lease, the re-read), `+StoppedFlights` (every
 /// ending, the record of stopped flights, and the late results of stopped refreshes),
-/// `+Unsaved` (models served but not stored), `+SaveRetry` (their retries), `+LoopGuard`, `+SilentRefresh` (refresh ahead,
-/// retries, cooldowns, stale-if-error), `+Actions` and `+State` (its vocabulary). Its state is
+/// `+Unsaved` (models served but not stored), `+SaveRetry` (their retries), `+LoopGuard`,
+/// `+SilentRefresh` (refresh ahead, retries, cooldowns, stale-if-error), `+Actions` and `+State`
+/// (its vocabulary). Its state is
 /// internal only so that those files can reach it: nothing outside `AccountStateMachine*.swift`
 /// reads or writes it.
 struct AccountStateMachine<Effects: FlightEffects> {
