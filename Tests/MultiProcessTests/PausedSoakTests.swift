@@ -121,7 +121,18 @@ func classify(
       && min(stop.end, reuse.reuseArrived) - max(stop.start, reuse.firstArrived) >= margin
   }
   if heldBack { return .heldBack }
-  guard let handedOver, handedOver < reuse.firstArrived else { return .outside }
+  guard let handedOver else { return .outside }
+  // The reuser was stopped across the first spend and handed the token over right after it
+  // resumed: its last check of the grant came before the stop (a check after it would have
+  // found the grant taken), the gap between the check and the send. Seen in CI: a 1.42 s stop
+  // that began as the first spend arrived, the hand-over 5 ms after it ended.
+  let stoppedAfterItsCheck = stops.contains { stop in
+    stop.pid == reuse.reusePid && stop.end - stop.start >= margin
+      && stop.start <= reuse.firstArrived + margin && stop.end <= handedOver
+      && handedOver - stop.end <= margin
+  }
+  if stoppedAfterItsCheck { return .atTheSend }
+  guard handedOver < reuse.firstArrived else { return .outside }
   let stoppedBeforeItsSend = stops.contains { stop in
     stop.pid == reuse.reusePid
       && min(stop.end, reuse.reuseArrived) - max(stop.start, handedOver) >= margin
@@ -454,5 +465,13 @@ extension MultiProcessTests {
     #expect(classify(reuse, stops: [heldBack], timeToLive: ttl) == .heldBack)
     // Inside: the reuser handed the token over before the first spend, then was stopped.
     #expect(classify(reuse, stops: [reuser], handedOver: 99.9, timeToLive: ttl) == .atTheSend)
+    // Inside: the reuser was stopped across the first spend and handed the token over as it
+    // resumed (its check came before the stop).
+    let across = StopInterval(pid: 11, start: 99.95, end: 101.3)
+    #expect(classify(reuse, stops: [across], handedOver: 101.31, timeToLive: ttl) == .atTheSend)
+    // Outside: it resumed long before the hand-over (time for a check that would have failed).
+    let resumedEarly = StopInterval(pid: 11, start: 99.95, end: 101.0)
+    #expect(
+      classify(reuse, stops: [resumedEarly], handedOver: 101.45, timeToLive: ttl) == .outside)
   }
 }
