@@ -13,6 +13,11 @@ extension AuthCoordinatorError.Code {
   public static let alipayTooOld = Self(rawValue: "alipay_too_old")
   /// The integrator's server did not turn the auth code into a model.
   public static let exchangeFailed = Self(rawValue: "exchange_failed")
+  /// The integrator's server did not refresh the model silently (``HTTPTokenRefresher``) for
+  /// another reason than "the user must authorize": it refused the request, or answered
+  /// something that is not a model. Transient when the server was unreachable or answered
+  /// 429 or 5xx.
+  public static let refreshFailed = Self(rawValue: "refresh_failed")
   /// A callback URL could not be parsed or did not belong to a pending request.
   public static let invalidCallback = Self(rawValue: "invalid_callback")
 }

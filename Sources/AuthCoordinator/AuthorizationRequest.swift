@@ -52,6 +52,9 @@ public struct AuthorizationRequest: Sendable {
 
   /// Tells the coordinator that the exchange began (the state machine ignores repeats).
   let exchangeBegan: (@Sendable () -> Void)?
+  /// Tells the coordinator that the authorizer is about to involve the user (a
+  /// ``SilentFirstAuthorizer`` left its silent stage; the state machine ignores repeats).
+  let interactionBegan: (@Sendable () -> Void)?
   /// The coordinator's estimate of the servers' clocks (a request made with the public
   /// initializer has one of its own).
   let serverClock: ServerClockEstimate
@@ -111,8 +114,9 @@ public struct AuthorizationRequest: Sendable {
   init(
     key: AccountKey, reason: AuthorizationReason, requestID: String?, replacing: AuthModel?,
     allowsInteraction: Bool, exchangeBegan: (@Sendable () -> Void)?,
-    serverClock: ServerClockEstimate
+    interactionBegan: (@Sendable () -> Void)? = nil, serverClock: ServerClockEstimate
   ) {
+    self.interactionBegan = interactionBegan
     self.serverClock = serverClock
     self.key = key
     self.reason = reason
@@ -142,6 +146,31 @@ public struct AuthorizationRequest: Sendable {
   /// - Throws: What `body` throws.
   public func exchange<T>(_ body: () async throws -> T) async throws -> T {
     exchangeBegan?()
+    return try await body()
+  }
+
+  /// Runs the part of an authorization that involves the user (a bounce to another app, a
+  /// consent page), after the authorizer tried without them.
+  ///
+  /// An authorizer that tries silently first (``Authorizer/announcesInteraction``, as
+  /// ``SilentFirstAuthorizer`` does) calls it when its silent stage said the user must act.
+  /// Until then, the coordinator treats the flight as a silent one: a transient failure of the
+  /// silent stage is retried and remembered as ``SilentRefreshPolicy`` says (so an outage of
+  /// the refresh endpoint never sends the user anywhere, and makes one request per back-off
+  /// step); from this call on, it is an interactive one (no retries, no remembered failure, the
+  /// exchange deadline once the authorizer calls ``exchange(_:)``). Calling it from an
+  /// authorizer that does not announce interaction changes nothing.
+  ///
+  /// ```swift
+  /// guard request.allowsInteraction else { throw needsUser }
+  /// return try await request.interact { try await bounce.authorize(request) }
+  /// ```
+  ///
+  /// - Parameter body: The interactive part.
+  /// - Returns: What `body` returns.
+  /// - Throws: What `body` throws.
+  public func interact<T>(_ body: () async throws -> T) async throws -> T {
+    interactionBegan?()
     return try await body()
   }
 }

@@ -78,6 +78,17 @@ public protocol Authorizer: Sendable {
   /// have answered is always awaited and its rotated token stored, never abandoned while
   /// another flight spends the old one. `OAuth2Authorizer` returns its `refreshTimeout`.
   var longestRefresh: Duration? { get }
+
+  /// Whether the authorizer tries without the user first and announces the moment it turns to
+  /// them by calling ``AuthorizationRequest/interact(_:)``. Default `false`.
+  ///
+  /// `true` (``SilentFirstAuthorizer``): until the announcement, a flight of this interactive
+  /// authorizer is treated as a silent one. Its transient failures are retried with back-off
+  /// and remembered (``SilentRefreshPolicy``), its terminal ones remembered for
+  /// ``SilentRefreshPolicy/failureCooldown``; an error with code
+  /// ``AuthCoordinatorError/Code-swift.struct/interactionRequired`` is never remembered (the
+  /// next caller that may involve the user gets the bounce).
+  var announcesInteraction: Bool { get }
 }
 
 extension Authorizer {
@@ -89,6 +100,9 @@ extension Authorizer {
 
   /// `nil`: the authorizer does not say how long a refresh may take.
   public var longestRefresh: Duration? { nil }
+
+  /// `false`: an authorizer does not announce when it involves the user unless it says so.
+  public var announcesInteraction: Bool { false }
 }
 
 /// An ``Authorizer`` made from a closure.

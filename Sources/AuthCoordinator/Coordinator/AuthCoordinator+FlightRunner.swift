@@ -206,6 +206,7 @@ extension AuthCoordinator {
         // A refresh ahead runs without a caller: it never involves the user.
         allowsInteraction: configuration.allowsInteraction && reason != .refreshAhead,
         exchangeBegan: { [weak self] in self?.exchangeBegan(key, flight: id) },
+        interactionBegan: { [weak self] in self?.interactionBegan(key, flight: id) },
         serverClock: serverClock)
     case .awaitLeaseHolder, .releaseLease, .releaseLeaseBackingOff, .awaitSaveRetry:
       break
@@ -225,6 +226,13 @@ extension AuthCoordinator {
       wake = stripe.arm(.init(at: deadline, key: key, flight: id, phase: .exchange))
     }
     if let wake { scheduler.wake(by: wake) }
+  }
+
+  /// The authorizer of flight `id` turned to the user: its failures are interactive ones from
+  /// now on.
+  func interactionBegan(_ key: AccountKey, flight id: UInt64) {
+    let stripe = table.stripe(for: key)
+    stripe.lock.withLock { stripe.accounts[key]?.machine.interactionBegan(id) }
   }
 
   static func wrap(_ error: any Error) -> AuthCoordinatorError {

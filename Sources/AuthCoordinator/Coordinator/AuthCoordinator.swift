@@ -111,6 +111,7 @@ public final class AuthCoordinator: Sendable {
       loopBackoff: configuration.loopBackoff,
       maxLoopBackoff: configuration.maxLoopBackoff,
       interactiveAuthorizer: authorizer.isInteractive,
+      announcesInteraction: authorizer.isInteractive && authorizer.announcesInteraction,
       allowsInteraction: configuration.allowsInteraction,
       whenAbandoned: configuration.whenAbandoned,
       authorizationTimeout: configuration.authorizationTimeout,

@@ -15,6 +15,9 @@ extension AccountStateMachine {
     /// The authorizer may involve the user: the loop guard refuses instead of delaying, and
     /// the exchange has its own deadline.
     var interactiveAuthorizer = true
+    /// The authorizer tries without the user first and says when it turns to them
+    /// (``Authorizer/announcesInteraction``): until then, a flight fails as a silent one.
+    var announcesInteraction = false
     /// The coordinator lets its authorizer involve the user
     /// (``AuthCoordinator/Configuration/allowsInteraction``).
     var allowsInteraction = true

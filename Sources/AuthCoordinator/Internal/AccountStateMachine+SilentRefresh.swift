@@ -134,7 +134,12 @@ extension AccountStateMachine {
     var ending = Ending(flight: authorizing.id, result: .failed(error))
     ending.stale = staleModel(
       after: error, reason: authorizing.reason, rejecting: authorizing.rejectedTokens, date: date)
-    guard !policy.interactiveAuthorizer else {
+    // An interactive authorizer's failure is the user's: never retried, never remembered.
+    // A silent-first authorizer's, before it turned to the user, is a silent one's; its
+    // "the user must act" is never remembered (the next caller gets the bounce).
+    let silentStage = policy.announcesInteraction && !authorizing.interactionBegan
+    guard !policy.interactiveAuthorizer || (silentStage && error.code != .interactionRequired)
+    else {
       return releasing(ending, holdsLease: authorizing.holdsLease)
     }
     var remembered: Duration = .zero

@@ -114,6 +114,9 @@ extension AccountStateMachine {
     var reason: AuthorizationReason
     /// The authorizer entered its exchange: the authorization deadline no longer applies.
     var exchangeBegan = false
+    /// The authorizer turned to the user (``AuthorizationRequest/interact(_:)``): a failure
+    /// from now on is an interactive one, never retried or remembered.
+    var interactionBegan = false
     /// The model being replaced has a refresh token: a stopped flight lets the authorizer
     /// finish (cancelling a refresh the server may have carried out would lose the rotated
     /// token) and persists its result.

@@ -18,6 +18,17 @@ extension AccountStateMachine {
     return CoordinatorClock.deadline(after: policy.exchangeTimeout, from: now)
   }
 
+  /// The authorizer of flight `id` turned to the user (``AuthorizationRequest/interact(_:)``).
+  /// A stale event, or one from an authorizer that does not announce interaction, changes
+  /// nothing.
+  mutating func interactionBegan(_ id: UInt64) {
+    guard policy.announcesInteraction, case .authorizing(var authorizing) = state,
+      authorizing.id == id
+    else { return }
+    authorizing.interactionBegan = true
+    state = .authorizing(authorizing)
+  }
+
   /// A deadline of flight `id` for `phase` passed.
   ///
   /// Each phase that waits on something outside has one: the store load, the authorization,

@@ -179,6 +179,17 @@ class Handler(BaseHTTPRequestHandler):
                 401, data, "application/json",
                 extra_headers=[("WWW-Authenticate",
                                 params.get("challenge", 'Basic realm="integrator"'))])
+        elif path == "/authorization-required":
+            # The refresh endpoint's "the user must authorize" (HTTPTokenRefresher).
+            self.send_json(401, {"error": "authorization_required",
+                                 "error_description": "the refresh family ended"})
+        elif path == "/busy":
+            data = json.dumps({"error": "temporarily_unavailable",
+                               "token": params.get("rejected_access_token", "")}).encode("utf-8")
+            self.send_bytes(503, data, "application/json",
+                            extra_headers=[("Retry-After", params.get("retry_after", "7"))])
+        elif path == "/refused":
+            self.send_json(403, {"error": "refresh_refused"})
         elif path == "/redirect":
             status = int(params.get("status", "302"))
             data = json.dumps(envelope(params)).encode("utf-8")
