@@ -96,6 +96,22 @@ import Testing
         == .start(flight: 2, load(by: .seconds(7))))
   }
 
+  @Test func aSilentAuthorizersUserMustActIsNotRememberedEitherSoASignInGoesThrough() {
+    // The integrator's server: its silent authorizer has no refresh token for the user (the
+    // app is told to bounce); the sign-in with the auth code the user brings back seconds
+    // later must start a flight, not get the remembered "the user must act".
+    var policy = silentFirstPolicy
+    policy.interactiveAuthorizer = false
+    policy.announcesInteraction = false
+    var machine = authorizing(policy)
+    #expect(
+      machine.advance(1, .authorized(.failure(needsUser)), date: date, now: .zero)
+        == .end(Ending(flight: 1, result: .failed(needsUser))))
+    #expect(
+      machine.request(.force(rejecting: nil), date: date, now: .seconds(1), newFlightID: 2)
+        == .start(flight: 2, load(by: .seconds(8))))
+  }
+
   @Test func anInteractionAnnouncedByAnAuthorizerThatDoesNotSayItWillChangesNothing() {
     // Without `announcesInteraction`, an interactive authorizer's failures are never retried:
     // a stray announcement is ignored, as is a stale one for another flight.

@@ -135,11 +135,9 @@ extension AccountStateMachine {
     ending.stale = staleModel(
       after: error, reason: authorizing.reason, rejecting: authorizing.rejectedTokens, date: date)
     // An interactive authorizer's failure is the user's: never retried, never remembered.
-    // A silent-first authorizer's, before it turned to the user, is a silent one's; its
-    // "the user must act" is never remembered (the next caller gets the bounce).
+    // A silent-first authorizer's, before it turned to the user, is a silent one's.
     let silentStage = policy.announcesInteraction && !authorizing.interactionBegan
-    guard !policy.interactiveAuthorizer || (silentStage && error.code != .interactionRequired)
-    else {
+    guard !policy.interactiveAuthorizer || silentStage else {
       return releasing(ending, holdsLease: authorizing.holdsLease)
     }
     var remembered: Duration = .zero
@@ -163,7 +161,7 @@ extension AccountStateMachine {
               until: now + remembered, attempt: attempt, delay: remembered, code: error.code),
             deadline: nil))
       }
-    } else {
+    } else if error.code != .interactionRequired {
       remembered = max(silent.failureCooldown, .zero)
     }
     if remembered > .zero {
