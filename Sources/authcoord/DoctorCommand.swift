@@ -1,8 +1,10 @@
 import AppConfigDoctor
 import Foundation
 
-/// `authcoord doctor <Info.plist> [--scheme NAME] [--strict]`: checks an app's Info.plist for
-/// what Alipay account connect needs.
+/// `authcoord doctor <Info.plist> [--scheme NAME] [--universal-link URL --entitlements PATH]
+/// [--strict]`: checks an app's Info.plist for what Alipay account connect needs, and, for an
+/// app that opts in with `--universal-link`, that its entitlements list the link's associated
+/// domain (`applinks:<host>`).
 ///
 /// Prints one line per finding to standard output (`error: <keyPath>: <message>` or
 /// `warning: <keyPath>: <message>`), then, when there is no error, an `ok:` line saying that
@@ -14,22 +16,39 @@ import Foundation
 enum DoctorCommand {
   /// The usage text.
   static let usage = """
-    usage: authcoord doctor <Info.plist> [--scheme NAME] [--strict]
+    usage: authcoord doctor <Info.plist> [--scheme NAME] [--universal-link URL \
+             --entitlements PATH] [--strict]
 
     Checks an Info.plist (XML or binary) for Alipay account connect: LSApplicationQueriesSchemes
     has alipay and alipays, CFBundleURLTypes declares the app's scheme (NAME, when given), and
     MPAuthIdentity (if present) holds real values, not placeholders. Info.plist only: the
     guide's other steps are in the checklist of the AlipayBridge article
     "Integrating the coordinator in an iOS app" (IntegratingInAnIOSApp.md).
+    --universal-link URL   the app's universal link for Alipay (https://example.com/alipay/);
+                           with it, the entitlements must list applinks:<host>.
+    --entitlements PATH    the app's .entitlements plist (required with --universal-link).
     --strict  also fail on warnings (suspicious but possibly correct values).
     Exit status: 0 no error, 1 errors (or warnings with --strict), 2 usage or unreadable file.
     """
 
   /// The `ok:` line: what was checked, and where the rest of the checklist is.
-  static func okLine(path: String, warnings: Int) -> String {
+  ///
+  /// - Parameters:
+  ///   - path: The Info.plist's path.
+  ///   - warnings: How many warnings were printed.
+  ///   - entitlements: The entitlements' path, when the app opted in to the associated-domain
+  ///     check; `nil` otherwise.
+  static func okLine(path: String, warnings: Int, entitlements: String? = nil) -> String {
     let noted = warnings == 0 ? "" : " (\(warnings) warning\(warnings == 1 ? "" : "s") above)"
-    return "ok: \(path): the Info.plist entries for account connect are in place\(noted). "
-      + "Only Info.plist was checked; the steps outside it are in the checklist "
+    guard let entitlements else {
+      return "ok: \(path): the Info.plist entries for account connect are in place\(noted). "
+        + "Only Info.plist was checked; the steps outside it are in the checklist "
+        + "\"Steps outside Info.plist\" of the AlipayBridge article \"Integrating the "
+        + "coordinator in an iOS app\" (IntegratingInAnIOSApp.md)."
+    }
+    return "ok: \(path): the Info.plist entries for account connect are in place, and "
+      + "\(entitlements) lists the universal link's associated domain\(noted). Only Info.plist "
+      + "and the associated domains were checked; the steps outside them are in the checklist "
       + "\"Steps outside Info.plist\" of the AlipayBridge article \"Integrating the coordinator "
       + "in an iOS app\" (IntegratingInAnIOSApp.md)."
   }
@@ -77,12 +96,23 @@ enum DoctorCommand {
       errorOutput("error: \(error)")
       return 2
     }
-    let findings = InfoPlistDoctor.check(plist: plist, scheme: options.scheme)
+    var findings = InfoPlistDoctor.check(plist: plist, scheme: options.scheme)
+    if let universalLink = options.universalLink, let entitlementsPath = options.entitlements {
+      let entitlements: [String: Any]
+      do {
+        entitlements = try InfoPlistDoctor.load(contentsOf: URL(fileURLWithPath: entitlementsPath))
+      } catch {
+        errorOutput("error: \(error)")
+        return 2
+      }
+      findings += AssociatedDomainsCheck.check(
+        entitlements: entitlements, universalLinkHost: universalLink.host)
+    }
     for finding in findings { output(finding.description) }
     let errors = findings.filter { $0.severity == .error }.count
     let warnings = findings.count - errors
     guard errors == 0 else { return 1 }
-    output(okLine(path: options.path, warnings: warnings))
+    output(okLine(path: options.path, warnings: warnings, entitlements: options.entitlements))
     return options.strict && warnings > 0 ? 1 : 0
   }
 
@@ -104,14 +134,46 @@ enum DoctorCommand {
     var scheme: String?
     /// Whether warnings fail too.
     var strict = false
+    /// The app's universal link for Alipay, when it opted in to the associated-domain check.
+    var universalLink: UniversalLink?
+    /// The entitlements plist to check (given exactly when `universalLink` is).
+    var entitlements: String?
 
-    /// Parses `<Info.plist> [--scheme NAME] [--strict]` (also `--scheme=NAME`, `-h`, `--help`).
+    /// The `--universal-link` value.
+    struct UniversalLink: Equatable {
+      /// The link as given.
+      var text: String
+      /// Its host, lowercased.
+      var host: String
+    }
+
+    /// Parses `<Info.plist> [--scheme NAME] [--universal-link URL --entitlements PATH]
+    /// [--strict]` (also `--name=value` for the options with a value, `-h`, `--help`).
     static func parse(_ arguments: [String]) -> Parsed {
       var path: String?
       var scheme: String?
       var strict = false
+      var universalLink: UniversalLink?
+      var entitlements: String?
       var remaining = arguments[...]
       while let argument = remaining.popFirst() {
+        if let (name, inline) = valueOption(argument) {
+          guard let value = inline ?? remaining.popFirst(), !value.isEmpty,
+            inline != nil || !value.hasPrefix("-")
+          else { return .invalid("\(name) needs a value") }
+          switch name {
+          case "--universal-link":
+            guard universalLink == nil else { return .invalid("--universal-link given twice") }
+            guard let host = AssociatedDomainsCheck.host(ofUniversalLink: value) else {
+              return .invalid("--universal-link must be an https URL with a host, got \(value)")
+            }
+            universalLink = UniversalLink(text: value, host: host)
+          default:
+            guard entitlements == nil else { return .invalid("--entitlements given twice") }
+            entitlements = value
+          }
+          continue
+        }
         switch argument {
         case "-h", "--help":
           return .help
@@ -141,7 +203,27 @@ enum DoctorCommand {
         }
       }
       guard let path, !path.isEmpty else { return .invalid("missing the Info.plist path") }
-      return .run(Options(path: path, scheme: scheme, strict: strict))
+      if universalLink != nil, entitlements == nil {
+        return .invalid("--universal-link needs --entitlements PATH (the app's .entitlements)")
+      }
+      if entitlements != nil, universalLink == nil {
+        return .invalid("--entitlements is checked only with --universal-link URL")
+      }
+      return .run(
+        Options(
+          path: path, scheme: scheme, strict: strict, universalLink: universalLink,
+          entitlements: entitlements))
+    }
+
+    /// `--universal-link` or `--entitlements`, with the value after `=` if given inline.
+    private static func valueOption(_ argument: String) -> (String, String?)? {
+      for name in ["--universal-link", "--entitlements"] {
+        if argument == name { return (name, nil) }
+        if argument.hasPrefix(name + "=") {
+          return (name, String(argument.dropFirst(name.count + 1)))
+        }
+      }
+      return nil
     }
   }
 }
