@@ -12,6 +12,7 @@ let package = Package(
     .library(name: "AlipayBridge", targets: ["AlipayBridge"]),
     .library(name: "AuthCoordinatorOAuth2", targets: ["AuthCoordinatorOAuth2"]),
     .library(name: "AuthCoordinatorTestKit", targets: ["AuthCoordinatorTestKit"]),
+    .library(name: "AlipayBridgeServer", targets: ["AlipayBridgeServer"]),
     .executable(name: "authcoord", targets: ["authcoord"]),
   ],
   targets: [
@@ -35,6 +36,14 @@ let package = Package(
     .target(
       name: "AuthCoordinatorOAuth2",
       dependencies: ["AuthCoordinator", "SyncPrimitives", "HTTPSupport"]),
+    // The integrator's server side of Alipay silent refresh: a signed client of
+    // `alipay.system.oauth.token`, a silent authorizer over it, and the endpoints the app calls
+    // (`/alipay/token`, `/alipay/refresh`), on top of the core and the OAuth 2 module's transport.
+    .target(
+      name: "AlipayBridgeServer",
+      dependencies: [
+        "AuthCoordinator", "TokenStore", "AuthCoordinatorOAuth2", "HTTPSupport", "SyncPrimitives",
+      ]),
     .target(
       name: "AuthCoordinatorTestKit",
       dependencies: ["AuthCoordinator", "AuthCoordinatorOAuth2", "HTTPSupport", "SyncPrimitives"]),
@@ -95,6 +104,14 @@ let package = Package(
         "LoopbackTokenServer",
       ]
     ),
+    // The Alipay server side against the TestKit's simulated Alipay gateway, in process and on a
+    // loopback socket (no python3 needed).
+    .testTarget(
+      name: "AlipayBridgeServerTests",
+      dependencies: [
+        "AlipayBridgeServer", "AuthCoordinator", "AuthCoordinatorTestKit", "TokenStore",
+        "SyncPrimitives",
+      ]),
     // The OAuth 2 authorizer against the rotating token server (needs python3 on PATH).
     .testTarget(
       name: "OAuth2Tests",

@@ -42,6 +42,7 @@ modules=(
   "AuthCoordinatorOAuth2:AuthCoordinator"
   "AuthCoordinatorTestKit:AuthCoordinator AuthCoordinatorOAuth2"
   "AppConfigDoctor:"
+  "AlipayBridgeServer:AuthCoordinator AuthCoordinatorOAuth2 TokenStore"
 )
 
 docc_bin="$(dirname "$(command -v swift)")/docc"

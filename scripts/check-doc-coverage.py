@@ -36,7 +36,7 @@ import sys
 
 DEFAULT_MODULES = [
     "TokenStore", "AuthCoordinator", "AlipayBridge", "AuthCoordinatorOAuth2",
-    "AuthCoordinatorTestKit", "AppConfigDoctor",
+    "AuthCoordinatorTestKit", "AppConfigDoctor", "AlipayBridgeServer",
 ]
 PUBLIC = {"public", "open"}
 CALLABLE_KINDS = {
