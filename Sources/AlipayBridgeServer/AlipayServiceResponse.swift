@@ -34,7 +34,8 @@ public struct AlipayServiceResponse: Sendable, Equatable {
     _ status: Int, _ object: [String: any Sendable], extraHeaders: [String: String] = [:]
   ) -> AlipayServiceResponse {
     let body =
-      (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
+      (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]))
+      ?? Data("{}".utf8)
     var headers = [
       "Content-Type": "application/json; charset=utf-8", "Cache-Control": "no-store",
     ]

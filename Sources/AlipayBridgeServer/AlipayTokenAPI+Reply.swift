@@ -35,7 +35,8 @@ extension AlipayTokenAPI {
   ///   - code: The gateway's `code`, if any.
   ///   - subCode: The `sub_code`, if any.
   /// - Returns: The classification.
-  public static func classify(code: String?, subCode: String?) -> AlipayTokenAPIError
+  public static func classify(code: String?, subCode: String?)
+    -> AlipayTokenAPIError
     .Classification
   {
     if let subCode, needsAuthorizationSubCodes.contains(subCode) { return .needsAuthorization }
@@ -90,14 +91,16 @@ extension AlipayTokenAPI {
           excerpt: excerpt)
       }
       if let object = root[Self.responseKey] as? [String: Any],
-        object["access_token"] != nil || object["code"] == nil || JSONValues.text(object["code"]) == "10000"
+        object["access_token"] != nil || object["code"] == nil
+          || JSONValues.text(object["code"]) == "10000"
       {
         return try parseGrant(object, grant: grant, sentAt: sentAt, status: status)
       }
       let rejection = root[Self.errorKey] ?? root[Self.responseKey]
       guard let object = rejection as? [String: Any] else {
         throw failure(
-          .terminal, grant: grant, "the gateway's reply has neither \(Self.responseKey) nor "
+          .terminal, grant: grant,
+          "the gateway's reply has neither \(Self.responseKey) nor "
             + "\(Self.errorKey)", status: status, excerpt: excerpt)
       }
       let code = JSONValues.text(object["code"])
@@ -123,7 +126,8 @@ extension AlipayTokenAPI {
       if let number = JSONValues.number(object[key] as Any) { return number }
       return (object[key] as? String).flatMap { Double($0.trimmingCharacters(in: .whitespaces)) }
     }
-    let missing = ["user_id", "access_token", "refresh_token"].filter { text($0) == nil }
+    let missing =
+      ["user_id", "access_token", "refresh_token"].filter { text($0) == nil }
       + ["expires_in", "re_expires_in"].filter {
         guard let value = seconds($0) else { return true }
         return !value.isFinite || value < 0

@@ -110,7 +110,9 @@ public final class AlipayTokenService: Sendable {
   ///   the user must authorize, and the errors of ``AlipayTokenAPI``.
   public func refresh(mcUid: String, rejecting: String? = nil) async throws -> AuthModel {
     let key = key(mcUid: mcUid)
-    guard let rejecting, !rejecting.isEmpty else { return try await coordinator.authModel(for: key) }
+    guard let rejecting, !rejecting.isEmpty else {
+      return try await coordinator.authModel(for: key)
+    }
     return try await coordinator.authModel(for: key, refresh: .force(rejecting: rejecting))
   }
 }

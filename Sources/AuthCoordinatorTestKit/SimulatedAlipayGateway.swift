@@ -289,23 +289,28 @@ public final class SimulatedAlipayGateway: HTTPTransport, @unchecked Sendable {
         user: issued.user,
         endsAt: now.addingTimeInterval(Double(gateway.familyLifetime.components.seconds)))
       state.counters.codeGrants += 1
-      return Reply(response: tokens(for: family, in: &state, now: now, gateway: gateway), isError: false)
+      return Reply(
+        response: tokens(for: family, in: &state, now: now, gateway: gateway), isError: false)
     case "refresh_token":
       guard let token = parameters["refresh_token"], let record = state.refreshTokens[token],
         let family = state.families[record.family]
       else {
-        return refuse("40002", "Invalid Arguments", "isv.refresh-token-invalid", "刷新令牌(refresh_token)错误或状态不对")
+        return refuse(
+          "40002", "Invalid Arguments", "isv.refresh-token-invalid", "刷新令牌(refresh_token)错误或状态不对")
       }
       if record.spent {
         state.counters.reuses += 1
         state.families[record.family]?.revoked = true
-        return refuse("40002", "Invalid Arguments", "isv.refresh-token-invalid", "刷新令牌(refresh_token)错误或状态不对")
+        return refuse(
+          "40002", "Invalid Arguments", "isv.refresh-token-invalid", "刷新令牌(refresh_token)错误或状态不对")
       }
       if family.revoked {
-        return refuse("40002", "Invalid Arguments", "isv.refresh-token-invalid", "刷新令牌(refresh_token)错误或状态不对")
+        return refuse(
+          "40002", "Invalid Arguments", "isv.refresh-token-invalid", "刷新令牌(refresh_token)错误或状态不对")
       }
       if family.endsAt <= now {
-        return refuse("40002", "Invalid Arguments", "isv.refresh-token-time-out", "刷新令牌(refresh_token)过期")
+        return refuse(
+          "40002", "Invalid Arguments", "isv.refresh-token-time-out", "刷新令牌(refresh_token)过期")
       }
       state.refreshTokens[token]?.spent = true
       for (access, value) in state.accessTokens where value.family == record.family {
@@ -313,7 +318,8 @@ public final class SimulatedAlipayGateway: HTTPTransport, @unchecked Sendable {
       }
       state.counters.refreshGrants += 1
       return Reply(
-        response: tokens(for: record.family, in: &state, now: now, gateway: gateway), isError: false)
+        response: tokens(for: record.family, in: &state, now: now, gateway: gateway), isError: false
+      )
     default:
       return refuse("40002", "Invalid Arguments", "isv.grant-type-invalid", "grant_type参数不正确")
     }
@@ -351,7 +357,8 @@ public final class SimulatedAlipayGateway: HTTPTransport, @unchecked Sendable {
   }
 
   private static func json(_ object: [String: Any]) -> LoopbackHTTPResponse {
-    let body = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
+    let body =
+      (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
     return LoopbackHTTPResponse(
       status: 200, headers: ["Content-Type": "text/html;charset=utf-8"], body: body)
   }

@@ -34,7 +34,9 @@ public struct TestSigner: Sendable, Hashable {
     }
     var bytes: [UInt8] = []
     for word in [first, second] {
-      for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: word >> UInt64(shift))) }
+      for shift in stride(from: 56, through: 0, by: -8) {
+        bytes.append(UInt8(truncatingIfNeeded: word >> UInt64(shift)))
+      }
     }
     return Data(bytes).base64EncodedString()
   }

@@ -20,7 +20,8 @@ import Testing
     let subPart = sub.map { #","sub_code":"\#($0)","sub_msg":"m RT-SECRET""# } ?? ""
     return .reply(
       status: 200, headers: [:],
-      body: #"{"error_response":{"code":"\#(code)","msg":"Invalid Arguments"\#(subPart)},"sign":"s"}"#)
+      body:
+        #"{"error_response":{"code":"\#(code)","msg":"Invalid Arguments"\#(subPart)},"sign":"s"}"#)
   }
 
   static let rows: [Row] = [
@@ -52,7 +53,8 @@ import Testing
       name: "unmatched app id", step: errorBody("40002", "isv.unmatched-app-id"),
       code: .alipayTokenAPIFailed, transient: false, classification: .terminal),
     Row(
-      name: "insufficient permissions", step: errorBody("40006", "isv.insufficient-isv-permissions"),
+      name: "insufficient permissions",
+      step: errorBody("40006", "isv.insufficient-isv-permissions"),
       code: .alipayTokenAPIFailed, transient: false, classification: .terminal),
     Row(
       name: "grant type invalid", step: errorBody("40002", "isv.grant-type-invalid"),

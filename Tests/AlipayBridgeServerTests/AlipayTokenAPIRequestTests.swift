@@ -16,7 +16,8 @@ import Testing
       "timestamp": "2027-01-15 16:00:00", "app_id": "2021", "sign": "SIG", "biz": "",
       "Zed": "upper", "charset": "utf-8", "code": "a&b=c",
     ])
-    #expect(content == "Zed=upper&app_id=2021&charset=utf-8&code=a&b=c&timestamp=2027-01-15 16:00:00")
+    #expect(
+      content == "Zed=upper&app_id=2021&charset=utf-8&code=a&b=c&timestamp=2027-01-15 16:00:00")
   }
 
   @Test func timestampIsBeijingTime() {
@@ -30,11 +31,11 @@ import Testing
     let transport = ScriptedTransport([.reply(status: 200, headers: [:], body: Self.okBody)])
     let signed = LockedBox<[String]>([])
     let api = AlipayTokenAPI(
-      appID: testAppID, transport: transport, now: { Self.sentAt }
-    ) { content in
-      signed.mutate { $0.append(content) }
-      return "SIGNATURE+/="
-    }
+      appID: testAppID, transport: transport, now: { Self.sentAt },
+      signer: { content in
+        signed.mutate { $0.append(content) }
+        return "SIGNATURE+/="
+      })
     let grant = try await api.redeem(code: "CODE-1")
     let expected =
       "app_id=2021000000000001&charset=utf-8&code=CODE-1&format=JSON"
@@ -44,8 +45,9 @@ import Testing
     let request = try #require(transport.requests.first)
     #expect(request.httpMethod == "POST")
     #expect(request.url == AlipayTokenAPI.productionGateway)
-    #expect(request.value(forHTTPHeaderField: "Content-Type")?.hasPrefix(
-      "application/x-www-form-urlencoded") == true)
+    #expect(
+      request.value(forHTTPHeaderField: "Content-Type")?.hasPrefix(
+        "application/x-www-form-urlencoded") == true)
     let fields = formFields(request.httpBody)
     #expect(fields["sign"] == "SIGNATURE+/=")
     #expect(AlipayTokenAPI.signContent(fields) == expected)
@@ -59,9 +61,9 @@ import Testing
 
   @Test func refreshSendsTheRefreshTokenGrant() async throws {
     let transport = ScriptedTransport([.reply(status: 200, headers: [:], body: Self.okBody)])
-    let api = AlipayTokenAPI(appID: testAppID, transport: transport, now: { Self.sentAt }) {
-      testSigner.sign($0)
-    }
+    let api = AlipayTokenAPI(
+      appID: testAppID, transport: transport, now: { Self.sentAt },
+      signer: { testSigner.sign($0) })
     _ = try await api.refresh(refreshToken: "RT-0")
     let fields = formFields(transport.requests.first?.httpBody)
     #expect(fields["grant_type"] == "refresh_token")

@@ -56,7 +56,8 @@ import Testing
     #expect(refreshed.status == 200)
     #expect(refreshed.json["access_token"] as? String != second)
     #expect(refreshed.json["refresh_token"] == nil)
-    #expect(refreshed.json.keys.sorted() == ["access_token", "expires_in", "mc_user_id", "user_id"])
+    #expect(
+      refreshed.json.keys.sorted() == ["access_token", "expires_in", "mc_user_id", "user_id"])
     #expect(rig.gateway.counters.refreshGrants == 2)
   }
 
