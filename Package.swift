@@ -52,7 +52,8 @@ let package = Package(
     .executableTarget(
       name: "authcoord",
       dependencies: [
-        "AuthCoordinator", "AlipayBridge", "AuthCoordinatorOAuth2", "AuthCoordinatorTestKit",
+        "AuthCoordinator", "AlipayBridge", "AlipayBridgeServer", "AuthCoordinatorOAuth2",
+        "AuthCoordinatorTestKit",
         "AppConfigDoctor",
       ]
     ),

@@ -64,6 +64,15 @@ extension HTTPTokenExchanger {
     }
   }
 
+  /// The model (or the error) of a complete reply: what ``exchange(_:for:)`` reads from the
+  /// socket. Package access: the `simulate` demo reads the integrator's endpoint's reply,
+  /// produced in process, with it.
+  package func model(
+    fromResponse response: HTTPURLResponse, body: Data, code: AuthCode, key: AccountKey
+  ) throws -> AuthModel {
+    try model(from: .complete(response, body), code: code, key: key)
+  }
+
   func model(from body: Data, status: Int, code: AuthCode, key: AccountKey) throws
     -> AuthModel
   {

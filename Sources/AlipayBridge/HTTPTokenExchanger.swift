@@ -182,7 +182,7 @@ public struct HTTPTokenExchanger: TokenExchanger {
   /// - Returns: The request.
   /// - Throws: ``/AuthCoordinator/AuthCoordinatorError`` (exchange failed, transport
   ///   `badURL`) when the endpoint cannot carry a query.
-  func makeRequest(code: AuthCode, key: AccountKey) throws -> URLRequest {
+  package func makeRequest(code: AuthCode, key: AccountKey) throws -> URLRequest {
     let items = orderedParameters(code: code, key: key)
     let form = FormEncoding.form(items)
     var url = endpoint

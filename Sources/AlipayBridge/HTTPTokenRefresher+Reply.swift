@@ -117,6 +117,15 @@ extension HTTPTokenRefresher {
       })
   }
 
+  /// The model (or the error) of a complete reply: what ``authorize(_:)`` reads from the
+  /// socket. Package access: the `simulate` demo reads the integrator's endpoint's reply,
+  /// produced in process, with it.
+  package func model(
+    fromResponse response: HTTPURLResponse, body: Data, key: AccountKey, secrets: [String] = []
+  ) throws -> AuthModel {
+    try model(from: .complete(response, body), key: key, secrets: secrets)
+  }
+
   /// 408, 429 and 5xx: the server may answer later.
   static func isTransient(_ status: Int) -> Bool {
     status == 408 || status == 429 || (500...599).contains(status)

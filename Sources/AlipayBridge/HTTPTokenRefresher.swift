@@ -153,8 +153,9 @@ public struct HTTPTokenRefresher: Authorizer {
   }
 
   /// Builds the HTTP request for one refresh (always a `POST`: a token never travels in a
-  /// URL).
-  func makeRequest(key: AccountKey, rejecting rejected: String?) -> URLRequest {
+  /// URL). Package access: the `simulate` demo hands it to the integrator's endpoint code in
+  /// process.
+  package func makeRequest(key: AccountKey, rejecting rejected: String?) -> URLRequest {
     let items = orderedParameters(key: key, rejecting: rejected)
     var urlRequest = URLRequest(
       url: endpoint, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: timeout.seconds)

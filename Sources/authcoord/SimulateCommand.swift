@@ -3,10 +3,13 @@ import AuthCoordinator
 import Foundation
 
 /// `authcoord simulate`: a customer app with many mini-programs opening at once, against a
-/// simulated Alipay app and a simulated integrator server, all in process.
+/// simulated Alipay app, the integrator's server and a simulated Alipay gateway, all in process.
 ///
-/// The coordinator, the Alipay auth-code provider, the URL router and the callback parser are
-/// the real ones; only the Alipay app and the server are simulated. Time is virtual: it moves only
+/// The coordinator, the silent-first authorizer, the Alipay auth-code provider, the URL router,
+/// the callback parser, the app's request builders and reply parsers, and the integrator's
+/// server (`AlipayBridgeServer`: its endpoints, its coordinator, its client of
+/// `alipay.system.oauth.token`) are the real ones; only the Alipay app, Alipay's gateway and the
+/// socket between app and server are simulated. Time is virtual: it moves only
 /// when the simulated world is idle (``VirtualWorld``), so the outcome and the timeline are the
 /// same on every machine; `--speedup` only paces the output (1000x by default).
 ///
@@ -50,9 +53,13 @@ enum SimulateCommand {
     usage: authcoord simulate [options]
 
     Plays a customer app whose mini-programs ask for the Alipay login state all at once, against
-    a simulated Alipay app and a simulated integrator server (in process), and prints a timeline
-    and a summary. Time is virtual: it moves only when the simulated world is idle, so the outcome
-    and the timeline do not depend on the machine's speed or load.
+    a SIMULATED Alipay app, the integrator's server (the real AlipayBridgeServer) and a SIMULATED
+    Alipay gateway, all in process, and prints a timeline and a summary. The app asks its server
+    to refresh silently first and sends the user to Alipay only when the server says the user
+    must authorize. The default run plays the token's life: a sign-in (1 bounce), expiries (0),
+    an outage of the server (0), the refresh family's end (1), a cancellation in Alipay (1).
+    Time is virtual: it moves only when the simulated world is idle, so the outcome and the
+    timeline do not depend on the machine's speed or load.
 
     options:
       --opens N                   concurrent mini-program opens per wave (default 1000)

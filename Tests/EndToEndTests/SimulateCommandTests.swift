@@ -19,9 +19,9 @@ struct SimulateCommandTests {
     ])
     #expect(run.status == 0, "\(run.err)")
     let lines = run.out.split(separator: "\n").map(String.init)
-    // The app's flight bounces to Alipay once per wave that needs a token; the widgets wait
-    // for the lease and adopt the model the app stored.
-    #expect(lines.filter { $0.contains("the user is sent to Alipay") }.count == 2)
+    // The app's flight bounces to Alipay at the cold start and refreshes silently at the
+    // expiry; the widgets wait for the lease and adopt the model the app stored.
+    #expect(lines.filter { $0.contains("the user is sent to Alipay") }.count == 1)
     #expect(
       lines.contains { $0.hasSuffix("app took user-1's lease: it authorizes for every process") })
     for widget in ["widget-2", "widget-3"] {
@@ -41,7 +41,8 @@ struct SimulateCommandTests {
         })
     }
     #expect(lines.contains("  authorizations ............... 2"))
-    #expect(lines.contains("  bounces to Alipay ............ 2"))
+    #expect(lines.contains("  bounces to Alipay ............ 1"))
+    #expect(lines.contains("  silent refreshes ............. 1"))
     #expect(
       lines.contains(
         "  app .......................... 600 served; 2 authorization(s), 0 adopted from the store")
@@ -51,6 +52,26 @@ struct SimulateCommandTests {
         "  one authorization per user ... yes: one per user per wave that needed one, in 3 processes (2 for 1 user(s))"
       ))
     #expect(lines.last == "Result: as expected")
+  }
+
+  @Test("the default run: one bounce per sign-in, none per expiry or outage (issue 36)")
+  func expiriesAreRefreshedSilentlyAndOnlyTheUserCanEndAFamily() async throws {
+    let run = try await Self.simulate(["--quiet", "--speedup", "1000000", "--opens", "200"])
+    #expect(run.status == 0, "\(run.err)")
+    let lines = run.out.split(separator: "\n").map(String.init)
+    for line in [
+      "  bounces to Alipay ............ 3", "  token exchanges .............. 3",
+      "  silent refreshes ............. 4", "  refresh-token reuses ......... 0",
+      "  cold start: 200 served, 1 bounce(s)", "  after expiry: 200 served, 0 bounce(s)",
+      "  after expiry 3: 200 served, 0 bounce(s)",
+      "  server down: 0 served, 200 failed with refresh_failed, 0 bounce(s)",
+      "  server still down, 1 s later: 0 served, 200 failed with refresh_failed, 0 bounce(s)",
+      "  server back: 200 served, 0 bounce(s)", "  family ended: 200 served, 1 bounce(s)",
+      "  cancelled in Alipay, NeedRefreshToken: 1 served, 1 bounce(s)",
+      "Result: as expected",
+    ] {
+      #expect(lines.contains(line), "no '\(line)' in\n\(run.out)")
+    }
   }
 
   @Test("--processes 3 --users 2 --quiet: one authorization per user per wave, summary only")

@@ -10,7 +10,7 @@ import Foundation
 /// `<scheme>://safepay/?<percent-encoded JSON>`, the JSON being `{"memo": {"result":
 /// "success=\"true\"&result_code=\"200\"&app_id=...&auth_code=...&user_id=2088...&target_id=<id>",
 /// "ResultStatus": "9000", "memo": ""}, "requestType": "safepay"}`, where `target_id` echoes the
-/// request id (see `callbackURL(scheme:requestID:bounce:)`).
+/// request id (see `callbackURL(scheme:requestID:code:userID:)`).
 final class SimulatedAlipayApp: Sendable {
   enum UserBehaviour: Sendable {
     /// Authorizes after `after` on the clock.
@@ -27,6 +27,9 @@ final class SimulatedAlipayApp: Sendable {
   let timeline: Timeline
   /// Runs when the user is sent to Alipay (the demo logs the user out of the app here).
   let onBounce: (@Sendable () async -> Void)?
+  /// The auth code (and Alipay user id) Alipay issues when the user consents, for the host
+  /// app's user named in the auth URL (`mc_uid`): the simulated gateway's, in the demo.
+  let issueCode: @Sendable (_ mcUid: String?) -> (code: String, userID: String)
   private let connection = Connection()
 
   final class Connection: @unchecked Sendable {
@@ -38,8 +41,10 @@ final class SimulatedAlipayApp: Sendable {
 
   init(
     scheme: String, clock: VirtualClock, behaviour: UserBehaviour, timeline: Timeline,
-    onBounce: (@Sendable () async -> Void)? = nil
+    onBounce: (@Sendable () async -> Void)? = nil,
+    issueCode: @escaping @Sendable (_ mcUid: String?) -> (code: String, userID: String)
   ) {
+    self.issueCode = issueCode
     self.scheme = scheme
     self.clock = clock
     self.behaviour = behaviour
@@ -58,8 +63,9 @@ final class SimulatedAlipayApp: Sendable {
 
   /// The opener handed to the provider.
   func open(_ url: URL) async -> Bool {
-    let requestID = URLComponents(url: url, resolvingAgainstBaseURL: false)?
-      .queryItems?.first { $0.name == "state" }?.value
+    let query = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems ?? []
+    let requestID = query.first { $0.name == "state" }?.value
+    let mcUid = query.first { $0.name == "mc_uid" }?.value
     let bounce = connection.lock.withLock {
       connection.bounces += 1
       return connection.bounces
@@ -70,6 +76,7 @@ final class SimulatedAlipayApp: Sendable {
     let clock = self.clock
     let timeline = self.timeline
     let scheme = self.scheme
+    let issueCode = self.issueCode
     switch behaviour {
     case .neverReturns:
       timeline.log("the user stays in Alipay and never comes back")
@@ -77,7 +84,9 @@ final class SimulatedAlipayApp: Sendable {
       Task {
         try? await clock.sleep(for: after)
         timeline.log("the user authorized in Alipay; Alipay opens \(scheme)://safepay/...")
-        let url = Self.callbackURL(scheme: scheme, requestID: requestID, bounce: bounce)
+        let issued = issueCode(mcUid)
+        let url = Self.callbackURL(
+          scheme: scheme, requestID: requestID, code: issued.code, userID: issued.userID)
         _ = router?.handle(url)
         provider?.appDidBecomeActive()
       }
@@ -92,9 +101,11 @@ final class SimulatedAlipayApp: Sendable {
   }
 
   /// The callback Alipay opens the app with after a successful authorization.
-  static func callbackURL(scheme: String, requestID: String?, bounce: Int) -> URL {
+  static func callbackURL(scheme: String, requestID: String?, code: String, userID: String)
+    -> URL
+  {
     var result = "success=\"true\"&result_code=\"200\"&app_id=\"2021000000000000\""
-    result += "&auth_code=\"simulated-code-\(bounce)\"&user_id=\"2088000000000001\""
+    result += "&auth_code=\"\(code)\"&user_id=\"\(userID)\""
     if let requestID { result += "&target_id=\"\(requestID)\"" }
     let memo: [String: Any] = [
       "memo": ["result": result, "ResultStatus": "9000", "memo": ""],

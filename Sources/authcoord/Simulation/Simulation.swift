@@ -82,17 +82,25 @@ struct Simulation {
         timeline.log("the app's user logs out while the authorization is in flight")
         await coordinator.accountStatusChanged(.logoutAll)
       } : nil
-    let alipay = SimulatedAlipayApp(
-      scheme: "mpaasinsidedemo", clock: clock, behaviour: behaviour, timeline: timeline,
-      onBounce: logoutOnBounce)
+    // The refresh family ends five token lifetimes after each sign-in.
     let server = SimulatedIntegratorServer(
       clock: clock, latency: .milliseconds(300), tokenLifetime: options.tokenLifetime,
-      timeline: timeline)
+      familyLifetime: options.tokenLifetime * 5, timeline: timeline)
+    let gateway = server.gateway
+    let alipay = SimulatedAlipayApp(
+      scheme: "mpaasinsidedemo", clock: clock, behaviour: behaviour, timeline: timeline,
+      onBounce: logoutOnBounce,
+      issueCode: { mcUid in
+        let user = Self.alipayUser(mcUid)
+        return (gateway.issueCode(forUser: user), user)
+      })
     let provider = AlipayAuthCodeProvider(
       clock: clock,
       authURL: { request in
         // The integrator's server would sign this; the request id travels as `state`.
-        URL(string: "https://integrator.example/authorize?state=\(request.requestID)")!
+        URL(
+          string: "https://integrator.example/authorize?state=\(request.requestID)"
+            + "&mc_uid=\(request.key.mcUid)")!
       },
       open: { url in await alipay.open(url) })
     let router = AlipayCallbackRouter(
@@ -104,13 +112,14 @@ struct Simulation {
       refreshLeeway: .seconds(60))
     configuration.clock = clock
     configuration.now = { timeline.date }
+    configuration.random = { 0.5 }  // the same jitter on every run
     let coordinators: [AuthCoordinator]
     let printers: [Task<Void, Never>]
     var announcements: OrderedLeaseAnnouncements?
     if !multiprocess {
       let coordinator = AuthCoordinator(
         store: InMemoryTokenStore(),
-        authorizer: AlipayAuthorizer(provider: provider, exchanger: server),
+        authorizer: Self.authorizer(provider: provider, server: server),
         configuration: configuration,
         onAccountStatusChange: { change in
           timeline.log("SDK told: account status changed (\(change))")
@@ -136,12 +145,15 @@ struct Simulation {
     var expectations: [Bool] = []
     // Authorizations started by each wave, in every process together.
     var authorizationsPerWave: [Int] = []
+    var bouncesPerWave: [Int] = []
     func authorizations() -> Int {
       coordinators.map(\.statistics.authorizationsStarted).reduce(0, +)
     }
     /// Opens every mini-program of a wave at once in every process and records the outcome.
     func playWave(_ name: String) async -> Tally {
       let before = authorizations()
+      let bouncesBefore = alipay.bounces
+      defer { bouncesPerWave.append(alipay.bounces - bouncesBefore) }
       let byProcess = await wave(coordinators, users: users)
       let tally = Tally.merged(byProcess)
       perProcess = zip(perProcess, byProcess).map { Tally.merged([$0, $1]) }
@@ -189,10 +201,13 @@ struct Simulation {
       let third = await playWave("after expiry")
       timeline.log("wave 3 done: \(third.text)")
       expectations.append(third.served == perWave)
+      // Wave 3 needed no bounce: the integrator's server refreshed the token.
+      expectations.append(bouncesPerWave.last == 0)
 
       if options.refreshLoop {
         timeline.log("the container rejects every token it gets (NeedRefreshToken = YES)")
         var loop = Tally()
+        let loopBounces = alipay.bounces
         for _ in 0..<6 {
           let result = await Result {
             try await coordinator.authModel(
@@ -203,9 +218,18 @@ struct Simulation {
         }
         perProcess[0] = Tally.merged([perProcess[0], loop])
         waves.append(("refresh loop", loop))
+        bouncesPerWave.append(alipay.bounces - loopBounces)
         await clock.world.settled()
         timeline.log("refresh loop done: \(loop.text)")
         expectations.append(loop.count(.refreshLoop) == 3)
+      }
+      if !options.refreshLoop && !multiprocess {
+        let (cancelled, bounces) = await silentStory(
+          server: server, alipay: alipay, coordinator: coordinator, users: users, clock: clock,
+          timeline: timeline, expectations: &expectations, playWave: playWave)
+        opens += cancelled.served + cancelled.failures.values.reduce(0, +)
+        waves.append(("cancelled in Alipay, NeedRefreshToken", cancelled))
+        bouncesPerWave.append(bounces)
       }
     }
 
@@ -235,6 +259,10 @@ struct Simulation {
     lines.append("  authorizations ............... \(stats.authorizationsStarted)")
     lines.append("  bounces to Alipay ............ \(alipay.bounces)")
     lines.append("  token exchanges .............. \(server.exchanges)")
+    lines.append("  silent refreshes ............. \(server.silentRefreshes)")
+    lines.append("  Alipay gateway calls ......... \(gateway.counters.requests)")
+    lines.append("  refresh-token reuses ......... \(gateway.counters.reuses)")
+    expectations.append(gateway.counters.reuses == 0 && gateway.counters.invalidSignatures == 0)
     lines.append("  callers that shared a flight . \(stats.coalescedCallers)")
     lines.append("  cache hits ................... \(stats.cacheHits)")
     lines.append("  timeouts ..................... \(stats.flightsTimedOut) flight(s)")
@@ -245,7 +273,11 @@ struct Simulation {
       "  signed out mid-flight ........ \(waves.map { $0.1.count(.signedOut) }.reduce(0, +)) call(s)"
     )
     lines.append("  loop-guard stops ............. \(stats.refreshLoopsStopped)")
-    for (name, tally) in waves { lines.append("  \(name): \(tally.text)") }
+    for ((name, tally), bounces) in zip(
+      waves, bouncesPerWave + Array(repeating: 0, count: waves.count))
+    {
+      lines.append("  \(name): \(tally.text), \(bounces) bounce(s)")
+    }
     if multiprocess {
       lines += processSummary(
         processes: processes, coordinators: coordinators, served: perProcess,
@@ -302,7 +334,7 @@ struct Simulation {
         lease: ProcessLease(
           process: process, shared: lease, announcements: announcements, ledger: ledger,
           timeline: timeline),
-        authorizer: AlipayAuthorizer(provider: provider, exchanger: server),
+        authorizer: authorizer(provider: provider, server: server),
         configuration: processConfiguration,
         onAccountStatusChange: { change in
           timeline.log("\(process.name): SDK told: account status changed (\(change))")
