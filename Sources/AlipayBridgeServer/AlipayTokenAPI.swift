@@ -34,12 +34,12 @@ import HTTPSupport
 ///   terminal, with ``/AuthCoordinator/AuthCoordinatorError/refusesRefreshToken`` set for a
 ///   refused refresh token;
 /// - transient (HTTP 5xx or 429, `isp.*` or `aop.unknow-error` sub codes, code 20000, a system
-///   error): code ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/alipayTokenAPIFailed``
+///   error): code ``AuthCoordinator/AuthCoordinatorError/Code/alipayTokenAPIFailed``
 ///   with ``/AuthCoordinator/AuthCoordinatorError/isTransient`` `true` and the reply's
 ///   `Retry-After`; a transport failure or timeout: code
 ///   ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/networkError``, transient;
 /// - everything else (a bad signature, an invalid app id, missing permissions, a malformed
-///   reply, a sub code this package does not know): ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/alipayTokenAPIFailed``,
+///   reply, a sub code this package does not know): ``AuthCoordinator/AuthCoordinatorError/Code/alipayTokenAPIFailed``,
 ///   terminal.
 ///
 /// > Important: No error, message or description contains a token, an auth code or a

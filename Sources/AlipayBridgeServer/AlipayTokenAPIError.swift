@@ -1,7 +1,7 @@
 import Foundation
 
 /// Why a call of `alipay.system.oauth.token` failed: the
-/// ``AuthCoordinator/AuthCoordinatorError/underlying`` error of every error that
+/// ``/AuthCoordinator/AuthCoordinatorError/underlying`` error of every error that
 /// ``AlipayTokenAPI`` throws.
 ///
 /// It never holds a token, an auth code or a signature: the body excerpt is redacted with the
@@ -11,7 +11,7 @@ public struct AlipayTokenAPIError: Error, Sendable, Hashable, CustomStringConver
   public enum Classification: String, Sendable, Hashable {
     /// The user must authorize again: the code or the refresh token is invalid, spent or
     /// expired, or the user cancelled the authorization. Thrown as
-    /// ``AuthCoordinator/AuthCoordinatorError/Code-swift.struct/interactionRequired``.
+    /// ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/interactionRequired``.
     case needsAuthorization = "needs_authorization"
     /// Retrying later can help: HTTP 5xx or 429, a transport failure or timeout, `isp.*`,
     /// code 20000.
