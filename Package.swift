@@ -110,8 +110,8 @@ let package = Package(
     .testTarget(
       name: "AlipayBridgeServerTests",
       dependencies: [
-        "AlipayBridgeServer", "AuthCoordinator", "AuthCoordinatorTestKit", "TokenStore",
-        "SyncPrimitives",
+        "AlipayBridgeServer", "AlipayBridge", "AuthCoordinator", "AuthCoordinatorTestKit",
+        "TokenStore", "SyncPrimitives",
       ]),
     // The OAuth 2 authorizer against the rotating token server (needs python3 on PATH).
     .testTarget(
