@@ -18,6 +18,9 @@ final class InsideAccountConnect: Sendable {
   /// - Parameters:
   ///   - storeURL: Where models persist (Application Support, excluded from backups).
   ///   - tokenEndpoint: Your server's endpoint that exchanges an auth code (see "Server side").
+  ///   - refreshEndpoint: Your server's endpoint that refreshes the token without the user, or
+  ///     answers 401 `authorization_required` (see "Server side"); `nil` bounces the user to
+  ///     Alipay at every expiry.
   ///   - containerScheme: The mPaaS container scheme, the guide's `PortalScheme`
   ///     (`ANXAccountOpenAuthModel.scheme`).
   ///   - makeAuthURL: Your auth URL for the signed-in user (`ANXAccountOpenAuthModel.authURL`,
@@ -35,6 +38,7 @@ final class InsideAccountConnect: Sendable {
   init(
     storeURL: URL,
     tokenEndpoint: URL,
+    refreshEndpoint: URL?,
     containerScheme: String,
     makeAuthURL: @escaping @Sendable (_ mcUid: String) async throws -> String,
     resultCodeKey: String = InsideResult.defaultCodeKey,
@@ -56,9 +60,17 @@ final class InsideAccountConnect: Sendable {
     configuration.maxForcedAuthorizations = 3
     coordinator = AuthCoordinator(
       store: FileTokenStore(url: storeURL),
-      authorizer: AlipayAuthorizer(provider: provider, exchanger: exchanger),
+      authorizer: Self.authorizer(
+        AlipayAuthorizer(provider: provider, exchanger: exchanger), refreshEndpoint),
       configuration: configuration,
       onAccountStatusChange: notifySDK)
+  }
+
+  /// Your server first (silently), Alipay only when the server says the user must authorize.
+  static func authorizer(_ bounce: AlipayAuthorizer, _ refreshEndpoint: URL?) -> any Authorizer {
+    guard let refreshEndpoint else { return bounce }
+    return SilentFirstAuthorizer(
+      silent: HTTPTokenRefresher(endpoint: refreshEndpoint), interactive: bounce)
   }
 }
 // end-snippet
@@ -74,6 +86,9 @@ final class AccountConnect: Sendable {
   /// - Parameters:
   ///   - storeURL: Where models persist (Application Support, excluded from backups).
   ///   - tokenEndpoint: Your server's endpoint that exchanges an auth code (see "Server side").
+  ///   - refreshEndpoint: Your server's endpoint that refreshes the token without the user, or
+  ///     answers 401 `authorization_required` (see "Server side"); `nil` bounces the user to
+  ///     Alipay at every expiry.
   ///   - signAuthURL: Asks your server for the signed Alipay auth URL carrying `requestID` as
   ///     `target_id` (auth_V2) or `state` (OAuth).
   ///   - open: Opens a URL: `UIApplication.shared.open(url)` on iOS.
@@ -86,6 +101,7 @@ final class AccountConnect: Sendable {
   init(
     storeURL: URL,
     tokenEndpoint: URL,
+    refreshEndpoint: URL?,
     signAuthURL: @escaping @Sendable (_ requestID: String) async throws -> URL,
     open: @escaping @Sendable (URL) async -> Bool,
     appSchemes: Set<String>,
@@ -104,7 +120,8 @@ final class AccountConnect: Sendable {
     configuration.maxForcedAuthorizations = 3
     coordinator = AuthCoordinator(
       store: FileTokenStore(url: storeURL),
-      authorizer: AlipayAuthorizer(provider: provider, exchanger: exchanger),
+      authorizer: InsideAccountConnect.authorizer(
+        AlipayAuthorizer(provider: provider, exchanger: exchanger), refreshEndpoint),
       configuration: configuration,
       onAccountStatusChange: notifySDK)
   }

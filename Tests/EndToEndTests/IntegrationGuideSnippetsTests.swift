@@ -156,6 +156,7 @@ struct IntegrationGuideSnippetsTests {
     let connect = InsideAccountConnect(
       storeURL: storeURL,
       tokenEndpoint: server.url("/ok"),  // SIMULATED INTEGRATOR SERVER = REAL HTTP ON LOOPBACK
+      refreshEndpoint: server.url("/authorization-required"),  // its "the user must authorize"
       containerScheme: scheme,
       makeAuthURL: { mcUid in "https://integrator.example/alipay/auth?user=\(mcUid)" },
       startInside: { request, completion in  // FAKE INSIDE SDK: the test plays its completion
@@ -258,6 +259,7 @@ struct IntegrationGuideSnippetsTests {
     let connect = AccountConnect(
       storeURL: storeURL,
       tokenEndpoint: server.url("/ok"),  // SIMULATED INTEGRATOR SERVER = REAL HTTP ON LOOPBACK
+      refreshEndpoint: server.url("/authorization-required"),  // its "the user must authorize"
       signAuthURL: { requestID in
         // SIMULATED INTEGRATOR SIGNING (local): your server signs this URL.
         var components = URLComponents(string: "alipays://platformapi/startapp?appId=20000067")!
