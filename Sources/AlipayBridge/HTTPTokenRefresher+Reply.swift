@@ -131,10 +131,16 @@ extension HTTPTokenRefresher {
     status == 408 || status == 429 || (500...599).contains(status)
   }
 
-  /// The `error` member of a JSON object body, if it has one.
+  /// The `error` member of a JSON object body, if it has one and it looks like an error code
+  /// (at most 64 letters, digits, `_`, `.` or `-`): anything else might be a secret the server
+  /// echoed, and is never put in an error.
   static func errorName(in body: Data) -> String? {
     guard let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any],
-      let name = object["error"] as? String, name.count <= 64
+      let name = object["error"] as? String, (1...64).contains(name.count),
+      name.unicodeScalars.allSatisfy({
+        ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0)
+          || $0 == "_" || $0 == "." || $0 == "-"
+      })
     else { return nil }
     return name
   }

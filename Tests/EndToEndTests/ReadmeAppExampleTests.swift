@@ -6,7 +6,8 @@ import Testing
 
 /// The README's iOS-app example, compiled and run: the Inside SDK is FAKED (it completes at once
 /// with the vendor guide's `account_open_auth_9000` result), the exchange is real HTTP to the
-/// python3 token server on 127.0.0.1, the store is a real file. A second test checks that the
+/// python3 token server on 127.0.0.1 (its refresh endpoint answers 401 "authorization
+/// required", so the silent stage leads to the bounce), the store is a real file. A second test checks that the
 /// copy below is still the README's, so the front page cannot rot.
 @Suite(.timeLimit(.minutes(1))) struct ReadmeAppExampleTests {
   /// FAKE INSIDE SDK: stands in for `ANXInsideService`, answering as the guide shows.
@@ -30,6 +31,8 @@ import Testing
     let server = try TokenServer.running()
     let api = API()
     let tokenURL = server.url("/ok")
+    // The SIMULATED server knows nothing of the user yet: "the user must authorize".
+    let refreshURL = server.url("/authorization-required")
     let directory = FileManager.default.temporaryDirectory
       .appendingPathComponent("readme-app-\(UUID().uuidString)")
     defer { try? FileManager.default.removeItem(at: directory) }
@@ -43,9 +46,12 @@ import Testing
       authURL: { request in try await api.insideAuthURL(for: request.key.mcUid) },
       start: { request, completion in InsideService.start(request, completion) })
     let exchanger = HTTPTokenExchanger(endpoint: tokenURL)  // your server: auth code -> token
+    let refresher = HTTPTokenRefresher(endpoint: refreshURL)  // your server: refresh, or 401
     let coordinator = AuthCoordinator(
       store: FileTokenStore(url: storeURL),
-      authorizer: AlipayAuthorizer(provider: provider, exchanger: exchanger),
+      authorizer: SilentFirstAuthorizer(
+        silent: refresher,  // tried first; a 5xx never bounces the user
+        interactive: AlipayAuthorizer(provider: provider, exchanger: exchanger)),
       configuration: .init(authorizationTimeout: .seconds(120)))
 
     // In the delegate, however many mini-programs ask at once: one trip to Alipay for all of them.
