@@ -7,13 +7,17 @@ extension AlipayTokenService {
   public static let tokenPath = "/alipay/token"
   /// The path of the refresh endpoint, `/alipay/refresh`.
   public static let refreshPath = "/alipay/refresh"
+  /// The path of the sign-out endpoint, `/alipay/signout`.
+  public static let signOutPath = "/alipay/signout"
 
-  /// Answers one request to `POST /alipay/token` or `POST /alipay/refresh`.
+  /// Answers one request to `POST /alipay/token`, `POST /alipay/refresh` or
+  /// `POST /alipay/signout`.
   ///
   /// - `POST /alipay/token`, fields `auth_code` and `mc_uid` (a form or a JSON object): signs
   ///   the user in (``signIn(authCode:mcUid:)``).
   /// - `POST /alipay/refresh`, fields `mc_uid` and optionally `rejected_access_token`:
   ///   ``refresh(mcUid:rejecting:)``.
+  /// - `POST /alipay/signout`, field `mc_uid`: ``signOut(mcUid:)``; HTTP 200 `{}`.
   ///
   /// Success is HTTP 200 `{"user_id", "access_token", "expires_in", "mc_user_id"}`
   /// (`expires_in`: whole seconds the access token has left, rounded down; `mc_user_id`: the
@@ -33,7 +37,7 @@ extension AlipayTokenService {
   /// - Returns: The response; never a refresh token, never a secret in a description.
   public func respond(to request: AlipayServiceRequest) async -> AlipayServiceResponse {
     let path = request.path.split(separator: "?", maxSplits: 1).first.map(String.init) ?? ""
-    guard path == Self.tokenPath || path == Self.refreshPath else {
+    guard path == Self.tokenPath || path == Self.refreshPath || path == Self.signOutPath else {
       return .json(404, ["error": "not_found"])
     }
     guard request.method.uppercased() == "POST" else {
@@ -41,6 +45,10 @@ extension AlipayTokenService {
     }
     guard let fields = request.fields, let mcUid = fields["mc_uid"], !mcUid.isEmpty else {
       return Self.invalidRequest("mc_uid is required")
+    }
+    if path == Self.signOutPath {
+      await signOut(mcUid: mcUid)
+      return .json(200, [:])
     }
     do {
       let model: AuthModel

@@ -97,6 +97,22 @@ public final class AlipayTokenService: Sendable {
     return try await coordinator.authModel(for: key, refresh: .force(rejecting: nil))
   }
 
+  /// Forgets a user's Alipay authorization on this server (and, through the shared store and
+  /// lease, on every replica): the stored model and its refresh token are removed, a refresh in
+  /// flight cannot bring them back, and the next ``refresh(mcUid:rejecting:)`` says the user
+  /// must authorize.
+  ///
+  /// Call it when the app's user unbinds Alipay (the app's
+  /// `accountStatusChanged(.unbind(mcUid:))`): otherwise the app's next silent refresh would
+  /// connect the account again without the user. Whether a logout of the host app should
+  /// forget it too is the integrator's choice: if it does not, the same user signing in again
+  /// gets Alipay's login state without a bounce.
+  ///
+  /// - Parameter mcUid: The host app's own user id.
+  public func signOut(mcUid: String) async {
+    await coordinator.invalidate(account: key(mcUid: mcUid).account)
+  }
+
   /// The user's current model: the cached one while it is valid, otherwise one refresh for
   /// every concurrent caller (and, with a shared lease, every replica).
   ///

@@ -120,6 +120,28 @@ import Testing
     #expect(gateway.counters.reuses == 0 && gateway.counters.invalidSignatures == 0)
   }
 
+  @Test func anUnbindForgottenByTheServerIsNotUndoneByTheNextSilentRefresh() async throws {
+    let stack = try Stack()
+    let gateway = stack.rig.gateway
+    _ = try await stack.open(10)
+    #expect(stack.bounceCount == 1)
+    // The user unbinds Alipay: the app signs the account out, and tells its server
+    // (`POST /alipay/signout`, what an app's `onAccountStatusChange` sends).
+    await stack.app.accountStatusChanged(.unbind(mcUid: stack.key.mcUid))
+    let response = await stack.service.respond(
+      to: AlipayServiceRequest(
+        path: AlipayTokenService.signOutPath,
+        headers: ["Content-Type": "application/x-www-form-urlencoded"],
+        body: Data("mc_uid=\(stack.key.mcUid)".utf8)))
+    #expect(response.status == 200)
+    // The next open cannot connect the account again silently: the user is asked.
+    let requests = gateway.counters.requests
+    _ = try await stack.open(10)
+    #expect(stack.bounceCount == 2, "the server forgot the family: the user authorizes again")
+    #expect(gateway.counters.requests == requests + 1, "only the new code's redemption")
+    #expect(gateway.counters.refreshGrants == 0)
+  }
+
   @Test func outagesOfTheGatewayOrTheServerNeverBounceAndAreAskedOncePerBackOffStep()
     async throws
   {
