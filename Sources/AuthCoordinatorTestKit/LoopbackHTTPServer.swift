@@ -193,8 +193,10 @@ public final class LoopbackHTTPServer: Sendable {
         line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
     }
     if headers["transfer-encoding"] != nil { return .failure(RequestFailure(411)) }
-    let length = headers["content-length"].flatMap { Int($0) } ?? 0
-    guard length >= 0 else { return .failure(RequestFailure(400)) }
+    let declared = headers["content-length"]
+    guard let length = declared.map({ Int($0) }) ?? 0, length >= 0 else {
+      return .failure(RequestFailure(400))  // a length that is not a number
+    }
     guard length <= maxBodySize else { return .failure(RequestFailure(413)) }
     var body = Array(buffer[(headerEnd + 4)...])
     while body.count < length {

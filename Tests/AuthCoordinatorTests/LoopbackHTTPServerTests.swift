@@ -84,6 +84,8 @@ import Testing
     let chunked = "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
     #expect(try Self.exchange(url, Self.request(chunked)).hasPrefix("HTTP/1.1 411"))
     #expect(try Self.exchange(url, Self.request("GARBAGE\r\n\r\n")).hasPrefix("HTTP/1.1 400"))
+    let badLength = "POST /x HTTP/1.1\r\nContent-Length: ten\r\n\r\n"
+    #expect(try Self.exchange(url, Self.request(badLength)).hasPrefix("HTTP/1.1 400"))
     // A client that promises 50 bytes, sends 10 and goes away: nothing to answer, no crash.
     _ = try Self.exchange(
       url,
