@@ -30,7 +30,7 @@ extension OAuth2Authorizer: CustomStringConvertible, CustomDebugStringConvertibl
     [
       ("tokenEndpoint", URLRedaction.redacted(tokenEndpoint)), ("clientID", clientID),
       ("clientSecret", clientSecret == nil ? "nil" : "<redacted>"),
-      ("clientAuthentication", clientAuthentication.rawValue), ("scope", scope ?? "nil"),
+      ("clientAuthentication", clientAuthentication.description), ("scope", scope ?? "nil"),
       ("parameters", "\(parameters.keys.sorted())"), ("primaryGrant", primaryGrant.description),
       ("fallbackOnInvalidGrant", "\(fallbackOnInvalidGrant)"), ("userIDField", userIDField),
       ("timeout", "\(timeout)"), ("refreshTimeout", "\(refreshTimeout)"),

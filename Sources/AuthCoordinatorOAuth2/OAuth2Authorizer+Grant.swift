@@ -1,18 +1,6 @@
 import AuthCoordinator
 
 extension OAuth2Authorizer {
-  /// How the client authenticates at the token endpoint (RFC 6749 §2.3).
-  public enum ClientAuthentication: String, Sendable, Hashable, CaseIterable {
-    /// HTTP Basic: `Authorization: Basic base64(id:secret)`, with the id and the secret each
-    /// form-urlencoded first (RFC 6749 §2.3.1). A missing secret is sent as an empty one.
-    case basic
-    /// `client_id` and `client_secret` in the request body (RFC 6749 §2.3.1's alternative). A
-    /// missing secret is sent as an empty one.
-    case post
-    /// A public client: `client_id` in the body, no secret (RFC 6749 §2.1, §3.2.1).
-    case none
-  }
-
   /// What the authorizer does when it holds no refresh token: the grant that starts a new token
   /// family.
   public enum Grant: Sendable, CustomStringConvertible {

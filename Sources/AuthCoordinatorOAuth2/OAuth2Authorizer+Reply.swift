@@ -17,9 +17,9 @@ extension OAuth2Authorizer {
   }
 
   func model(
-    from outcome: BoundedDataTask.Outcome, form: TokenForm, key: AccountKey, clock: ReplyClock
+    from outcome: BoundedDataTask.Outcome, form: TokenForm, key: AccountKey, secrets: [String],
+    clock: ReplyClock
   ) throws -> AuthModel {
-    let secrets = secrets(of: form)
     let grant = form.grantType
     switch outcome {
     case .failed(let urlCode) where urlCode == .timedOut:
@@ -96,7 +96,7 @@ extension OAuth2Authorizer {
     {
       throw Self.refusal(
         error, object["error_description"], status: status, grant: grant,
-        secrets: secrets)
+        secrets: secrets, assertion: clientAuthentication.isAssertion)
     }
     guard (200...299).contains(status) else {
       throw Self.endpointError(
@@ -164,10 +164,17 @@ extension OAuth2Authorizer {
 
   /// The error for an RFC 6749 §5.2 reply.
   static func refusal(
-    _ error: String, _ description: Any?, status: Int, grant: String, secrets: [String]
+    _ error: String, _ description: Any?, status: Int, grant: String, secrets: [String],
+    assertion: Bool = false
   ) -> AuthCoordinatorError {
     let shownCode = Sanitizer.clean(error, maxLength: 64, secrets: secrets)
     var message = "the token endpoint refused the \(grant) request: \(shownCode)"
+    if assertion, error == "invalid_client" {
+      // The assertion authenticated the client: the server refused it (its signature, its
+      // audience, its lifetime, a replayed jti), not a secret.
+      message =
+        "the token endpoint refused the client assertion of the \(grant) request: \(shownCode)"
+    }
     if let description = description as? String, !description.isEmpty {
       message += " (\(Sanitizer.clean(description, secrets: secrets)))"
     }

@@ -39,7 +39,9 @@ enum TokenForm: Sendable {
 extension OAuth2Authorizer {
   /// The form fields in the order they are sent: the extra parameters sorted by name, then the
   /// grant's own fields, then the client's.
-  func formItems(_ form: TokenForm) -> [(String, String)] {
+  func formItems(
+    _ form: TokenForm, assertion: (type: String, value: String)? = nil
+  ) -> [(String, String)] {
     var own: [(String, String)] = [("grant_type", form.grantType)]
     switch form {
     case .clientCredentials:
@@ -54,48 +56,72 @@ extension OAuth2Authorizer {
       if let redirectURI = code.redirectURI { own.append(("redirect_uri", redirectURI)) }
       if let verifier = code.codeVerifier { own.append(("code_verifier", verifier)) }
     }
-    switch clientAuthentication {
-    case .basic:
-      break
-    case .post:
-      own.append(("client_id", clientID))
-      own.append(("client_secret", clientSecret ?? ""))
-    case .none:
-      own.append(("client_id", clientID))
-    }
-    let reserved = Set(own.map(\.0) + ["client_id", "client_secret"])
+    own += clientFormItems(assertion: assertion)
+    let reserved = Set(
+      own.map(\.0) + ["client_id", "client_secret", "client_assertion", "client_assertion_type"])
     let extra = parameters.filter { !reserved.contains($0.key) }.sorted { $0.key < $1.key }
       .map { ($0.key, $0.value) }
     return extra + own
   }
 
+  /// The client's own form fields: `client_id` (unless in HTTP Basic), and the secret or the
+  /// assertion.
+  func clientFormItems(assertion: (type: String, value: String)?) -> [(String, String)] {
+    switch clientAuthentication.method {
+    case .basic:
+      return []
+    case .post:
+      return [("client_id", effectiveClientID), ("client_secret", effectiveClientSecret ?? "")]
+    case .none:
+      return [("client_id", effectiveClientID)]
+    case .assertion:
+      // RFC 7521 §4.2: the assertion authenticates; `client_id` names the client too.
+      var items = [("client_id", effectiveClientID)]
+      if let assertion {
+        items += [("client_assertion_type", assertion.type), ("client_assertion", assertion.value)]
+      }
+      return items
+    }
+  }
+
   /// `Basic base64(urlencode(id):urlencode(secret))`, RFC 6749 §2.3.1.
   var basicCredentials: String {
-    let pair = FormEncoding.encode(clientID) + ":" + FormEncoding.encode(clientSecret ?? "")
+    let pair =
+      FormEncoding.encode(effectiveClientID) + ":"
+      + FormEncoding.encode(effectiveClientSecret ?? "")
     return "Basic " + Data(pair.utf8).base64EncodedString()
   }
 
-  /// The HTTP request for one grant.
+  /// The HTTP request for one grant, with a fresh client assertion when the client uses one.
   ///
   /// - Parameter form: The grant.
-  /// - Returns: A `POST` of the form to ``tokenEndpoint``.
-  func makeRequest(_ form: TokenForm) -> URLRequest {
+  /// - Returns: A `POST` of the form to ``tokenEndpoint``, and every value in it that must not
+  ///   be printed.
+  /// - Throws: What ``clientAssertion(for:)`` throws.
+  func makeRequest(_ form: TokenForm) async throws -> (URLRequest, secrets: [String]) {
+    let assertion = try await clientAssertion(for: tokenEndpoint)
+    let request = formRequest(
+      to: tokenEndpoint, formItems(form, assertion: assertion), timeout: timeout(for: form))
+    return (request, secrets(of: form) + (assertion.map { [$0.value] } ?? []))
+  }
+
+  /// A form `POST` to `endpoint`, with the client's HTTP Basic credentials when it uses them.
+  func formRequest(to endpoint: URL, _ items: [(String, String)], timeout: Duration) -> URLRequest {
     var request = URLRequest(
-      url: tokenEndpoint, cachePolicy: .reloadIgnoringLocalCacheData,
-      timeoutInterval: timeout(for: form).seconds)
+      url: endpoint, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: timeout.seconds)
     request.httpMethod = "POST"
     request.setValue(
       "application/x-www-form-urlencoded; charset=utf-8", forHTTPHeaderField: "Content-Type")
     request.setValue("application/json", forHTTPHeaderField: "Accept")
-    if clientAuthentication == .basic {
+    if case .basic = clientAuthentication.method {
       request.setValue(basicCredentials, forHTTPHeaderField: "Authorization")
     }
-    request.httpBody = Data(FormEncoding.form(formItems(form)).utf8)
+    request.httpBody = Data(FormEncoding.form(items).utf8)
     return request
   }
 
   /// Every value that must not appear in a message: the client secret and the grant's secrets.
   func secrets(of form: TokenForm) -> [String] {
-    form.secrets + (clientSecret.map { [$0] } ?? [])
+    form.secrets + (effectiveClientSecret.map { [$0] } ?? [])
   }
 }

@@ -55,8 +55,11 @@ public struct OAuth2Authorizer: Authorizer {
   public var clientID: String
   /// The client secret, or `nil` for a public client. Never printed.
   public var clientSecret: String?
-  /// How the client authenticates. Default ``ClientAuthentication/basic`` when there is a
-  /// secret, ``ClientAuthentication/none`` without one.
+  /// How the client authenticates: a secret in HTTP Basic or in the form, none, or a client
+  /// assertion (``ClientAuthentication``). Default ``ClientAuthentication/basic`` when there is
+  /// a secret, ``ClientAuthentication/none`` without one. An authentication that carries its own
+  /// client id and secret (``ClientAuthentication/clientSecretBasic(id:secret:)``...) sends
+  /// those instead of ``clientID`` and ``clientSecret``.
   public var clientAuthentication: ClientAuthentication
   /// The `scope` sent with the client credentials grant, or `nil` for none. A refresh sends
   /// none: it is granted the scope of the grant it continues (RFC 6749 §6), which the server
@@ -184,6 +187,69 @@ public struct OAuth2Authorizer: Authorizer {
     self.now = now
   }
 
+  /// Creates an authorizer whose client authentication carries the client id: a secret
+  /// (``ClientAuthentication/clientSecretBasic(id:secret:)``,
+  /// ``ClientAuthentication/clientSecretPost(id:secret:)``), a public client
+  /// (``ClientAuthentication/none(clientID:)``) or a client assertion
+  /// (``ClientAuthentication/privateKeyJWT(clientID:assertion:)``).
+  ///
+  /// ```swift
+  /// let authorizer = OAuth2Authorizer(
+  ///   tokenEndpoint: URL(string: "https://auth.example.com/oauth/token")!,
+  ///   clientAuthentication: .privateKeyJWT(clientID: "reports-service") { request in
+  ///     try await kms.signJWT(audience: request.audience, jti: request.jti)
+  ///   },
+  ///   scope: "reports:read")
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - tokenEndpoint: The token endpoint.
+  ///   - clientAuthentication: How the client authenticates, with its client id. One of
+  ///     ``ClientAuthentication/basic``, ``ClientAuthentication/post`` or
+  ///     ``ClientAuthentication/none`` here leaves the client id empty: use the initializer
+  ///     with `clientID:` for those.
+  ///   - scope: The scope to request, if any.
+  ///   - parameters: Extra form parameters for every request.
+  ///   - primaryGrant: The grant without a refresh token; client credentials by default.
+  ///   - fallbackOnInvalidGrant: Whether a refused refresh runs the primary grant; by default
+  ///     only when that is client credentials.
+  ///   - userIDField: The reply field that holds the user id; `user_id` by default.
+  ///   - timeout: How long one client-credentials or authorization-code request may take;
+  ///     5 seconds by default.
+  ///   - refreshTimeout: How long one refresh-token request may take; 30 seconds by default.
+  ///   - maxBodySize: The most reply bytes read; 1 MiB by default.
+  ///   - allowsSameOriginHTTPSRedirects: Whether a same-origin HTTPS redirect is followed;
+  ///     `false` by default.
+  ///   - session: The session to use; `URLSession.shared` by default.
+  ///   - transport: Where the requests go; by default a ``URLSessionTransport`` on `session`.
+  ///   - now: The wall-clock source for `expiresAt` and an assertion's time; `Date()` by
+  ///     default.
+  public init(
+    tokenEndpoint: URL,
+    clientAuthentication: ClientAuthentication,
+    scope: String? = nil,
+    parameters: [String: String] = [:],
+    primaryGrant: Grant = .clientCredentials,
+    fallbackOnInvalidGrant: Bool? = nil,
+    userIDField: String = "user_id",
+    timeout: Duration = .seconds(5),
+    refreshTimeout: Duration = .seconds(30),
+    maxBodySize: Int = 1 << 20,
+    allowsSameOriginHTTPSRedirects: Bool = false,
+    session: URLSession = .shared,
+    transport: (any HTTPTransport)? = nil,
+    now: @escaping @Sendable () -> Date = { Date() }
+  ) {
+    self.init(
+      tokenEndpoint: tokenEndpoint, clientID: clientAuthentication.clientID ?? "",
+      clientSecret: clientAuthentication.secret, clientAuthentication: clientAuthentication,
+      scope: scope, parameters: parameters, primaryGrant: primaryGrant,
+      fallbackOnInvalidGrant: fallbackOnInvalidGrant, userIDField: userIDField,
+      timeout: timeout, refreshTimeout: refreshTimeout, maxBodySize: maxBodySize,
+      allowsSameOriginHTTPSRedirects: allowsSameOriginHTTPSRedirects, session: session,
+      transport: transport, now: now)
+  }
+
   /// Whether an authorization may involve the user: `true` only for the
   /// ``Grant/authorizationCode(_:)`` primary grant, whose closure may send the user to a consent
   /// page. With client credentials the authorizer is silent (`false`): the coordinator bounds it
@@ -273,7 +339,7 @@ public struct OAuth2Authorizer: Authorizer {
 
   /// Sends one token request and turns its reply into a model.
   func send(_ form: TokenForm, for request: AuthorizationRequest) async throws -> AuthModel {
-    let urlRequest = makeRequest(form)
+    let (urlRequest, secrets) = try await makeRequest(form)
     try Task.checkCancellation()
     // A relative `expires_in` counts from here: the server's lifetime began no earlier.
     let sentAt = now()
@@ -296,7 +362,7 @@ public struct OAuth2Authorizer: Authorizer {
       outcome = .failed(error.code)
     }
     return try model(
-      from: outcome, form: form, key: request.key,
+      from: outcome, form: form, key: request.key, secrets: secrets,
       clock: ReplyClock(sentAt: sentAt, request: request))
   }
 }

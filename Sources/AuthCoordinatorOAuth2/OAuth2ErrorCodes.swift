@@ -21,6 +21,13 @@ extension AuthCoordinatorError.Code {
   /// RFC 6749 §5.2 `invalid_scope`: the requested scope is invalid, unknown or exceeds what
   /// was granted. Terminal.
   public static let invalidScope = Self(rawValue: "invalid_scope")
+  /// The client assertion could not be made: the closure of
+  /// ``OAuth2Authorizer/ClientAuthentication/privateKeyJWT(clientID:assertion:)`` (or
+  /// ``OAuth2Authorizer/ClientAuthentication/clientAssertion(clientID:type:assertion:)``) threw,
+  /// or returned an empty assertion; nothing was sent. Transient when it threw a `URLError`
+  /// (the signer could not be reached), terminal otherwise. A server that refuses an assertion
+  /// it received answers ``invalidClient`` instead.
+  public static let clientAssertionFailed = Self(rawValue: "client_assertion_failed")
   /// Anything else the token endpoint got wrong: a reply that is not JSON, lacks
   /// `access_token` or has a `token_type` other than `Bearer`, is too large, or redirects; an
   /// error code RFC 6749 does not define; an HTTP error status without one.

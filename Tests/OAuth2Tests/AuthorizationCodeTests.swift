@@ -38,7 +38,7 @@ import Testing
     #expect(stats.clientAuthentication == ["none": 1])
   }
 
-  @Test func theFormCarriesTheCodeRedirectURIVerifierAndClientID() throws {
+  @Test func theFormCarriesTheCodeRedirectURIVerifierAndClientID() async throws {
     let oauth = OAuth2Authorizer(
       tokenEndpoint: URL(string: "https://auth.example/token")!, clientID: "app",
       scope: "ignored-for-codes", parameters: ["resource": "r1", "code": "not-this-one"])
@@ -52,16 +52,18 @@ import Testing
     #expect(form["redirect_uri"] == Self.code.redirectURI)
     #expect(form["code_verifier"] == Self.code.codeVerifier)
     let body = String(
-      decoding: oauth.makeRequest(.authorizationCode(Self.code)).httpBody ?? Data(), as: UTF8.self)
+      decoding: try await oauth.makeRequest(.authorizationCode(Self.code)).0.httpBody ?? Data(),
+      as: UTF8.self)
     #expect(body.contains("code=code-Sg7%26x"))
     #expect(body.contains("code_verifier=\(Self.code.codeVerifier!)"))
   }
 
-  @Test func basicCredentialsAreFormURLEncodedBeforeBase64() throws {
+  @Test func basicCredentialsAreFormURLEncodedBeforeBase64() async throws {
     let oauth = OAuth2Authorizer(
       tokenEndpoint: URL(string: "https://auth.example/token")!, clientID: "a:b",
       clientSecret: "p w+")
-    let header = oauth.makeRequest(.clientCredentials).value(forHTTPHeaderField: "Authorization")
+    let header = try await oauth.makeRequest(.clientCredentials).0
+      .value(forHTTPHeaderField: "Authorization")
     let encoded = try #require(header?.dropFirst("Basic ".count))
     let decoded = String(
       decoding: try #require(Data(base64Encoded: String(encoded))), as: UTF8.self)

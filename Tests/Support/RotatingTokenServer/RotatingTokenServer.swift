@@ -142,7 +142,8 @@ public final class RotatingTokenServer: @unchecked Sendable {
   /// Sets any of the server's `/config` values by name (see the script's header): `delay`,
   /// `reply_delay`, `expires_in`, `resource_delay`, `client_id`, `client_secret`, `fail_count`, `fail_status`,
   /// `fail_body`, `redirect_to`, `huge_reply`, `token_challenge`, `resource_challenge`,
-  /// `revoke_access_after`, `reset_reused`.
+  /// `revoke_access_after`, `reset_reused`, `client_assertion`,
+  /// `revoke_status`, `revoke_delay`.
   ///
   /// - Parameter settings: The values, by name.
   public func configure(_ settings: [String: String]) async throws {
@@ -249,6 +250,23 @@ public final class RotatingTokenServer: @unchecked Sendable {
     public var invalidScopes: Int
     /// Refresh requests by the `scope` they carried (`(omitted)` when none).
     public var refreshScopes: [String: Int]
+    /// Every `client_assertion` received (token and revocation requests), in order.
+    public var assertions: [String]
+    /// Every `POST /revoke`, in order.
+    public var revocations: [Revocation]
+
+    /// One revocation request (RFC 7009).
+    public struct Revocation: Sendable, Equatable {
+      /// The `token` it carried.
+      public var token: String
+      /// Its `token_type_hint` (empty when none).
+      public var hint: String
+      /// Its client authentication method (`basic`, `post`, `none`, `assertion`).
+      public var authentication: String
+      /// The status answered: 0 while in flight (or when the client hung up first), 401 for a
+      /// refused client.
+      public var status: Int
+    }
 
     init(_ object: [String: Any]) {
       func int(_ name: String) -> Int { (object[name] as? NSNumber)?.intValue ?? 0 }
@@ -285,6 +303,13 @@ public final class RotatingTokenServer: @unchecked Sendable {
       incompleteBodies = int("incomplete_bodies")
       invalidScopes = int("invalid_scopes")
       refreshScopes = table("refresh_scopes")
+      assertions = object["assertions"] as? [String] ?? []
+      revocations = (object["revocations"] as? [[String: Any]] ?? []).map {
+        Revocation(
+          token: $0["token"] as? String ?? "", hint: $0["hint"] as? String ?? "",
+          authentication: $0["auth"] as? String ?? "",
+          status: ($0["status"] as? NSNumber)?.intValue ?? -1)
+      }
     }
 
     public var description: String {

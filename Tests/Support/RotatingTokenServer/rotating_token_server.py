@@ -26,6 +26,13 @@ Routes:
                  (see /config): a server that rotated and is slow to say so. A client that hangs
                  up then has lost the new tokens.
                  A request may carry `X-Worker-Pid`; /stats lists the requests in flight with it.
+  POST /revoke   RFC 7009: form `token=T&token_type_hint=H`, with the same client
+                 authentication as /token (a refusal is 401 invalid_client). Waits
+                 `revoke_delay` s, then answers `revoke_status` (default 200, an empty body):
+                 with 200, a refresh token's family is revoked, an access token is revoked; an
+                 unknown token is no error (RFC 7009 §2.2). Each request is recorded in /stats
+                 `revocations` ({token, hint, auth, status}; status 0 while in flight or when the
+                 client hung up).
   GET /stats     JSON counts: grants (successful, by grant type), refreshes, issued (every
                  successful grant), requests (by grant type), reuses, revoked_families,
                  invalid_grants, aborted, in_flight, families, and in_flight_requests: each
@@ -64,7 +71,14 @@ Client authentication and scripted failures (all set through /config, all off by
                  {"error": "invalid_client"} with `WWW-Authenticate: <token_challenge>`, by
                  default `Basic realm="rotating-token-server"` (RFC 7617 requires the realm;
                  set it to any header value, several challenges included). /stats counts
-                 `client_auth` by method ("basic", "post", "none").
+                 `client_auth` by method ("basic", "post", "none", "assertion").
+  client_assertion
+                 when set, the client must authenticate with a client assertion (RFC 7521 4.2):
+                 `client_assertion_type` the JWT-bearer URN and a `client_assertion` that starts
+                 with this value and was never presented before (a replay is refused), with
+                 the configured `client_id` when one is set; anything else is 401
+                 {"error": "invalid_client"}. Every assertion received is listed in /stats
+                 `assertions`.
   resource_challenge
                  the `WWW-Authenticate` of /resource's 401, by default
                  `Bearer realm="rotating-token-server", error="invalid_token"`.
@@ -132,6 +146,9 @@ CONFIG = {
     # family's grant is refused with invalid_scope (§6), as Authlib does.
     "grantable_scope": "",
     "reset_reused": 0,
+    "client_assertion": "",
+    "revoke_status": 200,
+    "revoke_delay": 0.0,
     "token_challenge": 'Basic realm="rotating-token-server"',
     "resource_challenge": 'Bearer realm="rotating-token-server", error="invalid_token"',
 }
@@ -160,7 +177,10 @@ STATS = {
     "incomplete_bodies": 0,
     "invalid_scopes": 0,
     "refresh_scopes": {},
+    "assertions": [],
+    "revocations": [],
 }
+JWT_BEARER = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 IN_FLIGHT = {}  # request number -> (pid header, monotonic arrival time)
 FAMILIES = {}  # family id -> {"revoked": bool, "current": refresh token}
 REFRESH_TOKENS = {}  # refresh token -> family id (current or spent)
@@ -207,7 +227,7 @@ def count(table, name):
 
 
 def client_authentication(headers, params):
-    """Checks the client's credentials (LOCK held). Returns None, or an error reply."""
+    """Checks the client's credentials (LOCK held). Returns (method, None or an error reply)."""
     header = headers.get("Authorization", "")
     method, client_id, secret = "none", params.get("client_id", ""), None
     if header.startswith("Basic "):
@@ -219,15 +239,43 @@ def client_authentication(headers, params):
             secret = urllib.parse.unquote_plus(password)
         except Exception:
             client_id, secret = "", None
+    elif "client_assertion" in params or "client_assertion_type" in params:
+        method = "assertion"
     elif "client_secret" in params:
         method, secret = "post", params["client_secret"]
     count("client_auth", method)
+    expected = CONFIG["client_assertion"]
+    if method == "assertion":
+        value = params.get("client_assertion", "")
+        seen = value in STATS["assertions"]
+        STATS["assertions"].append(value)
+        if (expected and params.get("client_assertion_type") == JWT_BEARER
+                and value.startswith(expected) and not seen
+                and (not CONFIG["client_id"] or client_id == CONFIG["client_id"])):
+            return method, None
+        STATS["invalid_clients"] += 1
+        return method, (401, {"error": "invalid_client",
+                              "error_description": "client assertion refused"})
+    if expected:
+        STATS["invalid_clients"] += 1
+        return method, (401, {"error": "invalid_client",
+                              "error_description": "a client assertion is required"})
     if not CONFIG["client_id"] or not CONFIG["client_secret"]:
-        return None
+        return method, None
     if client_id == CONFIG["client_id"] and secret == CONFIG["client_secret"]:
-        return None
+        return method, None
     STATS["invalid_clients"] += 1
-    return 401, {"error": "invalid_client", "error_description": "client authentication failed"}
+    return method, (401, {"error": "invalid_client",
+                          "error_description": "client authentication failed"})
+
+
+def revoke(token):
+    """RFC 7009 2.1: revokes `token` (LOCK held): a refresh token's family, or an access token."""
+    family = REFRESH_TOKENS.get(token)
+    if family is not None:
+        FAMILIES[family]["revoked"] = True
+    elif token in ACCESS_TOKENS:
+        REVOKED_ACCESS.add(token)
 
 
 def grant(params, caller=("", 0.0)):
@@ -478,6 +526,19 @@ class Handler(BaseHTTPRequestHandler):
         self.send_raw(*reply)
         return True
 
+    def revocation(self, record, params):
+        """Answers POST /revoke (its client authentication passed)."""
+        with LOCK:
+            delay, status = CONFIG["revoke_delay"], CONFIG["revoke_status"]
+        if delay > 0 and not self.wait_delay(delay):
+            self.close_connection = True
+            return
+        with LOCK:
+            record["status"] = status
+            if status == 200:
+                revoke(params.get("token", ""))
+        self.send_raw(status, [], b"")
+
     def do_POST(self):
         parsed = urllib.parse.urlsplit(self.path)
         reused = self.requests_on_connection > 0
@@ -500,13 +561,21 @@ class Handler(BaseHTTPRequestHandler):
                     STATS["incomplete_bodies"] += 1
             self.close_connection = True
             return
-        if parsed.path != "/token":
+        if parsed.path not in ("/token", "/revoke"):
             self.send_json(404, {"error": "no route " + parsed.path})
             return
         params = dict(urllib.parse.parse_qsl(body.decode("utf-8"), keep_blank_values=True))
         with LOCK:
-            refused = client_authentication(self.headers, params)
+            method, refused = client_authentication(self.headers, params)
             challenge = CONFIG["token_challenge"]
+            if parsed.path == "/revoke":
+                record = {"token": params.get("token", ""),
+                          "hint": params.get("token_type_hint", ""), "auth": method,
+                          "status": 401 if refused else 0}
+                STATS["revocations"].append(record)
+        if parsed.path == "/revoke" and not refused:
+            self.revocation(record, params)
+            return
         if refused:
             data = json.dumps(refused[1]).encode("utf-8")
             self.send_raw(refused[0], [("WWW-Authenticate", challenge),
