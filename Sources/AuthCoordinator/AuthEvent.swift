@@ -88,6 +88,20 @@ public enum AuthEvent: Sendable, Hashable {
   /// The estimate of how far the token servers' clocks are ahead of this process's moved (by a
   /// second or more, or its first sample): ``AuthCoordinator/Statistics/serverClockOffset``.
   case serverClockOffsetUpdated(Duration)
+  /// The revocation at the server of a signed-out model's tokens ended
+  /// (``Authorizer/revokesOnSignOut``): revoked, or failed with a code. It never carries a
+  /// token.
+  case signOutRevocation(key: AccountKey, outcome: RevocationOutcome)
+
+  /// How the revocation of a signed-out model's tokens ended.
+  public enum RevocationOutcome: Sendable, Hashable {
+    /// The server confirmed the revocation.
+    case revoked
+    /// The revocation failed: the authorizer threw (a server error, no connection), or it did
+    /// not end within ``AuthCoordinator/Configuration/revocationTimeout``
+    /// (``AuthCoordinatorError/Code-swift.struct/timedOut``). Nothing retries it.
+    case failed(code: AuthCoordinatorError.Code, message: String)
+  }
 
   /// The phase a flight was in.
   public enum FlightPhase: String, Sendable, Hashable {

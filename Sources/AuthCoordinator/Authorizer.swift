@@ -89,6 +89,26 @@ public protocol Authorizer: Sendable {
   /// ``AuthCoordinatorError/Code-swift.struct/interactionRequired`` is never remembered (the
   /// next caller that may involve the user gets the bounce).
   var announcesInteraction: Bool { get }
+
+  /// Whether the coordinator calls ``revoke(_:)`` after it signs an account out. Default
+  /// `false`.
+  ///
+  /// `true` (an `OAuth2Authorizer` with a revocation endpoint): after a logout, an unbind or an
+  /// ``AuthCoordinator/invalidate(account:)`` has taken effect (memory cleared, the store's
+  /// removal done), the coordinator hands each model it cleared to ``revoke(_:)``, once, in the
+  /// background, bounded by ``AuthCoordinator/Configuration/revocationTimeout``, and reports the
+  /// outcome as ``AuthEvent/signOutRevocation(key:outcome:)``. A sign-out heard from another
+  /// process is not revoked again: the process that signed out did it.
+  var revokesOnSignOut: Bool { get }
+
+  /// Tells the server that `model`'s tokens are no longer needed (for OAuth 2, RFC 7009
+  /// revocation of its refresh token, or its access token without one). Best effort: the
+  /// sign-out has already taken effect, and nothing waits for this. The default does nothing.
+  ///
+  /// - Parameter model: A model the coordinator cleared on a sign-out.
+  /// - Throws: An ``AuthCoordinatorError`` when the server did not confirm the revocation; its
+  ///   code is reported in the event. It must never carry a token.
+  func revoke(_ model: AuthModel) async throws
 }
 
 extension Authorizer {
@@ -103,6 +123,14 @@ extension Authorizer {
 
   /// `false`: an authorizer does not announce when it involves the user unless it says so.
   public var announcesInteraction: Bool { false }
+
+  /// `false`: the coordinator revokes nothing on a sign-out unless the authorizer says so.
+  public var revokesOnSignOut: Bool { false }
+
+  /// Does nothing: an authorizer revokes nothing unless it says how.
+  ///
+  /// - Parameter model: The cleared model (unused).
+  public func revoke(_ model: AuthModel) async throws {}
 }
 
 /// An ``Authorizer`` made from a closure.

@@ -75,6 +75,11 @@ extension AuthCoordinator {
     /// its memory cleared and its removal going on in the background, ordered before any later
     /// load of that user. Each is reported as a `storeFailed` event.
     public var storeTimeout: Duration = .seconds(10)
+    /// How long the revocation of a signed-out account's tokens may take
+    /// (``Authorizer/revokesOnSignOut``). Default 10 seconds. It runs in the background after
+    /// the sign-out took effect and delays nothing; when it passes, the revocation is cancelled
+    /// and reported as failed with ``AuthCoordinatorError/Code-swift.struct/timedOut``.
+    public var revocationTimeout: Duration = .seconds(10)
     /// How long a cross-process lease (see ``AuthCoordinator/init(store:lease:authorizer:configuration:onAccountStatusChange:)``)
     /// lasts unless renewed. The holder renews it every third of this while it authorizes; a
     /// holder that died is taken over at most this long after its last renewal. Default 15

@@ -28,7 +28,9 @@ extension OAuth2Authorizer: CustomStringConvertible, CustomDebugStringConvertibl
 
   private var summary: [(String, String)] {
     [
-      ("tokenEndpoint", URLRedaction.redacted(tokenEndpoint)), ("clientID", clientID),
+      ("tokenEndpoint", URLRedaction.redacted(tokenEndpoint)),
+      ("revocationEndpoint", revocationEndpoint.map { URLRedaction.redacted($0) } ?? "nil"),
+      ("clientID", clientID),
       ("clientSecret", clientSecret == nil ? "nil" : "<redacted>"),
       ("clientAuthentication", clientAuthentication.description), ("scope", scope ?? "nil"),
       ("parameters", "\(parameters.keys.sorted())"), ("primaryGrant", primaryGrant.description),

@@ -51,6 +51,10 @@ import HTTPSupport
 public struct OAuth2Authorizer: Authorizer {
   /// The token endpoint (RFC 6749 §3.2).
   public var tokenEndpoint: URL
+  /// The revocation endpoint (RFC 7009), or `nil` (the default) to revoke nothing. With one, a
+  /// coordinator revokes a signed-out account's refresh token there (``revoke(_:)``), after
+  /// the sign-out took effect, once, in the background.
+  public var revocationEndpoint: URL?
   /// The client identifier (RFC 6749 §2.2).
   public var clientID: String
   /// The client secret, or `nil` for a public client. Never printed.
@@ -131,6 +135,8 @@ public struct OAuth2Authorizer: Authorizer {
   ///
   /// - Parameters:
   ///   - tokenEndpoint: The token endpoint.
+  ///   - revocationEndpoint: The revocation endpoint (RFC 7009); `nil` by default: nothing is
+  ///     revoked on a sign-out.
   ///   - clientID: The client identifier.
   ///   - clientSecret: The client secret; `nil` for a public client.
   ///   - clientAuthentication: How the client authenticates; by default HTTP Basic with a
@@ -154,6 +160,7 @@ public struct OAuth2Authorizer: Authorizer {
   ///   - now: The wall-clock source for `expiresAt`; `Date()` by default.
   public init(
     tokenEndpoint: URL,
+    revocationEndpoint: URL? = nil,
     clientID: String,
     clientSecret: String? = nil,
     clientAuthentication: ClientAuthentication? = nil,
@@ -171,6 +178,7 @@ public struct OAuth2Authorizer: Authorizer {
     now: @escaping @Sendable () -> Date = { Date() }
   ) {
     self.tokenEndpoint = tokenEndpoint
+    self.revocationEndpoint = revocationEndpoint
     self.clientID = clientID
     self.clientSecret = clientSecret
     self.clientAuthentication = clientAuthentication ?? (clientSecret == nil ? .none : .basic)
@@ -204,6 +212,7 @@ public struct OAuth2Authorizer: Authorizer {
   ///
   /// - Parameters:
   ///   - tokenEndpoint: The token endpoint.
+  ///   - revocationEndpoint: The revocation endpoint (RFC 7009); `nil` by default.
   ///   - clientAuthentication: How the client authenticates, with its client id. One of
   ///     ``ClientAuthentication/basic``, ``ClientAuthentication/post`` or
   ///     ``ClientAuthentication/none`` here leaves the client id empty: use the initializer
@@ -226,6 +235,7 @@ public struct OAuth2Authorizer: Authorizer {
   ///     default.
   public init(
     tokenEndpoint: URL,
+    revocationEndpoint: URL? = nil,
     clientAuthentication: ClientAuthentication,
     scope: String? = nil,
     parameters: [String: String] = [:],
@@ -241,7 +251,8 @@ public struct OAuth2Authorizer: Authorizer {
     now: @escaping @Sendable () -> Date = { Date() }
   ) {
     self.init(
-      tokenEndpoint: tokenEndpoint, clientID: clientAuthentication.clientID ?? "",
+      tokenEndpoint: tokenEndpoint, revocationEndpoint: revocationEndpoint,
+      clientID: clientAuthentication.clientID ?? "",
       clientSecret: clientAuthentication.secret, clientAuthentication: clientAuthentication,
       scope: scope, parameters: parameters, primaryGrant: primaryGrant,
       fallbackOnInvalidGrant: fallbackOnInvalidGrant, userIDField: userIDField,

@@ -28,6 +28,12 @@ extension AuthCoordinatorError.Code {
   /// (the signer could not be reached), terminal otherwise. A server that refuses an assertion
   /// it received answers ``invalidClient`` instead.
   public static let clientAssertionFailed = Self(rawValue: "client_assertion_failed")
+  /// The revocation endpoint (``OAuth2Authorizer/revocationEndpoint``, RFC 7009) did not
+  /// confirm a revocation: a status other than 200 (503 included), an error code RFC 6749 does
+  /// not define (`unsupported_token_type`), a redirect, a reply too large. Transient for a 5xx
+  /// or 429 status; the coordinator reports it in
+  /// ``/AuthCoordinator/AuthEvent/signOutRevocation(key:outcome:)`` and does not retry it.
+  public static let revocationEndpointError = Self(rawValue: "revocation_endpoint_error")
   /// Anything else the token endpoint got wrong: a reply that is not JSON, lacks
   /// `access_token` or has a `token_type` other than `Bearer`, is too large, or redirects; an
   /// error code RFC 6749 does not define; an HTTP error status without one.

@@ -32,11 +32,16 @@ extension AuthCoordinator {
     let turn: StoreTurn
     let operation: AuthEvent.StoreOperation
     var closings: [Closing] = []
+    // What the server is told to revoke once the sign-out took effect: nil when the
+    // authorizer revokes nothing.
+    var revocations: SignOutRevocations? = authorizer.revokesOnSignOut ? .init() : nil
     switch change {
     case .logout(let mcUid), .unbind(let mcUid):
       let stripe = table.stripe(forUser: mcUid)
       stripe.lock.lock()
-      signOut(in: stripe, where: { $0.mcUid == mcUid }, into: &closings)
+      let known = signOut(
+        in: stripe, where: { $0.mcUid == mcUid }, into: &closings, revocations: &revocations)
+      if !known { revocations?.accountUnknownInMemory(mcUid) }
       turn = stripe.storeOperations.reserveUser(mcUid)
       stripe.lock.unlock()
       operation = .remove
@@ -48,7 +53,7 @@ extension AuthCoordinator {
       table.barrierLock.lock()
       for stripe in table.stripes {
         stripe.lock.lock()
-        signOut(in: stripe, where: { _ in true }, into: &closings)
+        signOut(in: stripe, where: { _ in true }, into: &closings, revocations: &revocations)
         after += stripe.storeOperations.reserveBarrier(done: done).after
         stripe.lock.unlock()
       }
@@ -62,8 +67,16 @@ extension AuthCoordinator {
     // The removal runs in a task of its own, so that a stuck store delays this call by at most
     // the store deadline; the removal still happens when the store comes back.
     let store = self.store
+    let revoker = Revoker(
+      authorizer: authorizer, broadcaster: broadcaster, clock: clock,
+      limit: configuration.revocationTimeout)
     Task { [weak self] in
       await turn.waitForTurn()
+      // Inside the removal's turn, before it: what only the store knows of the signed-out keys.
+      var plan = revocations
+      for key in plan?.keysToRead ?? [] {
+        plan?.read(key, try? await store.model(for: key))
+      }
       // Grants taken before now can no longer store a result, before the store is emptied: a
       // holder in another process whose result lands meanwhile sees it (rule 19).
       await self?.revokeGrants(change)
@@ -74,6 +87,9 @@ extension AuthCoordinator {
         try? await Self.remove(change, from: store)
       }
       turn.done.open()
+      // The sign-out has taken effect (memory at once, the store now): only then is the server
+      // told, in the background, bounded, and nothing waits for it.
+      if let plan { await revoker.revoke(plan) }
     }
     let limit = policy.storeTimeout
     if await !turn.done.wait(until: clock.deadline(after: limit), on: clock) {
@@ -109,14 +125,71 @@ extension AuthCoordinator {
     await accountStatusChanged(.logout(mcUid: account))
   }
 
-  /// Signs out the keys of `stripe` that `matches` selects (under the stripe's lock).
+  /// Signs out the keys of `stripe` that `matches` selects (under the stripe's lock), and adds
+  /// the models memory held to `revocations`.
+  ///
+  /// - Returns: Whether any key matched.
+  @discardableResult
   private func signOut(
-    in stripe: Stripe, where matches: (AccountKey) -> Bool, into closings: inout [Closing]
-  ) {
-    for key in stripe.accounts.keys.filter(matches) {
+    in stripe: Stripe, where matches: (AccountKey) -> Bool, into closings: inout [Closing],
+    revocations: inout SignOutRevocations?
+  ) -> Bool {
+    let keys = stripe.accounts.keys.filter(matches)
+    for key in keys {
+      if let machine = stripe.accounts[key]?.machine {
+        revocations?.signedOut(
+          key, cached: machine.cachedModel, cacheKnown: machine.cache != .unknown)
+      }
       if let ending = stripe.accounts[key]?.machine.signOut() {
         closings.append(close(ending, key: key, in: stripe))
       }
+    }
+    return !keys.isEmpty
+  }
+
+  /// What revokes a sign-out's models: the coordinator's authorizer, events and clock, without
+  /// the coordinator (a revocation does not keep it alive).
+  struct Revoker: Sendable {
+    let authorizer: any Authorizer
+    let broadcaster: EventBroadcaster<AuthEvent>
+    let clock: CoordinatorClock
+    let limit: Duration
+
+    /// Revokes a sign-out's models at the server, one after the other, each bounded by
+    /// ``Configuration/revocationTimeout``, and reports each outcome. Runs after the sign-out
+    /// took effect; nothing waits for it.
+    func revoke(_ plan: SignOutRevocations) async {
+      for (key, model) in plan.models {
+        broadcaster.emit(.signOutRevocation(key: key, outcome: await revoke(model)))
+      }
+    }
+
+    /// Runs `authorizer.revoke(model)` in a task of its own and waits for it at most `limit`:
+    /// a revocation that never answers is cancelled and reported as timed out, and holds
+    /// nothing.
+    private func revoke(_ model: AuthModel) async -> AuthEvent.RevocationOutcome {
+      let finished = Latch()
+      let outcome = LockedState<AuthEvent.RevocationOutcome?>(nil)
+      let task = Task {
+        let result: AuthEvent.RevocationOutcome
+        do {
+          try await authorizer.revoke(model)
+          result = .revoked
+        } catch let error as AuthCoordinatorError {
+          result = .failed(code: error.code, message: error.message)
+        } catch {
+          // Only the type: an error of the authorizer's own might print a token.
+          result = .failed(
+            code: .authorizationFailed, message: "the revocation failed (\(type(of: error)))")
+        }
+        outcome.withLock { $0 = result }
+        finished.open()
+      }
+      guard await finished.wait(until: clock.deadline(after: limit), on: clock) else {
+        task.cancel()
+        return .failed(code: .timedOut, message: "the revocation did not end within \(limit)")
+      }
+      return outcome.withLock { $0 } ?? .revoked
     }
   }
 

@@ -106,6 +106,10 @@ final class ServiceTimeline: @unchecked Sendable {
     case .serverClockOffsetUpdated(let offset):
       guard abs(offset.seconds) >= 1 else { return nil }
       return "the token server's clock is \(ServiceSimulation.seconds(offset)) off this one's"
+    case .signOutRevocation(let key, .revoked):
+      return "\(key.account)'s tokens revoked at the token server after its sign-out"
+    case .signOutRevocation(let key, .failed(let code, _)):
+      return "\(key.account)'s tokens not revoked after its sign-out: \(code)"
     case .signedOutElsewhere, .accountStatusChanged, .evicted, .saveRetryFailed,
       .unsavedModelSaved, .unsavedModelDropped, .leaseLost, .leaseHoldEnded:
       return nil

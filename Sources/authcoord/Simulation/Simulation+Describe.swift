@@ -67,7 +67,7 @@ extension Simulation {
       return "flight #\(flight) failed: \(key.mcUid)'s cached model, not yet expired, is served"
     case .cooldownEntered(let key, let code, let duration):
       return "\(key.mcUid) remembers \(code) for \(duration)"
-    case .evicted, .unsavedModelDropped, .serverClockOffsetUpdated:
+    case .evicted, .unsavedModelDropped, .serverClockOffsetUpdated, .signOutRevocation:
       return nil
     }
   }

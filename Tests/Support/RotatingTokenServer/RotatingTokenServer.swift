@@ -266,6 +266,14 @@ public final class RotatingTokenServer: @unchecked Sendable {
       /// The status answered: 0 while in flight (or when the client hung up first), 401 for a
       /// refused client.
       public var status: Int
+
+      /// A revocation request as the server records it.
+      public init(token: String, hint: String, authentication: String, status: Int) {
+        self.token = token
+        self.hint = hint
+        self.authentication = authentication
+        self.status = status
+      }
     }
 
     init(_ object: [String: Any]) {
