@@ -57,6 +57,21 @@ public struct SilentFirstAuthorizer: Authorizer {
   /// The silent authorizer's: only the silent stage spends a refresh token.
   public var longestRefresh: Duration? { silent.longestRefresh }
 
+  /// Whether either stage revokes a signed-out account's tokens (``Authorizer/revokesOnSignOut``).
+  public var revokesOnSignOut: Bool { silent.revokesOnSignOut || interactive.revokesOnSignOut }
+
+  /// Revokes through the stage that revokes, the silent one first (it holds the refresh grant).
+  ///
+  /// - Parameter model: The signed-out account's model.
+  /// - Throws: What that stage's ``Authorizer/revoke(_:)`` throws.
+  public func revoke(_ model: AuthModel) async throws {
+    if silent.revokesOnSignOut {
+      try await silent.revoke(model)
+    } else if interactive.revokesOnSignOut {
+      try await interactive.revoke(model)
+    }
+  }
+
   /// Asks ``silent``, then, if it says the user must act and the request allows it,
   /// ``interactive``.
   ///
