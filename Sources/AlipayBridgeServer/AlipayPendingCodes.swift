@@ -45,6 +45,16 @@ public final class AlipayPendingCodes: Sendable {
     }
   }
 
+  /// Whether `code` still waits for `key` (no flight took it yet).
+  ///
+  /// - Parameters:
+  ///   - code: An auth code deposited for `key`.
+  ///   - key: The account.
+  /// - Returns: `true` while it waits.
+  public func holds(_ code: String, for key: AccountKey) -> Bool {
+    codes.withLock { $0[key] == code }
+  }
+
   /// Whether a code waits for `key`.
   ///
   /// - Parameter key: The account.

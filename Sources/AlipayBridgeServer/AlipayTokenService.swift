@@ -79,7 +79,9 @@ public final class AlipayTokenService: Sendable {
   ///
   /// The forced refresh rejects whatever is cached for the key (`.force(rejecting: nil)`), so
   /// the coordinator runs the authorizer even when a model (with a dead refresh token, say) is
-  /// stored; the authorizer takes the pending code before anything else.
+  /// stored; the authorizer takes the pending code before anything else. A sign-in that joined
+  /// a refresh already calling Alipay (which could not take the code) forces one more flight,
+  /// so the code the user just brought back is always the one that answers.
   ///
   /// - Parameters:
   ///   - authCode: The auth code (single use).
@@ -94,7 +96,19 @@ public final class AlipayTokenService: Sendable {
     // A code still waiting when the flight ended was never sent: it must not be redeemed by a
     // later flight on behalf of this failed sign-in.
     defer { pendingCodes.withdraw(authCode, for: key) }
-    return try await coordinator.authModel(for: key, refresh: .force(rejecting: nil))
+    let model: AuthModel
+    do {
+      model = try await coordinator.authModel(for: key, refresh: .force(rejecting: nil))
+    } catch {
+      // The forced request joined a flight that had called the authorizer before the code
+      // arrived (a refresh, which failed): the code was never sent; one flight of its own.
+      guard pendingCodes.holds(authCode, for: key) else { throw error }
+      return try await coordinator.authModel(for: key, refresh: .force(rejecting: nil))
+    }
+    // The same, when that refresh succeeded: its model is the old family's, and the user just
+    // authorized (perhaps another Alipay account). The code starts the new family.
+    guard pendingCodes.holds(authCode, for: key) else { return model }
+    return try await coordinator.authModel(for: key, refresh: .force(rejecting: model.accessToken))
   }
 
   /// Forgets a user's Alipay authorization on this server (and, through the shared store and
