@@ -20,6 +20,8 @@ import SyncPrimitives
 ///   a new one of the same family. Presenting a spent one again is a reuse: the server revokes
 ///   the whole family (its access tokens and its refresh tokens), counts the reuse and answers
 ///   `invalid_grant`, as OAuth 2 security best practice has servers do (RFC 9700 §4.14.2).
+/// - A form with `token` and no `grant_type` is a revocation (RFC 7009): a refresh token's
+///   whole family is revoked, an access token alone; the answer is 200 for any token.
 /// - A grant takes effect when the request arrives (a refresh token is spent then); the answer
 ///   comes ``responseDelay`` later on the clock. A delay past the request's
 ///   ``/AuthCoordinatorOAuth2/HTTPTransportRequest/timeout`` ends it with `URLError(.timedOut)` at
@@ -42,6 +44,8 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
     public var invalidGrants = 0
     /// Token families revoked because of a reuse.
     public var familiesRevoked = 0
+    /// Revocation requests (RFC 7009) answered, whatever the token.
+    public var revocations = 0
 
     /// All zero.
     public init() {}
@@ -58,6 +62,7 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
       delta.reuses = reuses - earlier.reuses
       delta.invalidGrants = invalidGrants - earlier.invalidGrants
       delta.familiesRevoked = familiesRevoked - earlier.familiesRevoked
+      delta.revocations = revocations - earlier.revocations
       return delta
     }
   }
@@ -185,6 +190,9 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
   public func send(_ request: HTTPTransportRequest) async throws -> HTTPTransportOutcome {
     try Task.checkCancellation()
     let form = Self.form(request.urlRequest.httpBody ?? Data())
+    if form["grant_type"] == nil, let token = form["token"] {
+      return try revoke(token, request: request)
+    }
     let (answer, delay, number) = state.withLock { state in
       state.counters.tokenRequests += 1
       let answer =
@@ -233,6 +241,38 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
         to: request.urlRequest, status: status, contentType: "application/json",
         headers: headers),
       body)
+  }
+
+  /// The revocation endpoint (RFC 7009): a form with `token` (and an optional
+  /// `token_type_hint`) and no `grant_type`. Revoking a refresh token revokes its whole family
+  /// (its access tokens and refresh tokens, RFC 7009 §2.1); revoking an access token revokes
+  /// it alone. Always 200, for an unknown token too (§2.2); during an outage, the outage's
+  /// answer.
+  private func revoke(_ token: String, request: HTTPTransportRequest) throws
+    -> HTTPTransportOutcome
+  {
+    let outage: Outage? = state.withLock { state in
+      if let outage = state.outage { return outage }
+      state.counters.revocations += 1
+      if let family = state.refreshTokens[token]?.family {
+        state.revokedFamilies.insert(family)
+        for (key, access) in state.accessTokens where access.family == family {
+          state.accessTokens[key]?.revoked = true
+        }
+      } else if state.accessTokens[token] != nil {
+        state.accessTokens[token]?.revoked = true
+      }
+      return nil
+    }
+    if let outage {
+      log("token server: revocation answered \(outage.status) (outage)")
+      return .complete(
+        Self.response(to: request.urlRequest, status: outage.status, contentType: "text/plain"),
+        Data())
+    }
+    log("token server: a token was revoked (RFC 7009)")
+    return .complete(
+      Self.response(to: request.urlRequest, status: 200, contentType: "text/plain"), Data())
   }
 
   /// Applies a token request to the server's state (on arrival, under its lock).
