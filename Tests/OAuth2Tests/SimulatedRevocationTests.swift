@@ -32,8 +32,14 @@ import Testing
     #expect(event == .signOutRevocation(key: serviceKey, outcome: .revoked))
     #expect(server.counters.revocations == 1)
     #expect(server.status(of: model.accessToken) == .revoked, "the family is revoked")
-    // A revoked family's refresh token is refused: a copy of it is worthless.
-    #expect(server.counters.tokenRequests == 1)
+    // A revoked family's refresh token is refused (a copy of it is worthless): the authorizer
+    // falls back to a client-credentials grant, a new family.
+    let fresh = try await oauth.authorize(
+      AuthorizationRequest(key: serviceKey, reason: .expired, requestID: "r", replacing: model))
+    #expect(server.counters.invalidGrants == 1)
+    #expect(server.counters.refreshTokenGrants == 0)
+    #expect(server.counters.clientCredentialsGrants == 2)
+    #expect(server.status(of: fresh.accessToken) == .active)
   }
 
   @Test func aRevocationDuringAnOutageIsReportedAsFailed() async throws {
