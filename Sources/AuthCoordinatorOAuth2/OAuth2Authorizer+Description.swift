@@ -28,6 +28,7 @@ extension OAuth2Authorizer: CustomStringConvertible, CustomDebugStringConvertibl
 
   private var summary: [(String, String)] {
     [
+      ("issuer", issuer.map { URLRedaction.redacted($0) } ?? "nil"),
       ("tokenEndpoint", URLRedaction.redacted(tokenEndpoint)),
       ("revocationEndpoint", revocationEndpoint.map { URLRedaction.redacted($0) } ?? "nil"),
       ("clientID", clientID),

@@ -10,11 +10,20 @@ import HTTPSupport
 // cleared, after the sign-out took effect, once, bounded by its `revocationTimeout`.
 extension OAuth2Authorizer {
   /// Whether the coordinator revokes a signed-out account's tokens: `true` when there is a
-  /// ``revocationEndpoint``. See ``/AuthCoordinator/Authorizer/revokesOnSignOut``.
-  public var revokesOnSignOut: Bool { revocationEndpoint != nil }
+  /// ``revocationEndpoint``; for an authorizer made from an ``issuer``, when its metadata names
+  /// one (or has not been read yet). See ``/AuthCoordinator/Authorizer/revokesOnSignOut``.
+  public var revokesOnSignOut: Bool {
+    guard let discovery else { return revocationEndpoint != nil }
+    guard let metadata = discovery.cached else { return true }
+    return metadata.revocationEndpoint != nil
+  }
 
   /// Revokes `model`'s refresh token at the ``revocationEndpoint`` (RFC 7009), or its access
   /// token when it holds no refresh token; does nothing without an endpoint.
+  ///
+  /// For an authorizer made from an ``issuer``, the endpoint is the metadata's
+  /// `revocation_endpoint` (read first if it was not yet); a metadata without one fails the
+  /// revocation with ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/revocationEndpointError``.
   ///
   /// One `POST` of `token=<the token>&token_type_hint=refresh_token` (or `access_token`), with
   /// the same client authentication as the token requests (a fresh client assertion included),
@@ -40,6 +49,15 @@ extension OAuth2Authorizer {
   ///   did not get through or ran out of time, what the client-assertion closure throws, and
   ///   `CancellationError`. No message holds a token.
   public func revoke(_ model: AuthModel) async throws {
+    if discovery != nil {
+      let resolved = try await discovered()
+      guard resolved.revocationEndpoint != nil else {
+        throw Self.revocationError(
+          "the issuer's metadata names no revocation_endpoint: nothing was revoked",
+          transient: false)
+      }
+      return try await resolved.revoke(model)
+    }
     guard let endpoint = revocationEndpoint else { return }
     let refreshToken = model.refreshToken.flatMap { $0.isEmpty ? nil : $0 }
     let token = refreshToken ?? model.accessToken

@@ -130,6 +130,9 @@ public struct OAuth2Authorizer: Authorizer {
   /// `Retry-After`, a short memory of terminal failures. A refresh ahead never runs the
   /// authorization code grant's closure (the request allows no interaction).
   public var silentRefresh: SilentRefreshPolicy? = .recommended
+  /// The issuer's metadata, for an authorizer made from an issuer (``issuer``); shared by
+  /// copies.
+  var discovery: MetadataCache?
 
   /// Creates an authorizer.
   ///
@@ -284,6 +287,7 @@ public struct OAuth2Authorizer: Authorizer {
   /// - Throws: ``/AuthCoordinator/AuthCoordinatorError`` (see the type's discussion for the
   ///   codes); `CancellationError` when the Task is cancelled.
   public func authorize(_ request: AuthorizationRequest) async throws -> AuthModel {
+    if discovery != nil { return try await discovered().authorize(request) }
     guard let refreshToken = request.replacing?.refreshToken, !refreshToken.isEmpty else {
       return try await runPrimaryGrant(for: request)
     }
@@ -323,7 +327,8 @@ public struct OAuth2Authorizer: Authorizer {
 
   /// The longest one ``authorize(_:)`` spends in token requests: ``refreshTimeout`` plus
   /// ``timeout`` when ``fallbackOnInvalidGrant`` (a refresh refused with `invalid_grant`, then
-  /// the primary grant), the longer of the two otherwise. The time the
+  /// the primary grant), the longer of the two otherwise; for an authorizer made from an
+  /// ``issuer``, plus two ``timeout``s for the metadata (its two locations). The time the
   /// ``Grant/authorizationCode(_:)`` closure takes to obtain a code is not included.
   ///
   /// A coordinator's ``/AuthCoordinator/AuthCoordinator/Configuration/maximumHold`` must exceed
@@ -331,7 +336,9 @@ public struct OAuth2Authorizer: Authorizer {
   /// plus ``/AuthCoordinator/SilentRefreshPolicy/maxRetryWait`` for each retry, or it may
   /// abandon a refresh the server answered.
   public var longestAuthorization: Duration {
-    fallbackOnInvalidGrant ? refreshTimeout + timeout : max(refreshTimeout, timeout)
+    let metadata = discovery == nil ? Duration.zero : timeout * 2
+    return metadata
+      + (fallbackOnInvalidGrant ? refreshTimeout + timeout : max(refreshTimeout, timeout))
   }
 
   /// ``longestAuthorization``: the coordinator holds the lease, and waits for a stopped

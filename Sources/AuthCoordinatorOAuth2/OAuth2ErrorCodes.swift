@@ -34,6 +34,25 @@ extension AuthCoordinatorError.Code {
   /// or 429 status; the coordinator reports it in
   /// ``/AuthCoordinator/AuthEvent/signOutRevocation(key:outcome:)`` and does not retry it.
   public static let revocationEndpointError = Self(rawValue: "revocation_endpoint_error")
+  /// The authorization server's metadata (RFC 8414, OpenID Connect discovery) of an authorizer
+  /// made from an issuer (``OAuth2Authorizer/issuer``) could not be read or cannot be used; no token request was sent.
+  ///
+  /// Transient when the metadata request did not get through, ran out of time or was answered
+  /// 5xx or 429: the request fails, the coordinator's retries and back-off apply, and the next
+  /// request fetches the metadata again. Terminal when the document is wrong: both well-known
+  /// locations answered 404 (or another status), a redirect, a reply too large, not a JSON
+  /// object, no `token_endpoint`, or an endpoint that is not `https` (allowed only when the
+  /// issuer itself is `http` on a loopback address).
+  public static let discoveryFailed = Self(rawValue: "discovery_failed")
+  /// The metadata's `issuer` is not exactly the configured issuer (RFC 8414 §3.3): the document
+  /// may be another server's, and none of its endpoints is used. Terminal.
+  public static let issuerMismatch = Self(rawValue: "issuer_mismatch")
+  /// The issuer's metadata does not list the client's authentication method in
+  /// `token_endpoint_auth_methods_supported` (absent, it means `client_secret_basic` only, RFC
+  /// 8414 §2): the authorizer sends nothing the server would refuse. Terminal: configure a
+  /// ``OAuth2Authorizer/ClientAuthentication`` the server supports.
+  public static let unsupportedClientAuthentication = Self(
+    rawValue: "unsupported_client_authentication")
   /// Anything else the token endpoint got wrong: a reply that is not JSON, lacks
   /// `access_token` or has a `token_type` other than `Bearer`, is too large, or redirects; an
   /// error code RFC 6749 does not define; an HTTP error status without one.

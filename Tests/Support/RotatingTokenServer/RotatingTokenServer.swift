@@ -254,6 +254,8 @@ public final class RotatingTokenServer: @unchecked Sendable {
     public var assertions: [String]
     /// Every `POST /revoke`, in order.
     public var revocations: [Revocation]
+    /// The path of every metadata request (`GET .../.well-known/...`), in order.
+    public var metadataRequests: [String]
 
     /// One revocation request (RFC 7009).
     public struct Revocation: Sendable, Equatable {
@@ -312,6 +314,7 @@ public final class RotatingTokenServer: @unchecked Sendable {
       invalidScopes = int("invalid_scopes")
       refreshScopes = table("refresh_scopes")
       assertions = object["assertions"] as? [String] ?? []
+      metadataRequests = object["metadata_requests"] as? [String] ?? []
       revocations = (object["revocations"] as? [[String: Any]] ?? []).map {
         Revocation(
           token: $0["token"] as? String ?? "", hint: $0["hint"] as? String ?? "",

@@ -45,6 +45,15 @@ Routes:
                  X-Worker-Pid of the request that spent the token first and of the one that
                  presented it again, or 0; when each arrived, after its body was read, on
                  time.monotonic(): CLOCK_MONOTONIC on Linux).
+  GET /.well-known/...
+                 the authorization server's metadata (RFC 8414, OpenID Connect discovery): at
+                 each path of `metadata_paths` (space-separated; default
+                 /.well-known/oauth-authorization-server), 200 with `metadata`, a JSON text
+                 whose every `{base}` becomes this server's http://127.0.0.1:<port>; 404 at any
+                 other /.well-known/ path, and everywhere while `metadata` is empty. The next
+                 `metadata_fail_count` metadata requests are answered `metadata_fail_status`
+                 (default 503; 0 drops the connection). Each path asked is listed in /stats
+                 `metadata_requests`.
   GET /introspect?token=<access token>
                  {"active": bool}: issued, not revoked, and its family not revoked.
 
@@ -149,6 +158,10 @@ CONFIG = {
     "client_assertion": "",
     "revoke_status": 200,
     "revoke_delay": 0.0,
+    "metadata": "",
+    "metadata_paths": "/.well-known/oauth-authorization-server",
+    "metadata_fail_count": 0,
+    "metadata_fail_status": 503,
     "token_challenge": 'Basic realm="rotating-token-server"',
     "resource_challenge": 'Bearer realm="rotating-token-server", error="invalid_token"',
 }
@@ -179,6 +192,7 @@ STATS = {
     "refresh_scopes": {},
     "assertions": [],
     "revocations": [],
+    "metadata_requests": [],
 }
 JWT_BEARER = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 IN_FLIGHT = {}  # request number -> (pid header, monotonic arrival time)
@@ -438,6 +452,8 @@ class Handler(BaseHTTPRequestHandler):
             with LOCK:
                 active = is_active(params.get("token", ""))
             self.send_json(200, {"active": active})
+        elif parsed.path.startswith("/.well-known/") or "/.well-known/" in parsed.path:
+            self.metadata(parsed.path)
         elif parsed.path == "/resource":
             self.resource()
         elif parsed.path == "/redirect":
@@ -453,6 +469,27 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(200, {"revoked": len(fresh)})
         else:
             self.send_json(404, {"error": "no route " + parsed.path})
+
+    def metadata(self, path):
+        """Answers a metadata request (GET .../.well-known/...)."""
+        with LOCK:
+            STATS["metadata_requests"].append(path)
+            failing = CONFIG["metadata_fail_count"] > 0
+            if failing:
+                CONFIG["metadata_fail_count"] -= 1
+            status = CONFIG["metadata_fail_status"]
+            document, paths = CONFIG["metadata"], CONFIG["metadata_paths"].split()
+        if failing and status == 0:
+            self.close_connection = True
+            return
+        if failing:
+            self.send_raw(status, [], b"")
+        elif document and path in paths:
+            base = "http://127.0.0.1:%d" % self.server.server_address[1]
+            data = document.replace("{base}", base).encode("utf-8")
+            self.send_raw(200, [("Content-Type", "application/json")], data)
+        else:
+            self.send_json(404, {"error": "no metadata at " + path})
 
     def resource(self):
         header = self.headers.get("Authorization", "")
