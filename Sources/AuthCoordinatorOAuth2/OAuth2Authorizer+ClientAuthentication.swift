@@ -24,9 +24,9 @@ extension OAuth2Authorizer {
   /// An assertion is asked for once per request, never reused: a refresh, the grant that
   /// follows a refused refresh and a revocation each get a fresh one, with a fresh
   /// ``AssertionRequest/jti``. A server that refuses it (`invalid_client`) fails the request
-  /// with ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/invalidClient``, terminal,
+  /// with ``AuthCoordinatorError/Code-swift.struct/invalidClient``, terminal,
   /// and a message that says the client assertion was refused. A closure that throws fails that
-  /// request with ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/clientAssertionFailed``:
+  /// request with ``AuthCoordinatorError/Code-swift.struct/clientAssertionFailed``:
   /// transient when it threw a `URLError` (the key service could not be reached), terminal
   /// otherwise; an ``/AuthCoordinator/AuthCoordinatorError`` it throws is passed on as it is.
   ///
@@ -228,7 +228,7 @@ extension OAuth2Authorizer {
   /// A fresh client assertion for one request to `endpoint`, or `nil` when the client does
   /// not authenticate with one.
   ///
-  /// - Throws: ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/clientAssertionFailed``
+  /// - Throws: ``AuthCoordinatorError/Code-swift.struct/clientAssertionFailed``
   ///   when the closure throws (transient for a `URLError`); an `AuthCoordinatorError` it
   ///   throws, as it is; `CancellationError`.
   func clientAssertion(for endpoint: URL) async throws -> (type: String, value: String)? {

@@ -30,10 +30,10 @@ extension OAuth2Authorizer {
   /// A failed read fails that token request: transiently when the metadata did not arrive
   /// (a network failure, a timeout, 5xx, 429), so the coordinator's retries and back-off apply;
   /// terminally when the document cannot be used
-  /// (``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/discoveryFailed``), names
-  /// another issuer (``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/issuerMismatch``)
+  /// (``AuthCoordinatorError/Code-swift.struct/discoveryFailed``), names
+  /// another issuer (``AuthCoordinatorError/Code-swift.struct/issuerMismatch``)
   /// or does not support the client's authentication
-  /// (``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/unsupportedClientAuthentication``).
+  /// (``AuthCoordinatorError/Code-swift.struct/unsupportedClientAuthentication``).
   /// The metadata request keeps the token request's limits: ``transport``, ``timeout``,
   /// ``maxBodySize``, no redirect (see ``allowsSameOriginHTTPSRedirects``).
   ///
@@ -156,9 +156,9 @@ extension OAuth2Authorizer {
   ///
   /// - Returns: The metadata, or `nil` when the authorizer has no ``issuer``.
   /// - Throws: ``/AuthCoordinator/AuthCoordinatorError``:
-  ///   ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/discoveryFailed`` (transient
+  ///   ``AuthCoordinatorError/Code-swift.struct/discoveryFailed`` (transient
   ///   when the metadata did not arrive),
-  ///   ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/issuerMismatch``;
+  ///   ``AuthCoordinatorError/Code-swift.struct/issuerMismatch``;
   ///   `CancellationError`.
   public func metadata() async throws -> ServerMetadata? {
     guard let discovery else { return nil }

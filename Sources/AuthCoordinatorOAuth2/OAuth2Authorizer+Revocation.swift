@@ -23,7 +23,7 @@ extension OAuth2Authorizer {
   ///
   /// For an authorizer made from an ``issuer``, the endpoint is the metadata's
   /// `revocation_endpoint` (read first if it was not yet); a metadata without one fails the
-  /// revocation with ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/revocationEndpointError``.
+  /// revocation with ``AuthCoordinatorError/Code-swift.struct/revocationEndpointError``.
   ///
   /// One `POST` of `token=<the token>&token_type_hint=refresh_token` (or `access_token`), with
   /// the same client authentication as the token requests (a fresh client assertion included),
@@ -41,8 +41,8 @@ extension OAuth2Authorizer {
   /// - Parameter model: The model whose tokens are no longer needed.
   /// - Throws: ``/AuthCoordinator/AuthCoordinatorError``: RFC 6749 §5.2's codes for an error
   ///   reply (`invalid_client`...; `unsupported_token_type` as
-  ///   ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/revocationEndpointError``),
-  ///   ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/revocationEndpointError`` for
+  ///   ``AuthCoordinatorError/Code-swift.struct/revocationEndpointError``),
+  ///   ``AuthCoordinatorError/Code-swift.struct/revocationEndpointError`` for
   ///   any other status than 200 (transient for 5xx and 429: RFC 7009 §2.2.1's 503 says to try
   ///   later, which the coordinator does not),
   ///   ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/networkError`` when the request

@@ -45,8 +45,8 @@ extension OAuth2Authorizer {
     /// Reads a metadata document for `issuer`, checking its issuer (RFC 8414 §3.3) and its
     /// endpoints' schemes.
     ///
-    /// - Throws: ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/issuerMismatch`` or
-    ///   ``/AuthCoordinator/AuthCoordinatorError/Code-swift.struct/discoveryFailed``, terminal.
+    /// - Throws: ``AuthCoordinatorError/Code-swift.struct/issuerMismatch`` or
+    ///   ``AuthCoordinatorError/Code-swift.struct/discoveryFailed``, terminal.
     init(document body: Data, issuer: URL) throws {
       guard let object = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] else {
         throw Self.invalid("the issuer's metadata is not a JSON object")
