@@ -128,7 +128,21 @@ extension OAuth2Authorizer {
       }
       extraInfo["token_type"] = type
     }
-    if let scope = reply["scope"] as? String { extraInfo["scope"] = scope }
+    if let scope = reply["scope"] as? String {
+      extraInfo["scope"] = scope
+      // A key's mode asked for these scopes: a token without all of them is not its token.
+      if let missing = keyedRequest?.missingScopes(granted: scope), !missing.isEmpty {
+        var error = AuthCoordinatorError(
+          .scopeNotGranted,
+          "the token endpoint granted the \(form.grantType) request the scope \""
+            + Sanitizer.clean(scope, maxLength: 200) + "\", without "
+            + Sanitizer.clean(missing.joined(separator: " "), maxLength: 200)
+            + ": the token is not served", transient: false)
+        // A refresh spent the refresh token it sent: it is never sent again.
+        if case .refresh = form { error.refusesRefreshToken = true }
+        throw error
+      }
+    }
     var expiresAt: Date?
     if let value = reply["expires_in"], !(value is NSNull) {
       guard let seconds = Self.seconds(value), seconds.isFinite, seconds >= 0 else {

@@ -37,8 +37,9 @@ enum TokenForm: Sendable {
 // The token request: the form (RFC 6749 §4.1.3, §4.4.2, §6) and the client authentication
 // (§2.3.1).
 extension OAuth2Authorizer {
-  /// The form fields in the order they are sent: the extra parameters sorted by name, then the
-  /// grant's own fields, then the client's.
+  /// The form fields in the order they are sent: the extra parameters sorted by name, the
+  /// resource indicators of the mode's ``TokenRequest``, then the grant's own fields, then the
+  /// client's.
   func formItems(
     _ form: TokenForm, assertion: (type: String, value: String)? = nil
   ) -> [(String, String)] {
@@ -61,7 +62,9 @@ extension OAuth2Authorizer {
       own.map(\.0) + ["client_id", "client_secret", "client_assertion", "client_assertion_type"])
     let extra = parameters.filter { !reserved.contains($0.key) }.sorted { $0.key < $1.key }
       .map { ($0.key, $0.value) }
-    return extra + own
+    // RFC 8707 §2: one `resource` each, on a grant and on a refresh (§2.2) alike.
+    let resources = (keyedRequest?.resources ?? []).map { ("resource", $0.absoluteString) }
+    return extra + resources + own
   }
 
   /// The client's own form fields: `client_id` (unless in HTTP Basic), and the secret or the

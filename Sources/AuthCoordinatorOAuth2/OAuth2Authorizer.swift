@@ -72,6 +72,25 @@ public struct OAuth2Authorizer: Authorizer {
   /// Extra form parameters sent with every token request (an `audience`, a `resource`...).
   /// The grant's own parameters win over an entry of the same name.
   public var parameters: [String: String]
+  /// What each authorization mode's token is asked for: a key whose
+  /// ``/AuthCoordinator/AccountKey/mode`` is in the table gets a token for that
+  /// ``TokenRequest`` (its scope, audience, resources and parameters), cached, coalesced,
+  /// refreshed and revoked under its own key by the coordinator. Default empty.
+  ///
+  /// A mode not in the table (``/AuthCoordinator/AuthMode/platformOnly``, the default of
+  /// `AccountKey(account:)`, among them) is asked for with the authorizer's own ``scope`` and
+  /// ``parameters``, as without a table, and its reply's scope is recorded, not checked.
+  ///
+  /// ```swift
+  /// authorizer.requests = [
+  ///   "reports": .init(scope: "reports:read", resources: [reportsAPI]),
+  ///   "billing": .init(scope: "invoices:write", audience: "https://billing.example.com"),
+  /// ]
+  /// let billing = try await coordinator.authModel(for: AccountKey(account: "svc", mode: "billing"))
+  /// ```
+  public var requests: [AuthMode: TokenRequest] = [:]
+  /// The table entry this copy asks for (set by ``keyed(for:)``), or `nil`.
+  var keyedRequest: TokenRequest?
   /// The grant that runs without a refresh token. Default ``Grant/clientCredentials``.
   public var primaryGrant: Grant
   /// Whether an `invalid_grant` answer to a refresh runs the ``primaryGrant`` instead of
@@ -288,6 +307,7 @@ public struct OAuth2Authorizer: Authorizer {
   ///   codes); `CancellationError` when the Task is cancelled.
   public func authorize(_ request: AuthorizationRequest) async throws -> AuthModel {
     if discovery != nil { return try await discovered().authorize(request) }
+    if !requests.isEmpty { return try await keyed(for: request.key.mode).authorize(request) }
     guard let refreshToken = request.replacing?.refreshToken, !refreshToken.isEmpty else {
       return try await runPrimaryGrant(for: request)
     }

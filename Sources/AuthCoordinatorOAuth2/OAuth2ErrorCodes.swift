@@ -53,6 +53,11 @@ extension AuthCoordinatorError.Code {
   /// ``OAuth2Authorizer/ClientAuthentication`` the server supports.
   public static let unsupportedClientAuthentication = Self(
     rawValue: "unsupported_client_authentication")
+  /// The token endpoint granted less than a mode of ``OAuth2Authorizer/requests`` asked for:
+  /// the reply's `scope` lacks a scope of the mode's ``OAuth2Authorizer/TokenRequest/scope``
+  /// (the message names the missing ones). The token is not served or stored. Terminal: the
+  /// server's policy for this client decides, and asking again gets the same.
+  public static let scopeNotGranted = Self(rawValue: "scope_not_granted")
   /// Anything else the token endpoint got wrong: a reply that is not JSON, lacks
   /// `access_token` or has a `token_type` other than `Bearer`, is too large, or redirects; an
   /// error code RFC 6749 does not define; an HTTP error status without one.

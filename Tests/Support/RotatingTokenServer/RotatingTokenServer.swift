@@ -256,6 +256,30 @@ public final class RotatingTokenServer: @unchecked Sendable {
     public var revocations: [Revocation]
     /// The path of every metadata request (`GET .../.well-known/...`), in order.
     public var metadataRequests: [String]
+    /// The form of every `POST /token`, in order.
+    public var tokenForms: [TokenForm]
+
+    /// What one token request asked for.
+    public struct TokenForm: Sendable, Equatable {
+      /// Its `grant_type`.
+      public var grantType: String
+      /// Its `scope`, or `nil` when it had none.
+      public var scope: String?
+      /// Its `audience`, or `nil` when it had none.
+      public var audience: String?
+      /// Every `resource` it carried, in order.
+      public var resources: [String]
+
+      /// A form as the server records it.
+      public init(
+        grantType: String, scope: String? = nil, audience: String? = nil, resources: [String] = []
+      ) {
+        self.grantType = grantType
+        self.scope = scope
+        self.audience = audience
+        self.resources = resources
+      }
+    }
 
     /// One revocation request (RFC 7009).
     public struct Revocation: Sendable, Equatable {
@@ -315,6 +339,11 @@ public final class RotatingTokenServer: @unchecked Sendable {
       refreshScopes = table("refresh_scopes")
       assertions = object["assertions"] as? [String] ?? []
       metadataRequests = object["metadata_requests"] as? [String] ?? []
+      tokenForms = (object["token_forms"] as? [[String: Any]] ?? []).map {
+        TokenForm(
+          grantType: $0["grant_type"] as? String ?? "", scope: $0["scope"] as? String,
+          audience: $0["audience"] as? String, resources: $0["resource"] as? [String] ?? [])
+      }
       revocations = (object["revocations"] as? [[String: Any]] ?? []).map {
         Revocation(
           token: $0["token"] as? String ?? "", hint: $0["hint"] as? String ?? "",

@@ -111,6 +111,9 @@ Client authentication and scripted failures (all set through /config, all off by
                  when a server or a load balancer drops an idle keep-alive connection just as the
                  client reuses it. Counted in `reused_resets`.
 
+Every token request's form is listed in /stats `token_forms`: {grant_type, scope, audience (each
+null when absent), resource (every `resource` it carried)}.
+
 Every token request is also counted by how its connection and body arrived: `token_posts`
 (every POST /token), `reused_token_posts` (those that came on a connection that had carried a
 request before), and `incomplete_bodies` (those whose body did not arrive in full: the client hung up
@@ -193,6 +196,7 @@ STATS = {
     "assertions": [],
     "revocations": [],
     "metadata_requests": [],
+    "token_forms": [],
 }
 JWT_BEARER = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 IN_FLIGHT = {}  # request number -> (pid header, monotonic arrival time)
@@ -603,6 +607,11 @@ class Handler(BaseHTTPRequestHandler):
             return
         params = dict(urllib.parse.parse_qsl(body.decode("utf-8"), keep_blank_values=True))
         with LOCK:
+            if parsed.path == "/token":
+                multi = urllib.parse.parse_qs(body.decode("utf-8"), keep_blank_values=True)
+                STATS["token_forms"].append({
+                    "grant_type": params.get("grant_type", ""), "scope": params.get("scope"),
+                    "audience": params.get("audience"), "resource": multi.get("resource", [])})
             method, refused = client_authentication(self.headers, params)
             challenge = CONFIG["token_challenge"]
             if parsed.path == "/revoke":
