@@ -46,6 +46,9 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
     public var familiesRevoked = 0
     /// Revocation requests (RFC 7009) answered, whatever the token.
     public var revocations = 0
+    /// Token requests per `audience` they asked for (RFC 8693's parameter; the first RFC 8707
+    /// `resource` when there is no audience); requests that named neither are not counted.
+    public var requestsByAudience: [String: Int] = [:]
 
     /// All zero.
     public init() {}
@@ -63,6 +66,10 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
       delta.invalidGrants = invalidGrants - earlier.invalidGrants
       delta.familiesRevoked = familiesRevoked - earlier.familiesRevoked
       delta.revocations = revocations - earlier.revocations
+      for (audience, count) in requestsByAudience {
+        let change = count - (earlier.requestsByAudience[audience] ?? 0)
+        if change != 0 { delta.requestsByAudience[audience] = change }
+      }
       return delta
     }
   }
@@ -195,6 +202,9 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
     }
     let (answer, delay, number) = state.withLock { state in
       state.counters.tokenRequests += 1
+      if let audience = form["audience"] ?? form["resource"] {
+        state.counters.requestsByAudience[audience, default: 0] += 1
+      }
       let answer =
         state.outage.map { Answer.outage($0) }
         ?? Self.apply(form, to: &state, date: date(), lifetime: tokenLifetime)

@@ -89,8 +89,9 @@ enum SimulateCommand {
     a SIMULATED OAuth 2 token server (client_credentials, refresh tokens rotated on each use, a
     reuse revokes the token family) and a SIMULATED API, both in process: no network, no setup.
     Phases: a cold start, the token's expiries, six revocations of the access tokens in quick
-    succession (the loop guard delays the fourth to sixth refresh), and a token endpoint slower
-    than the deadline. Time is virtual, as above.
+    succession (the loop guard delays the fourth to sixth refresh), a token endpoint slower
+    than the deadline, a flaky server, then two audiences (a token each from one authorizer)
+    and a sign-out that revokes the account's tokens (RFC 7009). Time is virtual, as above.
 
     options with --service:
       --requests N                concurrent requests per wave (default 2000)

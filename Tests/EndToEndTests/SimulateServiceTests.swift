@@ -16,28 +16,29 @@ struct SimulateServiceTests {
   }
 
   /// The summary of a run with `r` requests per wave and `e` expiries: a cold start, `e`
-  /// expiries, six revocations, the slow wave, the wave after it, a recovery, and the flaky
-  /// server's four waves (`e + 14` waves); one token request per wave but the one after the
-  /// slow wave, which is served by the stopped refresh's stored result, and the server-down
-  /// wave in the window, whose background refresh is tried twice. With the defaults (2,000 and
-  /// 100): 228,000 requests and 114 token requests, as the README says (`.ci/run` checks the
-  /// default run's lines).
+  /// expiries, six revocations, the slow wave, the wave after it, a recovery, the flaky
+  /// server's four waves, and phase 6's two (two audiences, then a wave after the sign-out):
+  /// `e + 16` waves. One token request per wave but the one after the slow wave, which is
+  /// served by the stopped refresh's stored result, the server-down wave in the window, whose
+  /// background refresh is tried twice, and the two-audience wave, one per audience. With the
+  /// defaults (2,000 and 100): 232,000 requests and 117 token requests, as the README says
+  /// (`.ci/run` checks the default run's lines).
   static func expectedSummary(requests r: Int, expiries e: Int) -> [String] {
-    let waves = e + 14
+    let waves = e + 16
     return [
       "Summary",
       "  requests ..................... \(r * waves) in \(waves) waves",
       "  requests served .............. \(r * (waves - 1))",
       "  requests that failed ......... \(r) (all timed_out in the slow-endpoint wave)",
       "  retried after a 401 .......... \(6 * r) (each once, by BearerClient, after a forced refresh)",
-      "  token requests ............... \(e + 14)",
-      "  client_credentials grants .... 1",
+      "  token requests ............... \(e + 17)",
+      "  client_credentials grants .... 4",
       "  refresh_token grants ......... \(e + 10) (each rotated)",
       "  refresh-token reuses ......... 0",
       "  invalid_grant answers ........ 0",
-      "  API answers 200 / 401 ........ \(r * (waves - 1)) / \(6 * r)",
+      "  API answers 200 / 401 ........ \(r * (waves - 2)) / \(6 * r)",
       "  API revocations .............. 6",
-      "  callers that shared a flight . \(r * (waves - 2) - (waves - 2))",
+      "  callers that shared a flight . \(r * (e + 14) - e - 15)",
       "  cache hits ................... \(8 * r + 2)",
       "  loop-guard back-offs ......... 3 (1 s, 2 s, 4 s)",
       "  timeouts ..................... 1 flight(s)",
@@ -46,6 +47,9 @@ struct SimulateServiceTests {
       "  refreshes ahead .............. 2 (the callers served from memory meanwhile)",
       "  retried token requests ....... 1 (after a back-off, in their flight)",
       "  stale answers ................ \(r) (unexpired token while the server was down)",
+      "  token requests per audience .. https://billing.simulated.example 1, "
+        + "https://orders.simulated.example 1",
+      "  revocations at sign-out ...... 3 (RFC 7009, after the sign-out)",
       "  cold start: \(r) served",
       "  expiries (\(e) waves): \(r * e) served",
       "  revocation storm (6 waves): \(6 * r) served",
@@ -56,6 +60,8 @@ struct SimulateServiceTests {
       "  window, server down: \(r) served",
       "  leeway, server down: \(r) served",
       "  server back: \(r) served",
+      "  two audiences: \(r) served",
+      "  after the sign-out: \(r) served",
       "Result: as expected",
     ]
   }

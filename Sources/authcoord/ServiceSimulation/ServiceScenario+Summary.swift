@@ -57,6 +57,8 @@ extension ServiceScenario {
     line("refreshes ahead", "\(stats.refreshesAhead) (the callers served from memory meanwhile)")
     line("retried token requests", "\(stats.retriesScheduled) (after a back-off, in their flight)")
     line("stale answers", "\(stats.staleServed) (unexpired token while the server was down)")
+    line("token requests per audience", audienceText.isEmpty ? "none" : audienceText)
+    line("revocations at sign-out", "\(signOutRevocations) (RFC 7009, after the sign-out)")
     for (phase, tally, count) in phases {
       lines.append("  \(phase)\(count > 1 ? " (\(count) waves)" : ""): \(tally.text)")
     }

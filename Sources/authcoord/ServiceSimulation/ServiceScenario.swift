@@ -25,7 +25,10 @@ final class ServiceScenario {
   let client: ServiceRequest
 
   /// Every wave, in order.
-  private(set) var waves: [Wave] = []
+  var waves: [Wave] = []
+  /// What phase 6 saw: token requests per audience, revocations at the sign-out.
+  var audienceRequests: [String: Int] = [:]
+  var signOutRevocations = 0
   /// The checks of the run: what was expected, and whether it held.
   private(set) var checks: [(String, Bool)] = []
 
@@ -59,6 +62,7 @@ final class ServiceScenario {
     await revocationStorm()
     await slowEndpoint()
     await flakyServer()
+    await audiencesAndSignOut()
     expect(tokenServer.counters.reuses == 0, "no refresh token was used twice")
     expect(tokenServer.counters.invalidGrants == 0, "the token server refused no grant")
   }

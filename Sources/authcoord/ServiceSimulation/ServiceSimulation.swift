@@ -12,7 +12,8 @@ import Foundation
 /// outcome and the timeline are the same on every run.
 ///
 /// The phases (``ServiceScenario``): a cold start, the token's expiries, a storm of access-token
-/// revocations that the loop guard slows down, and a token endpoint slower than the deadline.
+/// revocations that the loop guard slows down, a token endpoint slower than the deadline, a
+/// flaky server, and two audiences then a sign-out that revokes.
 struct ServiceSimulation {
   let options: SimulateCommand.Options
 
@@ -20,6 +21,8 @@ struct ServiceSimulation {
   static let key = AccountKey(account: "reports-service")
   /// The simulated token endpoint (nothing is sent to it: the transport is in process).
   static let tokenEndpoint = URL(string: "https://auth.simulated.example/oauth/token")!
+  /// The simulated revocation endpoint (RFC 7009), answered by the same simulated server.
+  static let revocationEndpoint = URL(string: "https://auth.simulated.example/oauth/revoke")!
   /// How long the token endpoint normally takes to answer.
   static let responseDelay: Duration = .milliseconds(200)
 
@@ -36,9 +39,14 @@ struct ServiceSimulation {
     // user is ever involved), so the coordinator keeps one deadline and its loop guard delays
     // instead of failing. It does a refresh-token grant with the refresh token of the model
     // being replaced, and client_credentials when there is none.
-    let authorizer = OAuth2Authorizer(
-      tokenEndpoint: Self.tokenEndpoint, clientID: Self.key.account, transport: tokenServer,
-      now: { timeline.date })
+    var authorizer = OAuth2Authorizer(
+      tokenEndpoint: Self.tokenEndpoint, revocationEndpoint: Self.revocationEndpoint,
+      clientID: Self.key.account, transport: tokenServer, now: { timeline.date })
+    // Phase 6: two more APIs, each its own audience and scope: one authorizer, a token per
+    // mode of the key (``ServiceScenario/audiences``).
+    for (mode, audience, scope) in ServiceScenario.audiences {
+      authorizer.requests[mode] = OAuth2Authorizer.TokenRequest(scope: scope, audience: audience)
+    }
     // The REAL coordinator, on the virtual clock: its deadlines and the loop guard's back-off
     // sleep on it, and expiry is measured against the demo's date, which moves with it.
     var configuration = AuthCoordinator.Configuration(
