@@ -159,6 +159,37 @@ import Testing
         == .start(flight: 2, load(by: .seconds(15))))
   }
 
+  /// Found by the fleet simulation (seed 0x53, a logout stopped before its announcement): the
+  /// save went on past its deadline, found the user signed out (its grant no longer current)
+  /// and undid itself, but memory kept the model it took at the deadline and served the
+  /// signed-out user's token until the logout's announcement arrived.
+  @Test func aSavePastItsDeadlineThatFindsTheUserSignedOutMakesMemoryForgetTheModel() {
+    var machine = self.machine(holding: nil)
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+    _ = machine.advance(2, .loaded(nil), date: date, now: .zero)
+    let late = model("t2", expiresIn: 300)
+    _ = machine.advance(2, .authorized(.success(late)), date: date, now: .zero)
+    _ = machine.deadlineReached(2, phase: .save, date: date.addingTimeInterval(2))
+    #expect(machine.cachedModel == late, "served and cached at the deadline")
+    #expect(
+      machine.advance(2, .signedOutElsewhere, date: date.addingTimeInterval(5), now: .seconds(5))
+        == .ignore)
+    #expect(machine.cachedModel == nil, "the signed-out user's model is never served again")
+    #expect(machine.savesPastDeadline.isEmpty)
+  }
+
+  @Test func aSavePastItsDeadlineThatLandsKeepsTheModel() {
+    var machine = self.machine(holding: nil)
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+    _ = machine.advance(2, .loaded(nil), date: date, now: .zero)
+    let late = model("t2", expiresIn: 300)
+    _ = machine.advance(2, .authorized(.success(late)), date: date, now: .zero)
+    _ = machine.deadlineReached(2, phase: .save, date: date.addingTimeInterval(2))
+    _ = machine.advance(2, .saved, date: date.addingTimeInterval(5), now: .seconds(5))
+    #expect(machine.cachedModel == late)
+    #expect(machine.savesPastDeadline.isEmpty, "nothing kept once the save's outcome is in")
+  }
+
   @Test func theSaveDeadlineServesAndCachesTheModelWhileTheSaveGoesOn() {
     var machine = self.machine(holding: nil)
     _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)

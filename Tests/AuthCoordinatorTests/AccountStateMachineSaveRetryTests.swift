@@ -114,6 +114,21 @@ import Testing
     }
   }
 
+  /// Found by the fleet simulation (seed 0x53 with logouts stopped before their announcement):
+  /// a retried save that found the user signed out elsewhere (its grant no longer current; the
+  /// save undone and announced) left the model in memory, and the process served the signed-out
+  /// user's token until the logout's own announcement arrived.
+  @Test func aRetryThatFindsTheUserSignedOutForgetsTheModel() {
+    var (machine, unsaved, _) = self.unsaved()
+    #expect(machine.cachedModel == unsaved)
+    _ = machine.advance(2, .backedOff, date: date, now: .seconds(1))
+    #expect(
+      machine.advance(2, .signedOutElsewhere, date: date, now: .seconds(1))
+        == .saveRetryOver(saved: false))
+    #expect(machine.cachedModel == nil, "the signed-out user's model is never served again")
+    #expect(!machine.hasUnsavedModel)
+  }
+
   /// The retry's outcomes are the retry's even while a new flight of the key runs.
   @Test func aRetryGoesOnBesideTheKeysNextFlight() {
     var (machine, unsaved, _) = self.unsaved()

@@ -62,7 +62,13 @@ extension AccountStateMachine {
       // Another holder may have stored a newer model: memory follows the store again.
       unsavedModelSettled(retry.model)
       return endSaveRetry(id, saved: false)
-    case .signedOutElsewhere, .waitCancelled:
+    case .signedOutElsewhere:
+      // The retry found the user signed out since its lease was taken, and undid its save:
+      // memory must not go on serving the model until the logout's announcement arrives
+      // (which this process's own undo does not make it hear).
+      modelSignedOut(retry.model)
+      return endSaveRetry(id, saved: false)
+    case .waitCancelled:
       return endSaveRetry(id, saved: false)
     default:
       preconditionFailure("Internal inconsistency: \(outcome) reported by a save retry")

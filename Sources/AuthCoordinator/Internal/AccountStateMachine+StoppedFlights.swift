@@ -76,7 +76,14 @@ extension AccountStateMachine {
     _ id: UInt64, _ outcome: StepOutcome, date: Date, now: Duration
   ) -> AdvanceAction {
     if isRetryingSave(id) { return saveRetried(id, outcome, now: now) }
+    let savedPastDeadline = savesPastDeadline.removeValue(forKey: id)
     switch outcome {
+    case .signedOutElsewhere:
+      // A save that went on past its deadline found the user signed out since its lease was
+      // taken (and was undone): memory, which took the model at the deadline, forgets it, as
+      // the logout's announcement would make it (this process's own undo is not heard here).
+      if let savedPastDeadline { modelSignedOut(savedPastDeadline) }
+      return .ignore
     case .authorized(let result):
       guard case .success(let model) = result, stopped[id]?.fate == .refreshing(storesResult: true)
       else {

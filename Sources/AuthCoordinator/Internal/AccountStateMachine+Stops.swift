@@ -103,6 +103,7 @@ extension AccountStateMachine {
     case (.save, .persisting(_, let model, _)):
       // Rule 10: the waiters get the model and it is cached; the save goes on.
       adopt(model, obtainedAt: date)
+      savesPastDeadline[id] = model
       state = .idle
       return Ending(flight: id, result: .succeeded(model), storeTimedOut: .save)
     default:

@@ -20,6 +20,15 @@ extension AccountStateMachine {
     cache = .model(cached)
   }
 
+  /// A save of `model` that went on after its callers were served (a retry, or one past its
+  /// deadline) found that the user signed out since the model's lease was taken (the save was
+  /// not made, or undone): memory forgets the model, as the sign-out's announcement would make
+  /// it, and the next request reads the store.
+  mutating func modelSignedOut(_ model: AuthModel) {
+    guard case .model(let cached) = cache, cached.model == model else { return }
+    cache = .unknown
+  }
+
   /// What a re-read should go on with, given what the store returned: the store is the shared
   /// truth, except that an unsaved model in memory is kept over any stored one, until it is
   /// settled (stored, or refused by the fence because a later holder of the lease saved) or

@@ -77,6 +77,10 @@ struct AccountStateMachine<Effects: FlightEffects> {
   var persistingRejections: Set<String> = []
   /// Saves being retried (rule 21), by the flight whose task retries them.
   var saveRetries: [UInt64: SaveRetry] = [:]
+  /// Saves that went on past their deadline (rule 10: the model was served and cached then),
+  /// by flight, until the save's outcome arrives: one that finds the user signed out makes
+  /// memory forget the model too.
+  var savesPastDeadline: [UInt64: AuthModel] = [:]
   /// The jitter source, a number in `0..<1` (the configuration's `random`).
   let random: @Sendable () -> Double
 
