@@ -44,11 +44,17 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
     var prunedAt: Date?
     var subscribers: [UInt64: AsyncStream<LeaseChange>.Continuation] = [:]
     var nextSubscriber: UInt64 = 0
+    var bounds: HistoryBounds
+    var statistics = HistoryStatistics()
 
     /// Removes the back-offs of the keys `matches` selects: a signed-out account's next
     /// sign-in must not wait out its old back-off.
     mutating func endBackOffs(of matches: (AccountKey) -> Bool) {
+      // The seams issue's seventh break, planted: the back-offs outlive the sign-out.
+      if PlantedBug.planted == .ignoreBackOffOnLogout { return }
+      let before = holders.count
       holders = holders.filter { key, holder in holder.backOff == nil || !matches(key) }
+      statistics.backOffsEndedBySignOut += before - holders.count
     }
 
     /// Moves the generation on for a sign-out or revocation of `account` at `date`, and ends
@@ -82,14 +88,23 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
     /// remain.
     mutating func pruneHistory(at date: Date) {
       if let prunedAt,
-        abs(date.timeIntervalSince(prunedAt)) < InMemoryAuthorizationLease.pruningInterval
+        abs(date.timeIntervalSince(prunedAt)) < bounds.pruningInterval
       {
         return
       }
       prunedAt = date
-      dropHistory(at: date, keeping: LeaseRecord.historyRetention)
-      if userSignedOutAt.count + holders.count > InMemoryAuthorizationLease.compactionThreshold {
-        dropHistory(at: date, keeping: LeaseRecord.minimumHistoryRetention)
+      statistics.passes += 1
+      dropHistory(at: date, keeping: bounds.retention)
+      if userSignedOutAt.count + holders.count > bounds.compactionThreshold {
+        statistics.compactions += 1
+        if PlantedBug.planted == .forgetSignOutsOnHistoryReset {
+          // The seams issue's fifth break, planted: the history past its bound is reset, its
+          // sign-outs forgotten whatever grant may still ask, the floor left where it was.
+          statistics.signOutsDropped += userSignedOutAt.count
+          userSignedOutAt.removeAll()
+          return
+        }
+        dropHistory(at: date, keeping: bounds.minimumRetention)
       }
     }
 
@@ -100,6 +115,11 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
     /// as before; a grant it no longer holds, taken before a dropped sign-out, reads as not
     /// current.
     mutating func dropHistory(at date: Date, keeping retention: TimeInterval) {
+      let before = (signOuts: userSignedOutAt.count, holders: holders.count)
+      defer {
+        statistics.signOutsDropped += before.signOuts - userSignedOutAt.count
+        statistics.holdersDropped += before.holders - holders.count
+      }
       holders = holders.filter { _, holder in
         guard holder.backOff == nil else { return holder.expiresAt > date }
         return date.timeIntervalSince(holder.expiresAt) <= retention
@@ -130,7 +150,37 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
   /// ``LeaseRecord/minimumHistoryRetention`` (an hour) instead of a year: 1,024.
   static let compactionThreshold = 1_024
 
-  private let state = LockedState(State())
+  /// How long the lease keeps its history and how often it prunes it. The defaults are the
+  /// lease's (and the file lease's) own; the fleet simulation shrinks them so that the
+  /// history is compacted within its simulated minutes.
+  package struct HistoryBounds: Sendable {
+    /// How long a sign-out, and a lapsed grant not taken over, are kept: a year.
+    package var retention: TimeInterval = LeaseRecord.historyRetention
+    /// How long they are kept past ``compactionThreshold``: an hour.
+    package var minimumRetention: TimeInterval = LeaseRecord.minimumHistoryRetention
+    /// The number of sign-outs and holders past which ``minimumRetention`` applies.
+    package var compactionThreshold = InMemoryAuthorizationLease.compactionThreshold
+    /// The least time between two passes over the history.
+    package var pruningInterval: TimeInterval = InMemoryAuthorizationLease.pruningInterval
+
+    package init() {}
+  }
+
+  /// What the lease's pruning did so far, for the fleet simulation's coverage counters.
+  package struct HistoryStatistics: Sendable, Hashable {
+    /// Passes over the history.
+    package var passes = 0
+    /// Passes that went on down to ``HistoryBounds/minimumRetention`` (a compaction).
+    package var compactions = 0
+    /// Sign-out marks dropped.
+    package var signOutsDropped = 0
+    /// Holders (lapsed grants, ended back-offs) dropped.
+    package var holdersDropped = 0
+    /// Back-offs that a sign-out or revocation ended.
+    package var backOffsEndedBySignOut = 0
+  }
+
+  private let state: LockedState<State>
   private let now: @Sendable () -> Date
 
   /// Creates an empty lease.
@@ -138,6 +188,18 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
   /// - Parameter now: The wall clock that expiries are measured on; tests inject one.
   public init(now: @escaping @Sendable () -> Date = { Date() }) {
     self.now = now
+    state = LockedState(State(bounds: HistoryBounds()))
+  }
+
+  /// Creates an empty lease that keeps its history within `historyBounds` (a simulation's
+  /// small bounds, so that compaction happens within its minutes).
+  ///
+  /// - Parameters:
+  ///   - now: The wall clock that expiries are measured on.
+  ///   - historyBounds: How long the history is kept, and how often it is pruned.
+  package init(now: @escaping @Sendable () -> Date, historyBounds: HistoryBounds) {
+    self.now = now
+    state = LockedState(State(bounds: historyBounds))
   }
 
   deinit {
@@ -298,9 +360,12 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
   /// What the lease keeps besides live grants, for tests: the per-account sign-out marks, the
   /// holders (grants and back-offs, live or not), and the generation below which the history
   /// was dropped.
-  var history: (signOuts: Int, holders: Int, floor: UInt64) {
+  package var history: (signOuts: Int, holders: Int, floor: UInt64) {
     state.withLock { ($0.userSignedOutAt.count, $0.holders.count, $0.historyFloor) }
   }
+
+  /// What the history's pruning did so far (``HistoryStatistics``).
+  package var historyStatistics: HistoryStatistics { state.withLock { $0.statistics } }
 
   /// A new subscription to releases and sign-outs.
   ///
