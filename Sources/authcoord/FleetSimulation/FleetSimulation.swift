@@ -179,6 +179,10 @@ enum FleetSimulation {
         FileHandle.standardError.write(Data("authcoord simulate --fleet: \(error)\n".utf8))
         return 2
       }
+      // What the seed's world does as it is let go (streams its lease finishes as it goes, and
+      // the tasks those wake) runs now, before the next seed's first job: left queued, it
+      // would run inside the next seed and move its draws.
+      await VirtualWorld.shared.settled()
       ran += 1
       combined = (combined ^ report.traceHash) &* 0x0100_0000_01B3
       for (name, value) in report.coverage { coverage[name, default: 0] += value }

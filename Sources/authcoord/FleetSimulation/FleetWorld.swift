@@ -124,8 +124,12 @@ final class FleetWorld: @unchecked Sendable {
     await drain()
     await finalChecks()
     for call in lock.withLock({ Array(calls.values) }) { call.task?.cancel() }
+    // What the cancellations wake runs now, and after the sleepers are ended what that wakes:
+    // a job of this seed left queued would run inside the next seed and move its draws.
+    await clock.world.settled()
     let pending = await clock.world.quiesce()
     if pending > 0 { ledger.count("sleepers left after the run", pending) }
+    await clock.world.settled()
     var coverage = ledger.coverage
     for (_, coordinator) in processes {
       let stats = coordinator.statistics
