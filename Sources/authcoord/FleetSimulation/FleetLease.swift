@@ -2,8 +2,11 @@ import AuthCoordinator
 import Foundation
 
 /// One simulated process's view of the shared ``InMemoryAuthorizationLease`` (the real one:
-/// fences, sign-out generations, back-offs, change notices, expiries on the world's clock), with
-/// the process's pauses and failed renewals; it tells the ledger who holds which key until when.
+/// fences, sign-out generations, back-offs, change notices, expiries on the world's clock, and
+/// its history's pruning and compaction, with bounds small enough to happen within a seed), with
+/// the process's pauses and failed renewals; it tells the ledger who holds which key until when,
+/// which back-offs were recorded and which sign-outs made, and checks that no back-off recorded
+/// before a sign-out of its account is answered after it.
 struct FleetLease: AuthorizationLease {
   struct RenewalFault: Error, CustomStringConvertible {
     var description: String { "simulated renewal failure (the lease's storage)" }
@@ -16,11 +19,14 @@ struct FleetLease: AuthorizationLease {
 
   func acquire(_ key: AccountKey, owner: String, timeToLive: Duration) async -> LeaseAttempt {
     await process.gate(clock)
+    let asked = ledger.mark()
     let attempt = await inner.acquire(key, owner: owner, timeToLive: timeToLive)
     if case .acquired(let grant) = attempt {
       ledger.held(key, process: process.index, fence: grant.fence, expiresAt: grant.expiresAt)
       ledger.note("p\(process.index) took \(key.account)'s lease (fence \(grant.fence))")
       await process.maybePause(at: "acquire", clock: clock, ledger: ledger)
+    } else if case .backingOff(let until, _, _) = attempt {
+      ledger.backOffAnswered(key, until: until, process: process.index, asked: asked)
     }
     return attempt
   }
@@ -52,32 +58,50 @@ struct FleetLease: AuthorizationLease {
   func release(_ grant: LeaseGrant, backingOff backOff: LeaseBackOff) async {
     await process.gate(clock)
     ledger.released(grant.key, fence: grant.fence)
+    // The expiry the lease gives it (its clock is the world's): how the ledger knows it again.
+    let until = ledger.date.addingTimeInterval(backOff.clamped.duration.seconds)
     await inner.release(grant, backingOff: backOff)
+    ledger.backOffRecorded(grant.key, until: until)
   }
 
   func signOut(account: String, by owner: String) async {
     await process.gate(clock)
+    let began = ledger.mark()
     await inner.signOut(account: account, by: owner)
+    ledger.leaseSignedOut(account, began: began)
+    ledger.signOutAnnounced(account)
   }
 
   func signOutAll(by owner: String) async {
     await process.gate(clock)
+    let began = ledger.mark()
     await inner.signOutAll(by: owner)
+    ledger.leaseSignedOut(nil, began: began)
   }
 
   func revokeGrants(ofAccount account: String) async {
     await process.gate(clock)
+    let began = ledger.mark()
     await inner.revokeGrants(ofAccount: account)
+    ledger.leaseSignedOut(account, began: began)
   }
 
   func revokeAllGrants() async {
     await process.gate(clock)
+    let began = ledger.mark()
     await inner.revokeAllGrants()
+    ledger.leaseSignedOut(nil, began: began)
   }
 
   func isCurrent(_ grant: LeaseGrant) async -> Bool {
     await process.gate(clock)
-    return await inner.isCurrent(grant)
+    let current = await inner.isCurrent(grant)
+    ledger.grantChecked(grant.key, process: process.index, current: current)
+    if !current {
+      ledger.note(
+        "p\(process.index)'s grant of \(grant.key.account) (fence \(grant.fence)) is not current")
+    }
+    return current
   }
 
   func changes() -> AsyncStream<LeaseChange> { inner.changes() }

@@ -42,6 +42,32 @@ final class FleetLedger: @unchecked Sendable {
   private(set) var coverage: [String: Int] = [:]
   private let keepsTrace: Bool
   private var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+  /// Orders what the lease was told: sign-outs and back-offs, each marked before the lease was
+  /// asked and after it answered (the task may be suspended in between, and another lease
+  /// operation run there).
+  private var leaseSequence = 0
+  /// Each account's sign-outs and revocations at the lease (`""`: everyone's): the marks before
+  /// and after.
+  private var signedOut: [String: [(began: Int, ended: Int)]] = [:]
+  /// The back-offs recorded, by key and the expiry the lease gives them.
+  private var backOffs: [AccountKey: [Date: (sequence: Int, at: Duration)]] = [:]
+  /// When each token's family was born: the client-credentials request it descends from left.
+  private var births: [String: Duration] = [:]
+  /// The logouts the callers asked for, and each account's announced sign-outs.
+  private var logouts: [Logout] = []
+  private var announced: [String: [Duration]] = [:]
+  /// Per account, a save of a signed-out session's model that landed after the logout and
+  /// whose undo (the saver's check of its grant after the save, then its announced removal)
+  /// has not run yet.
+  private var pendingUndo: [String: (process: Int, checked: Bool)] = [:]
+
+  /// A logout a caller asked for: from its start until it returned and its sign-out was
+  /// announced to the fleet.
+  struct Logout {
+    var account: String
+    var started: Duration
+    var returned: Duration?
+  }
 
   init(
     now: @escaping @Sendable () -> Duration, date: @escaping @Sendable () -> Date, keepsTrace: Bool
@@ -151,4 +177,168 @@ final class FleetLedger: @unchecked Sendable {
 
   /// Whether `token` is the last of its chain: no refresh of it was ever granted.
   func isNewest(_ token: String) -> Bool { lock.withLock { successor[token] == nil } }
+
+  // MARK: - Logouts and back-offs
+
+  /// The world's date now (the lease's clock).
+  var date: Date { worldDate() }
+
+  /// A mark in the order of lease operations (``leaseSequence``).
+  func mark() -> Int {
+    lock.withLock {
+      leaseSequence += 1
+      return leaseSequence
+    }
+  }
+
+  /// The lease recorded a sign-out or revocation of `account` (`nil`: of everyone), asked for
+  /// at the mark `began`.
+  func leaseSignedOut(_ account: String?, began: Int) {
+    let date = worldDate()
+    let during = lock.withLock { () -> Bool in
+      leaseSequence += 1
+      signedOut[account ?? "", default: []].append((began, leaseSequence))
+      return backOffs.contains { key, records in
+        (account == nil || key.account == account) && records.keys.contains { $0 > date }
+      }
+    }
+    count("phase: sign-out at the lease")
+    note("the lease signed \(account ?? "everyone") out")
+    if during { count("phase: sign-out during a back-off") }
+  }
+
+  /// The lease recorded (or refused, the grant being no longer held) a back-off for `key` until
+  /// `until`.
+  func backOffRecorded(_ key: AccountKey, until: Date) {
+    let at = now()
+    lock.withLock {
+      leaseSequence += 1
+      backOffs[key, default: [:]][until] = (leaseSequence, at)
+    }
+    count("phase: back-off recorded")
+    note(
+      "\(key.account)'s back-off recorded until +\(String(format: "%.3f", until.timeIntervalSince(worldDate()))) s"
+    )
+  }
+
+  /// Whether a back-off recorded for `key` may still be live (not ended, as far as the ledger
+  /// knows, by a later sign-out): for aiming logouts at it.
+  func isBackingOff(_ key: AccountKey) -> Bool {
+    let date = worldDate()
+    return lock.withLock {
+      let ended = ((signedOut[key.account] ?? []) + (signedOut[""] ?? [])).map(\.ended).max() ?? 0
+      return backOffs[key]?.contains { $0.key > date && $0.value.sequence > ended } ?? false
+    }
+  }
+
+  /// The lease told `process`, which asked at the mark `asked`, that `key` backs off until
+  /// `until`: a back-off recorded before a sign-out of the account that ended before the
+  /// question must not be (a sign-out ends the account's back-offs, so a sign-in after a
+  /// logout is never refused by a failure of the session that ended).
+  func backOffAnswered(_ key: AccountKey, until: Date, process: Int, asked: Int) {
+    count("phase: acquire answered a back-off")
+    note("p\(process) told \(key.account) backs off")
+    let found = lock.withLock { () -> (sequence: Int, at: Duration)? in
+      guard let record = backOffs[key]?[until] else { return nil }
+      let between = ((signedOut[key.account] ?? []) + (signedOut[""] ?? [])).contains {
+        $0.began > record.sequence && $0.ended < asked
+      }
+      return between ? record : nil
+    }
+    guard let found else { return }
+    violation(
+      "back-off outlived a logout",
+      "p\(process), asking for \(key.account)'s lease after \(key.account) signed out, was "
+        + "told to back off by the failure recorded at \(found.at)")
+  }
+
+  /// A token reply: `access` and `refresh` belong to the family `spent` belongs to, or, for a
+  /// client-credentials grant (`spent` nil), to a new family born when the request left.
+  func issued(access: String?, refresh: String?, spent: String?, sentAt: Duration) {
+    lock.withLock {
+      let birth = spent.flatMap { births[$0] } ?? sentAt
+      if let access { births[access] = birth }
+      if let refresh { births[refresh] = birth }
+    }
+  }
+
+  /// A caller asked to log `account` out; returns the logout's index for ``logoutReturned(_:)``.
+  func logoutStarted(_ account: String) -> Int {
+    let at = now()
+    return lock.withLock {
+      logouts.append(Logout(account: account, started: at))
+      return logouts.count - 1
+    }
+  }
+
+  func logoutReturned(_ index: Int) {
+    let at = now()
+    lock.withLock { logouts[index].returned = at }
+  }
+
+  /// The lease announced `account`'s sign-out to the fleet.
+  func signOutAnnounced(_ account: String) {
+    let at = now()
+    lock.withLock {
+      announced[account, default: []].append(at)
+      if pendingUndo[account]?.checked == true { pendingUndo[account] = nil }
+    }
+  }
+
+  /// `process`'s save of `access` for `key` landed: if the token's family was born before a
+  /// logout of the account that had begun, the save resurrected a signed-out session until its
+  /// saver checks its grant again and undoes it (rule: a sign-out that lands during a save is
+  /// undone at once). A process paused between the save and that check leaves it in the store
+  /// for the pause: the undo window.
+  func saveLanded(_ key: AccountKey, access: String, process: Int) {
+    let late = lock.withLock { () -> Bool in
+      guard let birth = births[access],
+        logouts.contains(where: { $0.account == key.account && $0.started > birth })
+      else { return false }
+      pendingUndo[key.account] = (process, false)
+      return true
+    }
+    guard late else { return }
+    count("phase: save landed after a logout")
+    note("p\(process)'s save of \(access) for \(key.account) landed after its logout")
+  }
+
+  /// `process` asked whether its grant of `key` is current, and was told `current`: after a
+  /// late save (``saveLanded(_:access:process:)``), `false` starts the undo, `true` means none
+  /// will come.
+  func grantChecked(_ key: AccountKey, process: Int, current: Bool) {
+    lock.withLock {
+      guard let pending = pendingUndo[key.account], pending.process == process, !pending.checked
+      else { return }
+      pendingUndo[key.account] = current ? nil : (process, true)
+    }
+  }
+
+  /// What serving a token of a signed-out session was.
+  enum SignedOutServing {
+    /// A violation: served after this logout had ended.
+    case afterLogout(Logout)
+    /// While a late save's undo was pending (``saveLanded(_:access:process:)``).
+    case inTheUndoWindow
+  }
+
+  /// A call for `key` that started at `started` was served `access`: a token of a family born
+  /// before a logout of the account that had ended (returned, and announced) before the call
+  /// started is a signed-out session served again, unless a late save's undo is pending.
+  func signedOutSession(
+    _ key: AccountKey, access: String, started: Duration
+  ) -> SignedOutServing? {
+    lock.withLock {
+      guard let birth = births[access] else { return nil }
+      let logout = logouts.first { logout in
+        guard logout.account == key.account, let returned = logout.returned,
+          birth < logout.started,
+          let announce = announced[key.account]?.first(where: { $0 >= logout.started })
+        else { return false }
+        return max(returned, announce) < started
+      }
+      guard let logout else { return nil }
+      return pendingUndo[key.account] == nil ? .afterLogout(logout) : .inTheUndoWindow
+    }
+  }
 }

@@ -12,6 +12,7 @@ final class FleetProcessState: @unchecked Sendable {
   private var rng: FleetRandom
   private let drawn: FleetFaults
   private var calm = false
+  private var afterRemoval: Duration?
 
   /// The faults the process suffers now: the seed's, until the world calms down.
   var faults: FleetFaults { lock.withLock { calm ? FleetFaults() : drawn } }
@@ -30,7 +31,8 @@ final class FleetProcessState: @unchecked Sendable {
   }
 
   /// At a seam (`acquire`: just after a grant; `afterRequest`: after the server rotated, before
-  /// the response is back; `renewal`: during a renewal; `save`: just before a save), with the
+  /// the response is back; `renewal`: during a renewal; `save`: just before a save; `removal`:
+  /// just after a logout's removal, before its announcement), with the
   /// seed's probability, pauses the process for 0.5-2 times its lease's time to live from now,
   /// and waits it out. Returns whether it paused.
   @discardableResult
@@ -47,6 +49,20 @@ final class FleetProcessState: @unchecked Sendable {
     pause(from: clock.world.now, for: length)
     await gate(clock)
     return true
+  }
+
+  /// Pauses the process for `length` just after its next removal of a user's models (a
+  /// logout stopped before its announcement).
+  func pauseAfterNextRemoval(for length: Duration) {
+    lock.withLock { afterRemoval = length }
+  }
+
+  /// The pause ``pauseAfterNextRemoval(for:)`` asked for, once.
+  func takePauseAfterRemoval() -> Duration? {
+    lock.withLock {
+      defer { afterRemoval = nil }
+      return afterRemoval
+    }
   }
 
   /// Pauses the process from `now` until `now + length` (a later pause end wins).
@@ -81,6 +97,8 @@ struct FleetFaults: Sendable, CustomStringConvertible {
   var slowReplies = 0.0
   /// Pauses at the seams (``FleetProcessState/maybePause(at:clock:ledger:)``).
   var seamPauses = 0.0
+  /// Token-server outages (``FleetOutage``), per operation.
+  var outages = 0.0
 
   static func draw(_ rng: inout FleetRandom) -> FleetFaults {
     func maybe(_ percent: Double) -> Double { rng.chance(60) ? percent : 0 }
@@ -90,11 +108,13 @@ struct FleetFaults: Sendable, CustomStringConvertible {
       unavailable: maybe(Double.random(in: 5...30, using: &rng)),
       dropped: maybe(Double.random(in: 2...10, using: &rng)),
       slowReplies: maybe(Double.random(in: 2...10, using: &rng)),
-      seamPauses: maybe(Double.random(in: 3...20, using: &rng)))
+      seamPauses: maybe(Double.random(in: 3...20, using: &rng)),
+      outages: maybe(Double.random(in: 2...6, using: &rng)))
   }
 
   var description: String {
     "saves \(Int(failedSaves))%, renewals \(Int(failedRenewals))%, 503 \(Int(unavailable))%, "
-      + "dropped \(Int(dropped))%, slow \(Int(slowReplies))%, pauses at seams \(Int(seamPauses))%"
+      + "dropped \(Int(dropped))%, slow \(Int(slowReplies))%, pauses at seams \(Int(seamPauses))%, "
+      + "outages \(Int(outages))%"
   }
 }

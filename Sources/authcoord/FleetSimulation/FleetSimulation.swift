@@ -18,6 +18,8 @@ enum FleetSimulation {
     /// (``/AuthCoordinator/PlantedBug``): see there.
     case retryWithoutConfirm = "retry-without-confirm"
     case dropRotationOnLostHold = "drop-rotation-on-lost-hold"
+    case forgetSignOutsOnHistoryReset = "forget-sign-outs-on-history-reset"
+    case ignoreBackOffOnLogout = "ignore-backoff-on-logout"
 
     /// The library bug this plant puts back, if it is one.
     var libraryBug: PlantedBug? { PlantedBug(rawValue: rawValue) }

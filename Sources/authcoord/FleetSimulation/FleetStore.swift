@@ -41,13 +41,19 @@ struct FleetStore: FencedTokenStore {
     await process.gate(clock)
     await latency()
     let rate = process.faults.failedSaves
+    let token = model.refreshToken.map(FleetTransport.short) ?? "no refresh token"
     if process.draw({ $0.chance(rate) }) {
       ledger.count("fault: save failed")
+      ledger.note("p\(process.index)'s save of \(token) for \(key.account) failed (fence \(fence))")
       throw SaveFault()
     }
     let saved = await inner.save(model, for: key, fence: fence)
+    ledger.note(
+      "p\(process.index)'s save of \(token) for \(key.account) \(saved ? "landed" : "refused") "
+        + "(fence \(fence))")
     if saved {
       ledger.stored(refreshToken: model.refreshToken, key: key, process: process.index)
+      ledger.saveLanded(key, access: model.accessToken, process: process.index)
     } else {
       ledger.count("fenced save refused")
     }
@@ -57,6 +63,16 @@ struct FleetStore: FencedTokenStore {
   func removeModels(forAccount account: String) async throws {
     await process.gate(clock)
     await inner.removeModels(forAccount: account)
+    ledger.note("p\(process.index) removed \(account)'s models")
+    // Between a logout's removal and its announcement: a holder that has not heard of the
+    // sign-out yet checks its grant (`isCurrent`) and nothing else keeps its late result out.
+    if let length = process.takePauseAfterRemoval() {
+      ledger.note("p\(process.index) paused after the removal for \(length)")
+      process.pause(from: clock.world.now, for: length)
+      await process.gate(clock)
+    } else {
+      await process.maybePause(at: "removal", clock: clock, ledger: ledger)
+    }
   }
 
   func removeAll() async throws {

@@ -57,6 +57,7 @@ final class FleetCounter: @unchecked Sendable {
 /// it left.
 struct FleetTransport: HTTPTransport {
   let server: SimulatedTokenServer
+  let outage: FleetOutage
   let process: FleetProcessState
   let clock: VirtualClock
   let ledger: FleetLedger
@@ -72,6 +73,13 @@ struct FleetTransport: HTTPTransport {
       caller: caller, process: process.index, at: clock.world.now, liveAtEntry: liveAtEntry,
       liveAtLeft: key.map { ledger.holdsLiveLease($0, process: process.index) } ?? false)
     let faults = process.faults
+    if faults.outages > 0, outage.isDown(at: clock.world.now) {
+      ledger.count("fault: request during an outage")
+      ledger.note("\(caller): token server down (outage)")
+      if process.draw({ $0.chance(50) }) { throw URLError(.cannotConnectToHost) }
+      return Self.unavailable(
+        request, retryAfter: process.draw { Int.random(in: 1...3, using: &$0) })
+    }
     if process.draw({ $0.chance(faults.dropped) }) {
       ledger.count("fault: request dropped")
       ledger.note("\(caller): token request dropped before the server")
@@ -81,13 +89,17 @@ struct FleetTransport: HTTPTransport {
       ledger.count("fault: 503")
       let retryAfter = process.draw { Int.random(in: 1...3, using: &$0) }
       ledger.note("\(caller): token server answered 503, Retry-After \(retryAfter)")
-      return .complete(
-        HTTPURLResponse(
-          url: request.urlRequest.url!, statusCode: 503, httpVersion: "HTTP/1.1",
-          headerFields: ["Retry-After": "\(retryAfter)", "Content-Type": "application/json"])!,
-        Data(#"{"error":"temporarily_unavailable"}"#.utf8))
+      return Self.unavailable(request, retryAfter: retryAfter)
     }
     let outcome = try await server.send(request)
+    if case .complete(let response, let body) = outcome,
+      (response as? HTTPURLResponse)?.statusCode == 200,
+      let reply = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
+    {
+      ledger.issued(
+        access: reply["access_token"] as? String, refresh: reply["refresh_token"] as? String,
+        spent: refreshToken, sentAt: send.at)
+    }
     if let refreshToken, case .complete(let response, let body) = outcome,
       let status = (response as? HTTPURLResponse)?.statusCode
     {
@@ -113,6 +125,17 @@ struct FleetTransport: HTTPTransport {
     await process.gate(clock)
     try Task.checkCancellation()
     return outcome
+  }
+
+  /// A 503 with `Retry-After`.
+  static func unavailable(
+    _ request: HTTPTransportRequest, retryAfter: Int
+  ) -> HTTPTransportOutcome {
+    .complete(
+      HTTPURLResponse(
+        url: request.urlRequest.url!, statusCode: 503, httpVersion: "HTTP/1.1",
+        headerFields: ["Retry-After": "\(retryAfter)", "Content-Type": "application/json"])!,
+      Data(#"{"error":"temporarily_unavailable"}"#.utf8))
   }
 
   static func short(_ token: String) -> String {

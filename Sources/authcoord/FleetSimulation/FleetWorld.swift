@@ -49,6 +49,9 @@ final class FleetWorld: @unchecked Sendable {
   private var users: [AccountKey] = []
   private let server: SimulatedTokenServer
   private let store = InMemoryTokenStore()
+  private var leases: [InMemoryAuthorizationLease] = []
+  private let outage = FleetOutage()
+  private var faults = FleetFaults()
   private let timeToLive: Duration
   private let authorizationTimeout: Duration = .seconds(20)
   private let storeTimeout: Duration = .seconds(2)
@@ -69,13 +72,19 @@ final class FleetWorld: @unchecked Sendable {
       clock: clock, responseDelay: .milliseconds(Int.random(in: 50...400, using: &rng)),
       tokenLifetime: lifetime, date: date)
     let faults = options.faultsOff ? FleetFaults() : FleetFaults.draw(&rng)
+    self.faults = faults
     let count = Int.random(in: 2...4, using: &rng)
     users = (1...Int.random(in: 1...3, using: &rng)).map { AccountKey(account: "user-\($0)") }
-    let shared = InMemoryAuthorizationLease(now: date)
+    let shared = InMemoryAuthorizationLease(now: date, historyBounds: Self.historyBounds)
+    leases = [shared]
     for index in 0..<count {
       let state = FleetProcessState(
         index: index, seed: seed, faults: faults, timeToLive: timeToLive)
-      let lease = options.plant == .noLease ? InMemoryAuthorizationLease(now: date) : shared
+      var lease = shared
+      if options.plant == .noLease {
+        lease = InMemoryAuthorizationLease(now: date, historyBounds: Self.historyBounds)
+        leases.append(lease)
+      }
       processes.append((state, makeCoordinator(state, lease: lease, date: date)))
     }
     shape =
@@ -84,12 +93,30 @@ final class FleetWorld: @unchecked Sendable {
     ledger.note("seed 0x\(String(seed, radix: 16)): \(shape)")
   }
 
+  /// The lease's history bounds in the simulation: the real pruning and compaction, with a
+  /// year's retention shrunk to 2 minutes and the hour kept past the compaction threshold
+  /// (1,024 sign-outs and holders) shrunk to 1 minute past 2, so that a seed's few users compact
+  /// the history at nearly every operation. The minute stays above the longest time a grant is
+  /// used here (a flight's maximum hold, 24 s, plus a pause, at most 10 s), as the hour is in
+  /// production: a grant the lease no longer holds reads as not current once a sign-out after
+  /// it was dropped, and a deposed holder would then drop its rotated token as signed out
+  /// (with 1 s, the first 1,000 seeds lost a rotation so).
+  static let historyBounds: InMemoryAuthorizationLease.HistoryBounds = {
+    var bounds = InMemoryAuthorizationLease.HistoryBounds()
+    bounds.retention = 120
+    bounds.minimumRetention = 60
+    bounds.compactionThreshold = 2
+    bounds.pruningInterval = 1
+    return bounds
+  }()
+
   private func makeCoordinator(
     _ state: FleetProcessState, lease: InMemoryAuthorizationLease,
     date: @escaping @Sendable () -> Date
   ) -> AuthCoordinator {
     let processDate: @Sendable () -> Date = { date().addingTimeInterval(state.wallClockOffset) }
-    let transport = FleetTransport(server: server, process: state, clock: clock, ledger: ledger)
+    let transport = FleetTransport(
+      server: server, outage: outage, process: state, clock: clock, ledger: ledger)
     let authorizer = FleetAuthorizer(
       inner: OAuth2Authorizer(
         tokenEndpoint: URL(string: "https://auth.simulated.example/token")!, clientID: "fleet",
@@ -131,6 +158,18 @@ final class FleetWorld: @unchecked Sendable {
     if pending > 0 { ledger.count("sleepers left after the run", pending) }
     await clock.world.settled()
     var coverage = ledger.coverage
+    for lease in leases {
+      let history = lease.historyStatistics
+      for (name, value) in [
+        ("lease: history passes", history.passes),
+        ("lease: history compactions", history.compactions),
+        ("lease: sign-outs dropped from the history", history.signOutsDropped),
+        ("lease: holders dropped from the history", history.holdersDropped),
+        ("lease: back-offs ended by a sign-out", history.backOffsEndedBySignOut),
+      ] {
+        coverage[name, default: 0] += value
+      }
+    }
     for (_, coordinator) in processes {
       let stats = coordinator.statistics
       for (name, value) in [
@@ -151,6 +190,12 @@ final class FleetWorld: @unchecked Sendable {
   }
 
   private func perform() {
+    if faults.outages > 0, rng.chance(faults.outages) {
+      let length = Duration.seconds(Int.random(in: 5...40, using: &rng))
+      ledger.count("fault: outage")
+      ledger.note("the token server is down for \(length)")
+      outage.begin(at: clock.world.now, for: length)
+    }
     let process = Int.random(in: 0..<processes.count, using: &rng)
     let user = users[Int.random(in: 0..<users.count, using: &rng)]
     switch Int.random(in: 0..<100, using: &rng) {
@@ -176,12 +221,9 @@ final class FleetWorld: @unchecked Sendable {
       ledger.count("operation: cancel")
       ledger.note("cancel call #\(id)")
       task.cancel()
-    case ..<71:
-      ledger.count("operation: logout")
-      ledger.note("p\(process) logs \(user.account) out")
-      let coordinator = processes[process].coordinator
-      Task { await coordinator.accountStatusChanged(.logout(mcUid: user.account)) }
-    case ..<81:
+    case ..<73:
+      logout(process, user)
+    case ..<83:
       let length = timeToLive * Double.random(in: 0.4...2.0, using: &rng)
       ledger.count("fault: pause")
       if length > timeToLive { ledger.count("fault: pause past the TTL") }
@@ -192,13 +234,50 @@ final class FleetWorld: @unchecked Sendable {
         ? holders[Int.random(in: 0..<holders.count, using: &rng)] : process
       ledger.note("p\(target) paused for \(length)")
       processes[target].state.pause(from: clock.world.now, for: length)
-    case ..<84:
+    case ..<86:
       let step = Double.random(in: -2...2, using: &rng)
       ledger.count("fault: wall clock step")
       ledger.note("p\(process)'s wall clock steps \(String(format: "%+.2f", step)) s")
       processes[process].state.stepWallClock(by: step)
     default:
       break
+    }
+  }
+
+  /// A logout of `user`, or, aimed at a phase, of a user whose key backs off (a failure
+  /// recorded at the lease) or whose lease is held (a flight under way).
+  private func logout(_ process: Int, _ user: AccountKey) {
+    var user = user
+    var process = process
+    let backingOff = users.filter { ledger.isBackingOff($0) }
+    let holding = users.filter { ledger.holder(of: $0) != nil }
+    if !backingOff.isEmpty, rng.chance(50) {
+      user = backingOff[Int.random(in: 0..<backingOff.count, using: &rng)]
+      ledger.count("operation: logout aimed at a back-off")
+    } else if !holding.isEmpty, rng.chance(70) {
+      user = holding[Int.random(in: 0..<holding.count, using: &rng)]
+      ledger.count("operation: logout aimed at a flight")
+      // From another process than the holder's, which then hears of it only by the lease.
+      if let holder = ledger.holder(of: user), holder == process {
+        process = (process + 1) % processes.count
+      }
+      if rng.chance(75) {
+        // Stopped between its removal and its announcement: until then the holder's check of
+        // its grant is all that keeps its late result out of the store.
+        let length = timeToLive * Double.random(in: 0.5...2.0, using: &rng)
+        ledger.count("fault: logout stopped before its announcement")
+        processes[process].state.pauseAfterNextRemoval(for: length)
+      }
+    }
+    ledger.count("operation: logout")
+    ledger.note("p\(process) logs \(user.account) out")
+    let coordinator = processes[process].coordinator
+    let log = ledger
+    let index = log.logoutStarted(user.account)
+    Task {
+      await coordinator.accountStatusChanged(.logout(mcUid: user.account))
+      log.logoutReturned(index)
+      log.note("p\(process)'s logout of \(user.account) returned")
     }
   }
 
@@ -260,6 +339,19 @@ final class FleetWorld: @unchecked Sendable {
       }
       if let rejected = call.rejected, rejected == model.accessToken {
         ledger.violation("rejected served", "\(name) was served the token it rejected")
+      }
+      switch ledger.signedOutSession(call.user, access: model.accessToken, started: call.started)
+      {
+      case nil: break
+      case .inTheUndoWindow:
+        // A late save after the logout, its saver paused before it could undo it: the store
+        // held the signed-out session for the pause. Counted apart, as the gap at the send.
+        ledger.count("signed-out session served in the undo window")
+      case .afterLogout(let logout):
+        ledger.violation(
+          "signed-out session served",
+          "\(name), started at \(call.started), was served \(model.accessToken), of a family "
+            + "born before \(call.user.account)'s logout at \(logout.started), which had ended")
       }
       lock.withLock { lastSeen[call.process, default: [:]][call.user] = model.accessToken }
     case .failure(let error):
