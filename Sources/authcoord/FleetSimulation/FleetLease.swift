@@ -22,6 +22,7 @@ struct FleetLease: AuthorizationLease {
     let asked = ledger.mark()
     let attempt = await inner.acquire(key, owner: owner, timeToLive: timeToLive)
     if case .acquired(let grant) = attempt {
+      ledger.granted(key, asked: asked)
       ledger.held(key, process: process.index, fence: grant.fence, expiresAt: grant.expiresAt)
       ledger.note("p\(process.index) took \(key.account)'s lease (fence \(grant.fence))")
       await process.maybePause(at: "acquire", clock: clock, ledger: ledger)

@@ -56,10 +56,14 @@ final class FleetLedger: @unchecked Sendable {
   /// The logouts the callers asked for, and each account's announced sign-outs.
   private var logouts: [Logout] = []
   private var announced: [String: [Duration]] = [:]
+  /// Each account's announced sign-outs and grants, as lease marks.
+  private var announcedMarks: [String: [Int]] = [:]
+  private var grantMarks: [String: [Int]] = [:]
   /// Per account, a save of a signed-out session's model that landed after the logout and
   /// whose undo (the saver's check of its grant after the save, then its announced removal)
   /// has not run yet.
-  private var pendingUndo: [String: (process: Int, checked: Bool)] = [:]
+  /// By account, then by the saving process: whether its check came back (`false`: not yet).
+  private var pendingUndo: [String: [Int: Bool]] = [:]
 
   /// A logout a caller asked for: from its start until it returned and its sign-out was
   /// announced to the fleet.
@@ -67,6 +71,8 @@ final class FleetLedger: @unchecked Sendable {
     var account: String
     var started: Duration
     var returned: Duration?
+    /// The lease mark (``mark()``) when it began.
+    var mark: Int
   }
 
   init(
@@ -266,7 +272,8 @@ final class FleetLedger: @unchecked Sendable {
   func logoutStarted(_ account: String) -> Int {
     let at = now()
     return lock.withLock {
-      logouts.append(Logout(account: account, started: at))
+      leaseSequence += 1
+      logouts.append(Logout(account: account, started: at, mark: leaseSequence))
       return logouts.count - 1
     }
   }
@@ -281,8 +288,16 @@ final class FleetLedger: @unchecked Sendable {
     let at = now()
     lock.withLock {
       announced[account, default: []].append(at)
-      if pendingUndo[account]?.checked == true { pendingUndo[account] = nil }
+      leaseSequence += 1
+      announcedMarks[account, default: []].append(leaseSequence)
+      pendingUndo[account] = pendingUndo[account]?.filter { !$0.value }
+      if pendingUndo[account]?.isEmpty == true { pendingUndo[account] = nil }
     }
+  }
+
+  /// The lease granted `key` to a process that asked at the mark `asked`.
+  func granted(_ key: AccountKey, asked: Int) {
+    lock.withLock { grantMarks[key.account, default: []].append(asked) }
   }
 
   /// `process`'s save of `access` for `key` landed: if the token's family was born before a
@@ -295,7 +310,7 @@ final class FleetLedger: @unchecked Sendable {
       guard let birth = births[access],
         logouts.contains(where: { $0.account == key.account && $0.started > birth })
       else { return false }
-      pendingUndo[key.account] = (process, false)
+      pendingUndo[key.account, default: [:]][process] = false
       return true
     }
     guard late else { return }
@@ -308,9 +323,9 @@ final class FleetLedger: @unchecked Sendable {
   /// will come.
   func grantChecked(_ key: AccountKey, process: Int, current: Bool) {
     lock.withLock {
-      guard let pending = pendingUndo[key.account], pending.process == process, !pending.checked
-      else { return }
-      pendingUndo[key.account] = current ? nil : (process, true)
+      guard pendingUndo[key.account]?[process] == false else { return }
+      pendingUndo[key.account]?[process] = current ? nil : true
+      if pendingUndo[key.account]?.isEmpty == true { pendingUndo[key.account] = nil }
     }
   }
 
@@ -320,6 +335,11 @@ final class FleetLedger: @unchecked Sendable {
     case afterLogout(Logout)
     /// While a late save's undo was pending (``saveLanded(_:access:process:)``).
     case inTheUndoWindow
+    /// The logout was stopped between its revocation and its announcement, and a process was
+    /// granted the account's lease meanwhile: it read the signed-out session from the store
+    /// (not yet emptied), refreshed it under a current grant and stored it after the removal.
+    /// An open race of the library (docs/reliability.md), counted apart.
+    case resumedDuringTheLogout
   }
 
   /// A call for `key` that started at `started` was served `access`: a token of a family born
@@ -338,7 +358,15 @@ final class FleetLedger: @unchecked Sendable {
         return max(returned, announce) < started
       }
       guard let logout else { return nil }
-      return pendingUndo[key.account] == nil ? .afterLogout(logout) : .inTheUndoWindow
+      if pendingUndo[key.account] != nil { return .inTheUndoWindow }
+      let account = key.account
+      if let revoked = signedOut[account]?.first(where: { $0.began > logout.mark })?.ended,
+        let announce = announcedMarks[account]?.first(where: { $0 > logout.mark }),
+        grantMarks[account]?.contains(where: { $0 > revoked && $0 < announce }) == true
+      {
+        return .resumedDuringTheLogout
+      }
+      return .afterLogout(logout)
     }
   }
 }

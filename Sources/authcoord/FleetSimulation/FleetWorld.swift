@@ -347,6 +347,11 @@ final class FleetWorld: @unchecked Sendable {
         // A late save after the logout, its saver paused before it could undo it: the store
         // held the signed-out session for the pause. Counted apart, as the gap at the send.
         ledger.count("signed-out session served in the undo window")
+      case .resumedDuringTheLogout:
+        // The open race: see ``FleetLedger/SignedOutServing/resumedDuringTheLogout``.
+        ledger.count("signed-out session resumed during a stopped logout (open race)")
+        ledger.note(
+          "\(name) was served \(model.accessToken) of a session resumed during its logout")
       case .afterLogout(let logout):
         ledger.violation(
           "signed-out session served",
