@@ -32,6 +32,12 @@ public struct SilentRefreshPolicy: Sendable, Hashable {
 
   /// The advisory window, or `nil` for no refresh ahead. Default ``Window/scaledByLifetime``.
   ///
+  /// A point of the window that falls inside the leeway is no refresh ahead. Both are at most
+  /// half the lifetime a model arrived with, so under the default 60-second
+  /// ``AuthCoordinator/Configuration/refreshLeeway`` a token of 2 minutes or less is never
+  /// refreshed ahead, and one up to 4 minutes only for some jitter draws: give short-lived
+  /// tokens a smaller leeway.
+  ///
   /// A cache hit inside the window (but outside ``AuthCoordinator/Configuration/refreshLeeway``,
   /// where callers wait for the refresh) returns the cached model at once and starts at most one
   /// background flight for the key, with reason ``AuthorizationReason/refreshAhead``.
