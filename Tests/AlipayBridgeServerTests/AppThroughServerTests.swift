@@ -52,12 +52,16 @@ import Testing
         refreshAhead: nil, maxAttempts: 1, retryDelay: .seconds(10), maxRetryDelay: .seconds(10))
       app = AuthCoordinator(
         authorizer: SilentFirstAuthorizer(
+          // 30 s request timeouts: a loaded CI machine must not turn a slow answer into a
+          // failure these tests do not test (the outage test stops the server instead).
           silent: HTTPTokenRefresher(
-            endpoint: base.appendingPathComponent("alipay/refresh"), now: clock.dateSource),
+            endpoint: base.appendingPathComponent("alipay/refresh"), timeout: .seconds(30),
+            now: clock.dateSource),
           interactive: AlipayAuthorizer(
             provider: FakeAlipayApp(gateway: rig.gateway, bounces: bounces),
             exchanger: HTTPTokenExchanger(
-              endpoint: base.appendingPathComponent("alipay/token"), now: clock.dateSource))),
+              endpoint: base.appendingPathComponent("alipay/token"), timeout: .seconds(30),
+              now: clock.dateSource))),
         configuration: configuration)
     }
 

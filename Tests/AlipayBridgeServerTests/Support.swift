@@ -103,8 +103,10 @@ final class Rig: Sendable {
   deinit { gatewayServer.stop() }
 
   func api(signer: TestSigner = testSigner) -> AlipayTokenAPI {
+    // A 30 s request timeout: on a loaded CI machine a slow loopback answer is not the failure
+    // these tests look for.
     AlipayTokenAPI(
-      appID: testAppID, gateway: gatewayURL, now: clock.dateSource
+      appID: testAppID, gateway: gatewayURL, timeout: .seconds(30), now: clock.dateSource
     ) { content in signer.sign(content) }
   }
 
