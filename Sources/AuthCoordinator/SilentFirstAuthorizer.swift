@@ -19,7 +19,7 @@
 ///
 /// ```swift
 /// let authorizer = SilentFirstAuthorizer(
-///   silent: HTTPSilentRefresher(endpoint: URL(string: "https://api.example.com/alipay/refresh")!),
+///   silent: HTTPTokenRefresher(endpoint: URL(string: "https://api.example.com/alipay/refresh")!),
 ///   interactive: AlipayAuthorizer(provider: provider, exchanger: exchanger))
 /// let coordinator = AuthCoordinator(store: store, authorizer: authorizer)
 /// ```
