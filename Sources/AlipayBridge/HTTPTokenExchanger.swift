@@ -128,7 +128,9 @@ public struct HTTPTokenExchanger: TokenExchanger {
   }
 
   /// One ephemeral session for every exchanger that was not given one.
-  private static let defaultSession: URLSession = {
+  /// One ephemeral session (no cookies, no cache) per process, for every exchanger and
+  /// refresher that was not given one.
+  static let defaultSession: URLSession = {
     let configuration = URLSessionConfiguration.ephemeral
     configuration.urlCache = nil
     configuration.requestCachePolicy = .reloadIgnoringLocalCacheData

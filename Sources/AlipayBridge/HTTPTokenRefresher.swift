@@ -101,17 +101,9 @@ public struct HTTPTokenRefresher: Authorizer {
     self.timeout = timeout
     self.maxBodySize = maxBodySize
     self.maxRetryAfter = maxRetryAfter
-    self.session = session ?? Self.defaultSession
+    self.session = session ?? HTTPTokenExchanger.defaultSession
     self.now = now
   }
-
-  private static let defaultSession: URLSession = {
-    let configuration = URLSessionConfiguration.ephemeral
-    configuration.urlCache = nil
-    configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-    configuration.httpShouldSetCookies = false
-    return URLSession(configuration: configuration)
-  }()
 
   /// `false`: a refresh at the server never involves the user.
   public var isInteractive: Bool { false }

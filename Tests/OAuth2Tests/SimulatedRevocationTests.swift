@@ -7,7 +7,9 @@ import Testing
 /// server does, so a virtual-time scenario (`authcoord simulate --service`) can sign out and
 /// revoke: the real `OAuth2Authorizer` revokes the family after the coordinator's sign-out.
 @Suite(.timeLimit(.minutes(1))) struct SimulatedRevocationTests {
-  @Test func aSignOutRevokesTheFamilyAtTheSimulatedServer() async throws {
+  /// The simulated server, an authorizer that revokes at it, and a coordinator on a manual
+  /// clock.
+  static func rig() -> (SimulatedTokenServer, OAuth2Authorizer, AuthCoordinator) {
     let clock = ManualClock()
     let server = SimulatedTokenServer(
       clock: clock, tokenLifetime: .seconds(3600), date: clock.dateSource)
@@ -21,6 +23,11 @@ import Testing
     configuration.clock = clock
     configuration.now = clock.dateSource
     let coordinator = AuthCoordinator(authorizer: oauth, configuration: configuration)
+    return (server, oauth, coordinator)
+  }
+
+  @Test func aSignOutRevokesTheFamilyAtTheSimulatedServer() async throws {
+    let (server, oauth, coordinator) = Self.rig()
     let recorder = EventRecorder(coordinator)
     let model = try await coordinator.authModel(for: serviceKey)
     #expect(server.status(of: model.accessToken) == .active)
@@ -43,19 +50,7 @@ import Testing
   }
 
   @Test func aRevocationDuringAnOutageIsReportedAsFailed() async throws {
-    let clock = ManualClock()
-    let server = SimulatedTokenServer(
-      clock: clock, tokenLifetime: .seconds(3600), date: clock.dateSource)
-    var oauth = OAuth2Authorizer(
-      tokenEndpoint: URL(string: "https://auth.example/token")!,
-      revocationEndpoint: URL(string: "https://auth.example/revoke")!,
-      clientAuthentication: .clientSecretBasic(id: serviceKey.account, secret: "s"),
-      transport: server, now: clock.dateSource)
-    oauth.silentRefresh = nil
-    var configuration = AuthCoordinator.Configuration()
-    configuration.clock = clock
-    configuration.now = clock.dateSource
-    let coordinator = AuthCoordinator(authorizer: oauth, configuration: configuration)
+    let (server, _, coordinator) = Self.rig()
     let recorder = EventRecorder(coordinator)
     let model = try await coordinator.authModel(for: serviceKey)
     server.outage = SimulatedTokenServer.Outage(status: 503)
