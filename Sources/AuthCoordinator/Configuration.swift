@@ -110,11 +110,14 @@ extension AuthCoordinator {
     /// code ``AuthCoordinatorError/Code-swift.struct/interactionRequired``). Default `true`.
     public var allowsInteraction = true
     /// Refresh ahead of expiry, retries of transient failures, remembered failures and
-    /// stale-if-error (see ``SilentRefreshPolicy``). `nil` (the default) takes the authorizer's
-    /// own (``Authorizer/silentRefresh``; `OAuth2Authorizer` brings
-    /// ``SilentRefreshPolicy/recommended``, a closure authorizer none); set
-    /// ``SilentRefreshPolicy/disabled`` to turn that off.
-    public var silentRefresh: SilentRefreshPolicy? = nil
+    /// stale-if-error (see ``SilentRefreshPolicy``). The default,
+    /// ``SilentRefreshPolicy/authorizersOwn``, takes the authorizer's own
+    /// (``Authorizer/silentRefresh``; `OAuth2Authorizer` brings
+    /// ``SilentRefreshPolicy/recommended``, a closure authorizer none), with the fields you set
+    /// here changed: `configuration.silentRefresh.servesStaleOnError = true` turns stale-if-error
+    /// on in the authorizer's policy. Set a whole policy to replace the authorizer's, and
+    /// ``SilentRefreshPolicy/disabled`` to turn it off.
+    public var silentRefresh: SilentRefreshPolicy = .authorizersOwn
     /// The source of the silent-refresh policy's jitter: a number in `0..<1`. Default
     /// `Double.random(in: 0..<1)`; tests pin it.
     public var random: @Sendable () -> Double = { Double.random(in: 0..<1) }
@@ -166,7 +169,7 @@ extension AuthCoordinator {
       saveRetryDelay: Duration = .seconds(1),
       maxSaveRetryDelay: Duration = .seconds(30),
       allowsInteraction: Bool = true,
-      silentRefresh: SilentRefreshPolicy? = nil,
+      silentRefresh: SilentRefreshPolicy = .authorizersOwn,
       clock: any Clock<Duration> = ContinuousClock(),
       now: @escaping @Sendable () -> Date = { Date() }
     ) {

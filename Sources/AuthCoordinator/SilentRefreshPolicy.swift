@@ -2,15 +2,17 @@
 /// transient failures, a short memory of failures, and (opt-in) the cached model served while
 /// the token endpoint is down.
 ///
-/// A policy applies when ``AuthCoordinator/Configuration/silentRefresh`` sets one, or when the
-/// authorizer brings its own (``Authorizer/silentRefresh``: `OAuth2Authorizer` brings
-/// ``recommended``). Without one, the coordinator behaves as it always did: a model is renewed
-/// when it enters the leeway, a failure is handed to the callers and not remembered.
+/// A coordinator applies its configuration's ``AuthCoordinator/Configuration/silentRefresh``.
+/// By default that is ``authorizersOwn``: the policy the authorizer brings
+/// (``Authorizer/silentRefresh``: `OAuth2Authorizer` brings ``recommended``), with any field
+/// set on the configuration changed. Without a policy of the authorizer's (a closure
+/// authorizer), or with ``disabled``, the coordinator behaves as it always did: a model is
+/// renewed when it enters the leeway, a failure is handed to the callers and not remembered.
 ///
 /// ```swift
 /// var configuration = AuthCoordinator.Configuration()
-/// configuration.silentRefresh = .recommended
-/// configuration.silentRefresh?.servesStaleOnError = true
+/// configuration.silentRefresh.servesStaleOnError = true  // the authorizer's, stale-if-error on
+/// configuration.silentRefresh = .recommended  // or a whole policy of your own
 /// ```
 ///
 /// With an **interactive** authorizer (``Authorizer/isInteractive``, the Alipay bridge's) a
@@ -41,16 +43,34 @@ public struct SilentRefreshPolicy: Sendable, Hashable {
   /// A cache hit inside the window (but outside ``AuthCoordinator/Configuration/refreshLeeway``,
   /// where callers wait for the refresh) returns the cached model at once and starts at most one
   /// background flight for the key, with reason ``AuthorizationReason/refreshAhead``.
-  public var refreshAhead: Window? = .scaledByLifetime
+  public var refreshAhead: Window? {
+    get { values.refreshAhead }
+    set {
+      values.refreshAhead = newValue
+      changed.insert(.refreshAhead)
+    }
+  }
   /// Which fraction of the window is jitter, from 0 to 1. Default 0.5: each model's refresh
   /// ahead begins at a random point between the whole window and half of it before expiry, so
   /// that replicas and keys holding tokens obtained together do not refresh together.
-  public var refreshAheadJitter: Double = 0.5
+  public var refreshAheadJitter: Double {
+    get { values.refreshAheadJitter }
+    set {
+      values.refreshAheadJitter = newValue
+      changed.insert(.refreshAheadJitter)
+    }
+  }
   /// How many times one flight calls the authorizer, the first call included, when it fails
   /// transiently (``AuthCoordinatorError/isTransient``: a network error, a 5xx or 429, a timeout
   /// of the request). Default 3; 1 turns retries off. Never retried: terminal errors
   /// (`invalid_grant`, `invalid_client`), and anything from an interactive authorizer.
-  public var maxAttempts: Int = 3
+  public var maxAttempts: Int {
+    get { values.maxAttempts }
+    set {
+      values.maxAttempts = newValue
+      changed.insert(.maxAttempts)
+    }
+  }
   /// The back-off after the first transient failure of a key; each further consecutive one
   /// doubles it, up to ``maxRetryDelay``. Each delay is drawn uniformly between half of it and
   /// all of it. A server's `Retry-After` (``AuthCoordinatorError/retryAfter``, as its thrower
@@ -58,22 +78,52 @@ public struct SilentRefreshPolicy: Sendable, Hashable {
   /// the next back-off step: requests meanwhile get it at once (or a stale model), so a server
   /// that is down sees one request per step and key. Default 1 second; zero turns every
   /// back-off off (retries follow at once, nothing is remembered).
-  public var retryDelay: Duration = .seconds(1)
+  public var retryDelay: Duration {
+    get { values.retryDelay }
+    set {
+      values.retryDelay = newValue
+      changed.insert(.retryDelay)
+    }
+  }
   /// The longest back-off. Default 30 seconds.
-  public var maxRetryDelay: Duration = .seconds(30)
+  public var maxRetryDelay: Duration {
+    get { values.maxRetryDelay }
+    set {
+      values.maxRetryDelay = newValue
+      changed.insert(.maxRetryDelay)
+    }
+  }
   /// The longest back-off a flight waits inside itself, with its callers. A longer one (a
   /// `Retry-After` of minutes, say), or one past the flight's deadline, ends the flight with
   /// the error instead, and the key cools down for the rest of it. Default 5 seconds.
-  public var maxRetryWait: Duration = .seconds(5)
+  public var maxRetryWait: Duration {
+    get { values.maxRetryWait }
+    set {
+      values.maxRetryWait = newValue
+      changed.insert(.maxRetryWait)
+    }
+  }
   /// How long a terminal failure of a silent authorizer is remembered: requests meanwhile get
   /// the same error at once, so a storm of callers makes one token request, not one each.
   /// Default 2 seconds; zero turns it off.
-  public var failureCooldown: Duration = .seconds(2)
+  public var failureCooldown: Duration {
+    get { values.failureCooldown }
+    set {
+      values.failureCooldown = newValue
+      changed.insert(.failureCooldown)
+    }
+  }
   /// Whether callers get the cached model when a silent refresh failed transiently and the
   /// model has not yet expired (it is only inside the leeway or the window): with its own
   /// expiry, never a new one, and a ``AuthEvent/staleServed(key:flight:)`` event. An expired
   /// model is never served. Default `false`.
-  public var servesStaleOnError = false
+  public var servesStaleOnError: Bool {
+    get { values.servesStaleOnError }
+    set {
+      values.servesStaleOnError = newValue
+      changed.insert(.servesStaleOnError)
+    }
+  }
 
   /// Creates a policy with the defaults, changing the ones given.
   ///
@@ -92,14 +142,75 @@ public struct SilentRefreshPolicy: Sendable, Hashable {
     maxRetryDelay: Duration = .seconds(30), maxRetryWait: Duration = .seconds(5),
     failureCooldown: Duration = .seconds(2), servesStaleOnError: Bool = false
   ) {
-    self.refreshAhead = refreshAhead
-    self.refreshAheadJitter = refreshAheadJitter
-    self.maxAttempts = maxAttempts
-    self.retryDelay = retryDelay
-    self.maxRetryDelay = maxRetryDelay
-    self.maxRetryWait = maxRetryWait
-    self.failureCooldown = failureCooldown
-    self.servesStaleOnError = servesStaleOnError
+    self.values = Values(
+      refreshAhead: refreshAhead, refreshAheadJitter: refreshAheadJitter,
+      maxAttempts: maxAttempts, retryDelay: retryDelay, maxRetryDelay: maxRetryDelay,
+      maxRetryWait: maxRetryWait, failureCooldown: failureCooldown,
+      servesStaleOnError: servesStaleOnError)
+    self.inheritsUnchanged = false
+  }
+
+  /// The authorizer's own policy (``Authorizer/silentRefresh``), with the fields set on this
+  /// value changed: the default of ``AuthCoordinator/Configuration/silentRefresh``.
+  ///
+  /// ```swift
+  /// var configuration = AuthCoordinator.Configuration()
+  /// configuration.silentRefresh.servesStaleOnError = true  // the authorizer's, stale-if-error on
+  /// ```
+  ///
+  /// A field not set here is the authorizer's: reading it from this value gives
+  /// ``recommended``'s, which is not necessarily the authorizer's. An authorizer without a
+  /// policy (a closure authorizer) stands for ``disabled``, with the set fields changed.
+  public static let authorizersOwn: SilentRefreshPolicy = {
+    var policy = SilentRefreshPolicy()
+    policy.inheritsUnchanged = true
+    return policy
+  }()
+
+  /// Whether this value is ``authorizersOwn``, with or without changed fields.
+  public var isAuthorizersOwn: Bool { inheritsUnchanged }
+
+  /// The policy a coordinator applies: this one, or, for ``authorizersOwn``, `authorizers`
+  /// (``disabled`` when `nil`) with the fields set on this value changed.
+  ///
+  /// - Parameter authorizers: The authorizer's own policy, if it has one.
+  /// - Returns: A policy that inherits nothing.
+  public func resolved(over authorizers: SilentRefreshPolicy?) -> SilentRefreshPolicy {
+    guard inheritsUnchanged else { return self }
+    var policy = authorizers ?? .disabled
+    policy.inheritsUnchanged = false
+    policy.values.merge(values, fields: changed)
+    return policy
+  }
+
+  /// The fields' values.
+  var values: Values
+  /// Which fields were set after the value was made: for ``authorizersOwn``, the ones that
+  /// replace the authorizer's. Not part of the policy's identity.
+  var changed: Fields = []
+  /// Whether the fields not in `changed` are the authorizer's.
+  private var inheritsUnchanged: Bool
+
+  /// Two policies are equal when they inherit alike and apply the same values (which fields
+  /// were set afterwards only matters for ``authorizersOwn``).
+  public static func == (lhs: SilentRefreshPolicy, rhs: SilentRefreshPolicy) -> Bool {
+    guard lhs.inheritsUnchanged == rhs.inheritsUnchanged else { return false }
+    guard lhs.inheritsUnchanged else { return lhs.values == rhs.values }
+    return lhs.changed == rhs.changed
+      && lhs.values.masked(lhs.changed) == rhs.values.masked(rhs.changed)
+  }
+
+  /// Hashes what ``==`` compares.
+  ///
+  /// - Parameter hasher: The hasher.
+  public func hash(into hasher: inout Hasher) {
+    hasher.combine(inheritsUnchanged)
+    if inheritsUnchanged {
+      hasher.combine(changed.rawValue)
+      hasher.combine(values.masked(changed))
+    } else {
+      hasher.combine(values)
+    }
   }
 
   /// Refresh ahead in the lifetime-scaled window, 3 attempts with back-off from 1 second, a

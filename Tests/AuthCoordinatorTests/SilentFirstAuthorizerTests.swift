@@ -27,7 +27,7 @@ import Testing
 
     init(
       lifetime: TimeInterval = 3600, allowsInteraction: Bool = true,
-      policy: SilentRefreshPolicy? = nil
+      policy: SilentRefreshPolicy = .authorizersOwn
     ) {
       let clock = self.clock
       let answer = self.answer

@@ -99,7 +99,7 @@ import Testing
     try await server.configure(["client_id": "reports", "client_secret": "right"])
     var configuration = AuthCoordinator.Configuration(authorizationTimeout: .seconds(20))
     configuration.silentRefresh = .recommended
-    configuration.silentRefresh?.failureCooldown = .seconds(30)
+    configuration.silentRefresh.failureCooldown = .seconds(30)
     let coordinator = AuthCoordinator(
       authorizer: authorizer(server, secret: "wrong"), configuration: configuration)
     for _ in 0..<20 {

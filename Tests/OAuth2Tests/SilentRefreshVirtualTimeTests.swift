@@ -24,15 +24,17 @@ import Testing
     recorder = RequestTimes(tokenServer, clock: clock)
   }
 
-  /// A coordinator on the recording transport, with `silent` (`nil`: the authorizer's own),
-  /// on `store` and `lease` (a replica of a fleet) when given.
+  /// A coordinator on the recording transport, with `silent` (by default the authorizer's
+  /// own, which is `authorizers`), on `store` and `lease` (a replica of a fleet) when given.
   func coordinator(
-    _ silent: SilentRefreshPolicy? = nil, store: InMemoryTokenStore = InMemoryTokenStore(),
-    lease: (any AuthorizationLease)? = nil
+    _ silent: SilentRefreshPolicy = .authorizersOwn,
+    store: InMemoryTokenStore = InMemoryTokenStore(),
+    lease: (any AuthorizationLease)? = nil, authorizers: SilentRefreshPolicy? = .recommended
   ) -> AuthCoordinator {
-    let authorizer = OAuth2Authorizer(
+    var authorizer = OAuth2Authorizer(
       tokenEndpoint: Self.endpoint, clientID: "reports", timeout: .seconds(5),
       transport: recorder, now: clock.dateSource)
+    authorizer.silentRefresh = authorizers
     var configuration = AuthCoordinator.Configuration(authorizationTimeout: .seconds(120))
     configuration.clock = clock
     configuration.now = clock.dateSource
@@ -270,6 +272,46 @@ import Testing
       try await coordinator.authModel(for: key)
     }
     #expect(expired?.code == .tokenEndpointError)
+  }
+}
+
+extension SilentRefreshVirtualTimeTests {
+  // Before the fix the configuration's policy was an optional, `nil` by default, and
+  // `configuration.silentRefresh?.servesStaleOnError = true` changed nothing: the first wave
+  // in the outage failed with `token_endpoint_error` (issue 37).
+  @Test func aFieldSetOnAFreshConfigurationChangesTheAuthorizersOwnPolicy() async throws {
+    var authorizers = SilentRefreshPolicy.recommended
+    authorizers.refreshAhead = nil
+    authorizers.maxAttempts = 1
+    var fresh = AuthCoordinator.Configuration().silentRefresh
+    fresh.servesStaleOnError = true
+    let coordinator = coordinator(fresh, authorizers: authorizers)
+    let client = client(coordinator)
+    let events = coordinator.events
+    #expect(try await calls(1, client) == [200])
+    let cached = try await coordinator.authModel(for: key)
+    // Well inside the 15-minute window of the recommended policy: the authorizer's own has no
+    // refresh ahead, and that is what applies.
+    clock.advance(by: .seconds(3000))
+    #expect(try await calls(5, client) == Array(repeating: 200, count: 5))
+    #expect(tokenServer.counters.tokenRequests == 1, "no refresh ahead")
+    // Inside the leeway, the server down: stale-if-error, set on the configuration, serves the
+    // cached model after the authorizer's one attempt.
+    clock.advance(by: .seconds(570))
+    tokenServer.outage = .init(status: 503, retryAfter: "20")
+    #expect(try await calls(5, client) == Array(repeating: 200, count: 5))
+    #expect(try await coordinator.authModel(for: key) == cached)
+    #expect(coordinator.statistics.staleServed == 6)
+    #expect(tokenServer.counters.tokenRequests == 2, "one attempt, then the remembered failure")
+    for await event in events {
+      #expect(!isRefreshAhead(event))
+      if case .staleServed = event { break }
+    }
+  }
+
+  private func isRefreshAhead(_ event: AuthEvent) -> Bool {
+    if case .refreshAheadStarted = event { return true }
+    return false
   }
 }
 

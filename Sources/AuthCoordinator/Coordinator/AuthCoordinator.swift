@@ -123,9 +123,9 @@ public final class AuthCoordinator: Sendable {
       maximumHold: Self.maximumHold(
         configuration, interactive: authorizer.isInteractive,
         longestRefresh: authorizer.longestRefresh,
-        silent: configuration.silentRefresh ?? authorizer.silentRefresh ?? .disabled),
+        silent: configuration.silentRefresh.resolved(over: authorizer.silentRefresh)),
       leaseTimeToLive: configuration.leaseTimeToLive,
-      silent: configuration.silentRefresh ?? authorizer.silentRefresh ?? .disabled)
+      silent: configuration.silentRefresh.resolved(over: authorizer.silentRefresh))
     let broadcaster = self.broadcaster
     self.serverClock = ServerClockEstimate { broadcaster.emit(.serverClockOffsetUpdated($0)) }
     let dueHandler = DueHandler()

@@ -10,7 +10,7 @@ extension ServiceScenario {
   /// leeway, still down and asking for 2 minutes: stale-if-error serves the unexpired token.
   /// Back up, after its Retry-After: one refresh serves the wave.
   func flakyServer() async {
-    guard let policy = configuration.silentRefresh,
+    guard case let policy = configuration.silentRefresh,
       let window = policy.window(forLifetime: options.tokenLifetime),
       window / 2 > configuration.refreshLeeway + .seconds(10)
     else {
