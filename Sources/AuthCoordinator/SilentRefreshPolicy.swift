@@ -193,6 +193,11 @@ public struct SilentRefreshPolicy: Sendable, Hashable {
 
   /// Two policies are equal when they inherit alike and apply the same values (which fields
   /// were set afterwards only matters for ``authorizersOwn``).
+  ///
+  /// - Parameters:
+  ///   - lhs: A policy.
+  ///   - rhs: Another policy.
+  /// - Returns: Whether a coordinator would apply the same policy for both.
   public static func == (lhs: SilentRefreshPolicy, rhs: SilentRefreshPolicy) -> Bool {
     guard lhs.inheritsUnchanged == rhs.inheritsUnchanged else { return false }
     guard lhs.inheritsUnchanged else { return lhs.values == rhs.values }
