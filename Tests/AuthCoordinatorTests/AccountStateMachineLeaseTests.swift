@@ -796,6 +796,45 @@ import Testing
 
   // MARK: - Sign-outs in another process
 
+  // A late announcement (fleet simulation, seed 0xb95): the sign-out was announced after
+  // another process's grant began a newer session, whose refresh this flight is spending.
+  // Before the fix every announcement stopped the flight, and its rotated token was never
+  // stored.
+  @Test(arguments: [FlightInProgress.authorizing, .persisting])
+  func anAnnouncementLetsAFlightHoldingAGrantGoOnUntilTheGrantIsChecked(
+    _ phase: FlightInProgress
+  ) {
+    var (machine, id) = self.machine(in: phase)
+    #expect(machine.signOutAnnounced(flightHoldsGrant: true) == .checkGrant(flight: id))
+    #expect(machine.flightID == id, "still in progress")
+    #expect(machine.cachedModel == nil)
+    // The grant was taken after the sign-out: current, the flight goes on and ends as usual.
+    #expect(machine.signOutChecked(flight: id, grantCurrent: true) == nil)
+    #expect(machine.flightID == id)
+  }
+
+  @Test func aFlightWhoseGrantPredatesTheSignOutStopsOnceChecked() {
+    var (machine, id) = self.machine(in: .authorizing)
+    #expect(machine.signOutAnnounced(flightHoldsGrant: true) == .checkGrant(flight: id))
+    let ending = machine.signOutChecked(flight: id, grantCurrent: false)
+    #expect(ending?.result == .cancelled(.signedOut))
+    #expect(machine.flightID == nil)
+    // A check that comes back after the flight ended, or for another flight, changes nothing.
+    #expect(machine.signOutChecked(flight: id, grantCurrent: false) == nil)
+  }
+
+  @Test(arguments: [FlightInProgress.loading, .rereading, .authorizing])
+  func aFlightWithoutAGrantStopsAtTheAnnouncement(_ phase: FlightInProgress) {
+    var (machine, id) = self.machine(in: phase)
+    guard case .stopped(let ending) = machine.signOutAnnounced(flightHoldsGrant: false) else {
+      Issue.record("a flight without a grant has nothing to check")
+      return
+    }
+    #expect(ending?.flight == id)
+    #expect(ending?.result == .cancelled(.signedOut))
+    #expect(machine.flightID == nil)
+  }
+
   @Test func aSignOutElsewhereDuringTheSaveCancelsTheFlight() {
     var (machine, id) = self.machine(in: .persisting)
     let action = machine.advance(id, .signedOutElsewhere, date: date, now: .zero)

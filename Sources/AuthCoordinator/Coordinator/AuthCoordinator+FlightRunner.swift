@@ -55,16 +55,20 @@ extension AuthCoordinator {
         outcome = .predecessorsFinished
       case .acquireLease:
         outcome = await acquireLease(key, flight: id, turn: step.storeTurn, into: held)
+        publishGrant(key, effects)
       case .confirmLease:
         outcome = await confirmLease(key, flight: id, turn: step.storeTurn, held: held)
+        publishGrant(key, effects)
       case .awaitLeaseHolder(let wait):
         await awaitLeaseHolder(for: wait, after: held.seenVersion)
         outcome = .leaseHolderChanged
       case .releaseLease:
         await release(held, key)
+        publishGrant(key, effects)
         outcome = .leaseReleased
       case .releaseLeaseBackingOff(let backOff):
         await release(held, key, backingOff: backOff)
+        publishGrant(key, effects)
         outcome = .leaseReleased
       case .backOff(let until, let delay):
         await backOff(key, until: until, delay: delay)
@@ -106,6 +110,14 @@ extension AuthCoordinator {
   private static func opaque<Argument, Result>(
     _ body: @escaping (Argument) async -> Result
   ) -> (Argument) async -> Result { body }
+
+  /// Publishes the grant the flight holds now, for a sign-out announcement to check
+  /// (``Flight/publishedGrant``).
+  private func publishGrant(_ key: AccountKey, _ effects: Flight) {
+    guard lease != nil else { return }
+    let grant = effects.lease.grant
+    table.stripe(for: key).lock.withLock { effects.publishedGrant = grant }
+  }
 
   /// The flight's task ended: if it was a stopped refresh, the flights waiting for it go on.
   private func workFinished(_ key: AccountKey, _ effects: Flight) {

@@ -1,5 +1,6 @@
 import Foundation
 import SyncPrimitives
+import TokenStore
 
 // What other processes that share the store and the lease tell this one: a release wakes the
 // flights waiting for the holder's result; a sign-out makes this process forget the user.
@@ -22,18 +23,41 @@ extension AuthCoordinator {
   }
 
   /// Forgets the selected keys' models (the store is read again on the next request) and stops
-  /// their flights: their callers get ``AuthCoordinatorError/Code-swift.struct/signedOut``.
+  /// their flights: their callers get ``AuthCoordinatorError/Code-swift.struct/signedOut``. A
+  /// flight that holds a lease grant stops only once the lease says the grant is not current:
+  /// the announcement may be late, and the grant a newer session's (the machine decides,
+  /// ``AccountStateMachine/signOutAnnounced(flightHoldsGrant:)``).
   private func signOutElsewhere(in stripes: [Stripe], where matches: (AccountKey) -> Bool) {
     var closings: [Closing] = []
+    var checks: [(key: AccountKey, flight: UInt64, grant: LeaseGrant)] = []
     for stripe in stripes {
       stripe.lock.lock()
       for key in stripe.accounts.keys.filter(matches) {
-        if let ending = stripe.accounts[key]?.machine.signOut(elsewhere: true) {
-          closings.append(close(ending, key: key, in: stripe))
+        guard let slot = stripe.accounts[key] else { continue }
+        let grant = slot.machine.effects?.publishedGrant
+        switch slot.machine.signOutAnnounced(flightHoldsGrant: grant != nil) {
+        case .stopped(let ending):
+          if let ending { closings.append(close(ending, key: key, in: stripe)) }
+        case .checkGrant(let flight):
+          if let grant { checks.append((key, flight, grant)) }
         }
       }
       stripe.lock.unlock()
     }
     for closing in closings { carryOut(closing) }
+    guard !checks.isEmpty else { return }
+    Task { [weak self] in
+      for check in checks {
+        guard let self else { return }
+        let current = await self.isCurrent(check.grant)
+        let stripe = self.table.stripe(for: check.key)
+        stripe.lock.lock()
+        let closing = stripe.accounts[check.key]?.machine
+          .signOutChecked(flight: check.flight, grantCurrent: current)
+          .map { self.close($0, key: check.key, in: stripe) }
+        stripe.lock.unlock()
+        if let closing { self.carryOut(closing) }
+      }
+    }
   }
 }

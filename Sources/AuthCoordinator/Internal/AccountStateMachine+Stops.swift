@@ -150,6 +150,46 @@ extension AccountStateMachine {
     signedOut(elsewhere: elsewhere).map { finish($0) }
   }
 
+  /// What an announcement of a sign-out in another process does to the flight in progress.
+  enum SignOutAnnouncement: Equatable {
+    /// The flight (if any) was stopped, as ``signOut(elsewhere:)`` does.
+    case stopped(Ending?)
+    /// The flight holds a lease grant: it goes on until the coordinator has asked the lease
+    /// whether that grant is current (``signOutChecked(flight:grantCurrent:)``).
+    case checkGrant(flight: UInt64)
+  }
+
+  /// Another process announced that the account signed out (rule 19). Memory forgets the
+  /// model either way. An announcement may arrive late, after another process's grant of the
+  /// key began a newer session: a flight holding a grant may be that session's, and stopping
+  /// it would lose the refresh token it is spending (its result would never be stored). So a
+  /// flight that holds a grant goes on until the grant was checked; any other stops.
+  ///
+  /// - Parameter flightHoldsGrant: The flight in progress holds a lease grant.
+  /// - Returns: Whether the flight stopped, or which one waits for its grant's check.
+  mutating func signOutAnnounced(flightHoldsGrant: Bool) -> SignOutAnnouncement {
+    guard flightHoldsGrant, let id = flightID else { return .stopped(signOut(elsewhere: true)) }
+    if case .model = cache { cache = .unknown }
+    loopGuardStarts.removeAll()
+    cooldown = nil
+    transientFailures = 0
+    return .checkGrant(flight: id)
+  }
+
+  /// The lease answered whether flight `id`'s grant is current after a sign-out announcement:
+  /// a grant taken before the sign-out is not, and its flight stops as ``signOut(elsewhere:)``
+  /// stops one; one taken after it belongs to a newer session, which goes on.
+  ///
+  /// - Parameters:
+  ///   - id: The flight ``signOutAnnounced(flightHoldsGrant:)`` named.
+  ///   - grantCurrent: Whether the lease says its grant is current (in doubt, `true`: the
+  ///     save checks again, and a fenced store refuses a deposed holder's save).
+  /// - Returns: How the flight ends, if it is still in progress and its grant is not current.
+  mutating func signOutChecked(flight id: UInt64, grantCurrent: Bool) -> Ending? {
+    guard !grantCurrent, flightID == id else { return nil }
+    return signOut(elsewhere: true)
+  }
+
   /// The sign-out itself; `decide` ends a save with it too.
   mutating func signedOut(elsewhere: Bool) -> Ending? {
     let id = flightID

@@ -1,3 +1,5 @@
+import TokenStore
+
 /// What the state machine needs of the handle it holds for a flight's effects: nothing but
 /// whether a stopped flight's work was told to stop. It never looks further inside.
 protocol FlightEffects: AnyObject, Equatable {
@@ -34,6 +36,9 @@ final class Flight: FlightEffects, @unchecked Sendable {
   /// The state machine decides when it is taken, confirmed and given back (its steps), and the
   /// hold (``LeaseHoldState``) whether it is still held.
   let lease = AuthCoordinator.HeldLease()
+  /// The grant the flight holds, as its task last published it (after taking, confirming or
+  /// giving back the lease): what a sign-out announcement asks the lease about.
+  var publishedGrant: LeaseGrant?
 
   init(queue: WaiterQueue) { self.queue = queue }
 

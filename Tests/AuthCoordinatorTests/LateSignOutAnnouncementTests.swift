@@ -1,0 +1,113 @@
+import AuthCoordinator
+import AuthCoordinatorTestKit
+import Foundation
+import SyncPrimitives
+import Testing
+
+/// Rule 19 when the announcement is late. SIMULATED PROCESSES: one coordinator on an
+/// ``InMemoryAuthorizationLease`` whose change notices this test delivers by hand, as a file
+/// watcher or a database's `NOTIFY` delivers them late; the sign-out is another process's.
+///
+/// The fleet simulation found it (seed 0xb95, docs/reliability.md): a logout revoked, removed and
+/// was then stopped before its announcement; meanwhile another process began a newer session, and
+/// this one took the lease after the sign-out and spent that session's refresh token. The late
+/// announcement stopped its flight as if its session were the signed-out one: the rotated token
+/// was never stored, and the store kept the spent one.
+@Suite(.timeLimit(.minutes(1))) struct LateSignOutAnnouncementTests {
+  let clock = ManualClock()
+  let store = InMemoryTokenStore()
+  let inner: InMemoryAuthorizationLease
+  let lease: LateLease
+  let authorizer = ScriptedAuthorizer()
+  let coordinator: AuthCoordinator
+
+  init() {
+    inner = InMemoryAuthorizationLease(now: clock.dateSource)
+    lease = LateLease(inner)
+    coordinator = AuthCoordinator(
+      store: store, lease: lease, authorizer: authorizer,
+      configuration: SharedLeaseTests.Rig.configuration(clock))
+  }
+
+  /// Waits until the coordinator has handled an announcement of a sign-out elsewhere.
+  func announce(_ change: LeaseChange) async {
+    let events = coordinator.events
+    lease.deliver(change)
+    for await event in events {
+      if case .signedOutElsewhere = event { return }
+    }
+  }
+
+  @Test func aLateAnnouncementDoesNotStopTheRefreshOfASessionBegunAfterTheSignOut()
+    async throws
+  {
+    // The sign-out, in another process; its announcement has not arrived here.
+    await inner.revokeGrants(ofAccount: "u1")
+    await inner.signOut(account: "u1", by: "other")
+    // The newer session, stored by a third process, expired by now.
+    let newer = makeModel("newer", clock: clock, expiresIn: 10)
+    await store.save(newer, for: u1)
+    let caller = Task { try await coordinator.authModel(for: u1) }
+    // This process took the lease after the sign-out: its grant is current.
+    let call = await authorizer.nextCall()
+    #expect(call.request.replacing == newer)
+    await announce(.signedOut(account: "u1", by: "other"))
+    let rotated = makeModel("rotated", clock: clock, expiresIn: 3600)
+    call.succeed(with: rotated)
+    #expect(try await caller.value == rotated, "before the fix: signed_out")
+    #expect(await store.model(for: u1) == rotated, "the rotation is stored, not lost")
+  }
+
+  @Test func anAnnouncementStopsAFlightWhoseGrantPredatesTheSignOutBeforeItsResult()
+    async throws
+  {
+    let old = makeModel("old", clock: clock, expiresIn: 10)
+    await store.save(old, for: u1)
+    let caller = Task { try await coordinator.authModel(for: u1) }
+    let call = await authorizer.nextCall()
+    // The logout in another process: revoke, remove, announce.
+    await inner.revokeGrants(ofAccount: "u1")
+    await store.removeModels(forAccount: "u1")
+    await inner.signOut(account: "u1", by: "other")
+    await announce(.signedOut(account: "u1", by: "other"))
+    let error = await #expect(throws: AuthCoordinatorError.self) { try await caller.value }
+    #expect(error?.code == .signedOut, "stopped without waiting for the authorizer")
+    await call.waitUntilCancelled()
+    #expect(await store.model(for: u1) == nil)
+  }
+}
+
+/// An in-memory lease whose change notices arrive only when the test delivers them.
+final class LateLease: AuthorizationLease, @unchecked Sendable {
+  let inner: InMemoryAuthorizationLease
+  private let subscribers = LockedState<[AsyncStream<LeaseChange>.Continuation]>([])
+
+  init(_ inner: InMemoryAuthorizationLease) { self.inner = inner }
+
+  /// Delivers `change` to every subscription.
+  func deliver(_ change: LeaseChange) {
+    for subscriber in subscribers.withLock({ $0 }) { subscriber.yield(change) }
+  }
+
+  func acquire(_ key: AccountKey, owner: String, timeToLive: Duration) async -> LeaseAttempt {
+    await inner.acquire(key, owner: owner, timeToLive: timeToLive)
+  }
+  func renew(_ grant: LeaseGrant, timeToLive: Duration) async -> LeaseGrant? {
+    await inner.renew(grant, timeToLive: timeToLive)
+  }
+  func release(_ grant: LeaseGrant) async { await inner.release(grant) }
+  func signOut(account: String, by owner: String) async {
+    await inner.signOut(account: account, by: owner)
+  }
+  func signOutAll(by owner: String) async { await inner.signOutAll(by: owner) }
+  func revokeGrants(ofAccount account: String) async {
+    await inner.revokeGrants(ofAccount: account)
+  }
+  func revokeAllGrants() async { await inner.revokeAllGrants() }
+  func isCurrent(_ grant: LeaseGrant) async -> Bool { await inner.isCurrent(grant) }
+  func changes() -> AsyncStream<LeaseChange> {
+    let (stream, continuation) = AsyncStream<LeaseChange>.makeStream()
+    subscribers.withLock { $0.append(continuation) }
+    return stream
+  }
+}
