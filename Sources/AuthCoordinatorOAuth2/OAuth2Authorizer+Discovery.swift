@@ -53,7 +53,7 @@ extension OAuth2Authorizer {
   ///   - parameters: Extra form parameters for every request.
   ///   - primaryGrant: The grant without a refresh token; client credentials by default.
   ///   - fallbackOnInvalidGrant: Whether a refused refresh runs the primary grant; by default
-  ///     only when that is client credentials.
+  ///     for every grant but the authorization code grant.
   ///   - userIDField: The reply field that holds the user id; `user_id` by default.
   ///   - timeout: How long one client-credentials, authorization-code or metadata request may
   ///     take; 5 seconds by default.
@@ -105,7 +105,7 @@ extension OAuth2Authorizer {
   ///   - parameters: Extra form parameters for every request.
   ///   - primaryGrant: The grant without a refresh token; client credentials by default.
   ///   - fallbackOnInvalidGrant: Whether a refused refresh runs the primary grant; by default
-  ///     only when that is client credentials.
+  ///     for every grant but the authorization code grant.
   ///   - userIDField: The reply field that holds the user id; `user_id` by default.
   ///   - timeout: How long one client-credentials, authorization-code or metadata request may
   ///     take; 5 seconds by default.

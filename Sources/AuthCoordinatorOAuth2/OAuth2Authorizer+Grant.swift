@@ -11,17 +11,46 @@ extension OAuth2Authorizer {
     /// redirect URI and, for PKCE (RFC 7636), the code verifier. It is asked only when the
     /// request allows interaction.
     case authorizationCode(@Sendable (AuthorizationRequest) async throws -> AuthorizationCode)
+    /// The token exchange grant (RFC 8693): the client trades a token it holds, the
+    /// `subject`'s (a user's access token, a workload's JWT), for one of its own, optionally
+    /// with an `actor` token (delegation, RFC 8693 §1.1) and asking for a
+    /// `requestedTokenType`. The request carries the scope, audience and resources of the
+    /// key's ``TokenRequest`` (or the authorizer's ``scope`` and ``parameters``), as a client
+    /// credentials grant does.
+    ///
+    /// Each source is asked once for every exchange request, never cached: a refresh sends the
+    /// refresh token instead, and the exchange that follows a refused refresh asks again. A reply
+    /// whose `issued_token_type` is not the requested type is refused with
+    /// ``AuthCoordinatorError/Code-swift.struct/issuedTokenTypeMismatch``; the
+    /// issued type is in the model's `extraInfo["issued_token_type"]`. Silent: a request that
+    /// allows no interaction (a refresh ahead) runs it.
+    case tokenExchange(
+      subject: TokenSource, actor: TokenSource? = nil,
+      requestedTokenType: SecurityToken.TokenType? = nil)
+    /// The JWT bearer grant (RFC 7523 §2.1): the closure makes a signed JWT (the package holds
+    /// no key and does no cryptography) from an ``AssertionRequest`` (the token endpoint as
+    /// audience, a fresh `jti`, the time) and the authorization it serves (its key names the
+    /// subject), and the request sends it as the `assertion`, with the scope, audience and
+    /// resources of the key's ``TokenRequest`` (or the authorizer's own).
+    ///
+    /// The closure is called for every jwt-bearer request, never reused: an assertion is spent
+    /// once. Silent: a request that allows no interaction (a refresh ahead) runs it.
+    case jwtBearer(assertion: JWTBearerAssertionProvider)
 
-    /// `clientCredentials` or `authorizationCode`.
+    /// `clientCredentials`, `authorizationCode`, `tokenExchange` or `jwtBearer`.
     public var description: String {
       switch self {
       case .clientCredentials: return "clientCredentials"
       case .authorizationCode: return "authorizationCode"
+      case .tokenExchange: return "tokenExchange"
+      case .jwtBearer: return "jwtBearer"
       }
     }
 
-    var isClientCredentials: Bool {
-      if case .clientCredentials = self { return true }
+    /// Whether the grant may involve the user: only the authorization code grant, whose
+    /// closure may send them to a consent page.
+    var isInteractive: Bool {
+      if case .authorizationCode = self { return true }
       return false
     }
   }

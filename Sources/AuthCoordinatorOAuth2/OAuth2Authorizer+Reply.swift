@@ -20,7 +20,7 @@ extension OAuth2Authorizer {
     from outcome: BoundedDataTask.Outcome, form: TokenForm, key: AccountKey, secrets: [String],
     clock: ReplyClock
   ) throws -> AuthModel {
-    let grant = form.grantType
+    let grant = form.name
     switch outcome {
     case .failed(let urlCode) where urlCode == .timedOut:
       throw AuthCoordinatorError(
@@ -79,7 +79,7 @@ extension OAuth2Authorizer {
     from http: HTTPURLResponse, body: Data, form: TokenForm, key: AccountKey, secrets: [String],
     clock: ReplyClock
   ) throws -> AuthModel {
-    let grant = form.grantType
+    let grant = form.name
     let status = http.statusCode
     if (300...399).contains(status) {
       throw Self.endpointError(
@@ -96,7 +96,8 @@ extension OAuth2Authorizer {
     {
       throw Self.refusal(
         error, object["error_description"], status: status, grant: grant,
-        secrets: secrets, assertion: clientAuthentication.isAssertion)
+        secrets: secrets, assertion: clientAuthentication.isAssertion,
+        refusedInput: form.refusedInput)
     }
     guard (200...299).contains(status) else {
       throw Self.endpointError(
@@ -120,7 +121,15 @@ extension OAuth2Authorizer {
     }
     var extraInfo: [String: String] = [:]
     if let tokenType = reply["token_type"] {
-      guard let type = tokenType as? String, type.lowercased() == "bearer" else {
+      // RFC 8693 §2.2.1: a token exchange that issued something else than an access token
+      // (an ID token, a JWT) says `N_A`.
+      let notApplicable: Bool
+      if case .tokenExchange = form {
+        notApplicable = (tokenType as? String) == "N_A"
+      } else {
+        notApplicable = false
+      }
+      guard let type = tokenType as? String, type.lowercased() == "bearer" || notApplicable else {
         let shown = (tokenType as? String).map { Sanitizer.clean($0, maxLength: 32) } ?? "?"
         throw Self.endpointError(
           "the token endpoint issued a token of type \"\(shown)\"; only Bearer is supported",
@@ -128,13 +137,18 @@ extension OAuth2Authorizer {
       }
       extraInfo["token_type"] = type
     }
+    if case .tokenExchange(let exchange) = form,
+      let issued = try Self.issuedTokenType(reply, for: exchange)
+    {
+      extraInfo["issued_token_type"] = issued
+    }
     if let scope = reply["scope"] as? String {
       extraInfo["scope"] = scope
       // A key's mode asked for these scopes: a token without all of them is not its token.
       if let missing = keyedRequest?.missingScopes(granted: scope), !missing.isEmpty {
         var error = AuthCoordinatorError(
           .scopeNotGranted,
-          "the token endpoint granted the \(form.grantType) request the scope \""
+          "the token endpoint granted the \(form.name) request the scope \""
             + Sanitizer.clean(scope, maxLength: 200) + "\", without "
             + Sanitizer.clean(missing.joined(separator: " "), maxLength: 200)
             + ": the token is not served", transient: false)
@@ -179,10 +193,16 @@ extension OAuth2Authorizer {
   /// The error for an RFC 6749 §5.2 reply.
   static func refusal(
     _ error: String, _ description: Any?, status: Int, grant: String, secrets: [String],
-    assertion: Bool = false
+    assertion: Bool = false, refusedInput: String? = nil
   ) -> AuthCoordinatorError {
     let shownCode = Sanitizer.clean(error, maxLength: 64, secrets: secrets)
     var message = "the token endpoint refused the \(grant) request: \(shownCode)"
+    if let refusedInput, error == "invalid_grant" {
+      // What the integrator's closure made (a subject token, an assertion) was refused, not
+      // a refresh token or a code: the message says which, never its value.
+      message =
+        "the token endpoint refused \(refusedInput) of the \(grant) request: \(shownCode)"
+    }
     if assertion, error == "invalid_client" {
       // The assertion authenticated the client: the server refused it (its signature, its
       // audience, its lifetime, a replayed jti), not a secret.

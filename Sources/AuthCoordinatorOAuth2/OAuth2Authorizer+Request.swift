@@ -14,6 +14,11 @@ enum TokenForm: Sendable {
   case refresh(String)
   /// `grant_type=authorization_code` with this code.
   case authorizationCode(OAuth2Authorizer.AuthorizationCode)
+  /// `grant_type=urn:ietf:params:oauth:grant-type:token-exchange` (RFC 8693) with these tokens.
+  case tokenExchange(TokenExchangeForm)
+  /// `grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer` (RFC 7523 §2.1) with this
+  /// assertion.
+  case jwtBearer(String)
 
   /// The grant type's name, as sent.
   var grantType: String {
@@ -21,6 +26,28 @@ enum TokenForm: Sendable {
     case .clientCredentials: return "client_credentials"
     case .refresh: return "refresh_token"
     case .authorizationCode: return "authorization_code"
+    case .tokenExchange: return TokenExchangeForm.grantType
+    case .jwtBearer: return OAuth2Authorizer.jwtBearerGrantType
+    }
+  }
+
+  /// The grant's name in messages: the grant type, short for the URN ones.
+  var name: String {
+    switch self {
+    case .tokenExchange: return "token-exchange"
+    case .jwtBearer: return "jwt-bearer"
+    default: return grantType
+    }
+  }
+
+  /// What the token endpoint refused when it answers `invalid_grant` to a grant that sends
+  /// something the integrator made, for the message; `nil` for the other grants.
+  var refusedInput: String? {
+    switch self {
+    case .tokenExchange(let exchange):
+      return exchange.actor == nil ? "the subject token" : "the subject or actor token"
+    case .jwtBearer: return "the assertion"
+    default: return nil
     }
   }
 
@@ -30,6 +57,8 @@ enum TokenForm: Sendable {
     case .clientCredentials: return []
     case .refresh(let token): return [token]
     case .authorizationCode(let code): return [code.code] + (code.codeVerifier.map { [$0] } ?? [])
+    case .tokenExchange(let exchange): return exchange.secrets
+    case .jwtBearer(let assertion): return [assertion]
     }
   }
 }
@@ -56,6 +85,13 @@ extension OAuth2Authorizer {
       own.append(("code", code.code))
       if let redirectURI = code.redirectURI { own.append(("redirect_uri", redirectURI)) }
       if let verifier = code.codeVerifier { own.append(("code_verifier", verifier)) }
+    case .tokenExchange(let exchange):
+      if let scope { own.append(("scope", scope)) }
+      own += exchange.formItems
+    case .jwtBearer(let assertion):
+      // RFC 7523 §2.1: the assertion is the grant; `scope` as in any grant (RFC 6749 §3.3).
+      if let scope { own.append(("scope", scope)) }
+      own.append(("assertion", assertion))
     }
     own += clientFormItems(assertion: assertion)
     let reserved = Set(

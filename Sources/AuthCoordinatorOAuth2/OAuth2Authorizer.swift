@@ -17,8 +17,9 @@ import HTTPSupport
 ///   `invalid_grant` (the token was revoked or already used) the authorizer runs the
 ///   ``primaryGrant`` instead when ``fallbackOnInvalidGrant`` says so, and never sends that
 ///   refresh token again;
-/// - otherwise the ``primaryGrant``: client credentials (RFC 6749 §4.4) or an authorization
-///   code (§4.1, with an optional PKCE verifier).
+/// - otherwise the ``primaryGrant``: client credentials (RFC 6749 §4.4), an authorization
+///   code (§4.1, with an optional PKCE verifier), a token exchange (RFC 8693) or a JWT bearer
+///   assertion (RFC 7523 §2.1).
 ///
 /// ```swift
 /// let authorizer = OAuth2Authorizer(
@@ -65,7 +66,8 @@ public struct OAuth2Authorizer: Authorizer {
   /// client id and secret (``ClientAuthentication/clientSecretBasic(id:secret:)``...) sends
   /// those instead of ``clientID`` and ``clientSecret``.
   public var clientAuthentication: ClientAuthentication
-  /// The `scope` sent with the client credentials grant, or `nil` for none. A refresh sends
+  /// The `scope` sent with the client credentials, token exchange and JWT bearer grants, or
+  /// `nil` for none. A refresh sends
   /// none: it is granted the scope of the grant it continues (RFC 6749 §6), which the server
   /// may have narrowed (the reply's `scope`, in `extraInfo["scope"]`).
   public var scope: String?
@@ -94,7 +96,8 @@ public struct OAuth2Authorizer: Authorizer {
   /// The grant that runs without a refresh token. Default ``Grant/clientCredentials``.
   public var primaryGrant: Grant
   /// Whether an `invalid_grant` answer to a refresh runs the ``primaryGrant`` instead of
-  /// failing. Default: `true` when the primary grant is client credentials, `false` otherwise.
+  /// failing. Default: `true` for the non-interactive primary grants (client credentials, token
+  /// exchange, JWT bearer), `false` for the authorization code grant.
   public var fallbackOnInvalidGrant: Bool
   /// The reply field whose value becomes the model's ``/AuthCoordinator/AuthModel/uid`` (a string,
   /// or a number written as text); the uid is empty when the reply has no such field. Default
@@ -167,7 +170,7 @@ public struct OAuth2Authorizer: Authorizer {
   ///   - parameters: Extra form parameters for every request.
   ///   - primaryGrant: The grant without a refresh token; client credentials by default.
   ///   - fallbackOnInvalidGrant: Whether a refused refresh runs the primary grant; by default
-  ///     only when that is client credentials.
+  ///     for every grant but the authorization code grant.
   ///   - userIDField: The reply field that holds the user id; `user_id` by default.
   ///   - timeout: How long one client-credentials or authorization-code request may take;
   ///     5 seconds by default.
@@ -207,7 +210,7 @@ public struct OAuth2Authorizer: Authorizer {
     self.scope = scope
     self.parameters = parameters
     self.primaryGrant = primaryGrant
-    self.fallbackOnInvalidGrant = fallbackOnInvalidGrant ?? primaryGrant.isClientCredentials
+    self.fallbackOnInvalidGrant = fallbackOnInvalidGrant ?? !primaryGrant.isInteractive
     self.userIDField = userIDField
     self.timeout = timeout
     self.refreshTimeout = refreshTimeout
@@ -243,7 +246,7 @@ public struct OAuth2Authorizer: Authorizer {
   ///   - parameters: Extra form parameters for every request.
   ///   - primaryGrant: The grant without a refresh token; client credentials by default.
   ///   - fallbackOnInvalidGrant: Whether a refused refresh runs the primary grant; by default
-  ///     only when that is client credentials.
+  ///     for every grant but the authorization code grant.
   ///   - userIDField: The reply field that holds the user id; `user_id` by default.
   ///   - timeout: How long one client-credentials or authorization-code request may take;
   ///     5 seconds by default.
@@ -285,11 +288,11 @@ public struct OAuth2Authorizer: Authorizer {
 
   /// Whether an authorization may involve the user: `true` only for the
   /// ``Grant/authorizationCode(_:)`` primary grant, whose closure may send the user to a consent
-  /// page. With client credentials the authorizer is silent (`false`): the coordinator bounds it
+  /// page. With the other grants the authorizer is silent (`false`): the coordinator bounds it
   /// by its ``/AuthCoordinator/AuthCoordinator/Configuration/authorizationTimeout`` alone, and
   /// its refresh-loop guard delays a burst of forced refreshes (``/AuthCoordinator/AuthCoordinator/Configuration/loopBackoff``)
   /// instead of failing the callers. See ``/AuthCoordinator/Authorizer/isInteractive``.
-  public var isInteractive: Bool { !primaryGrant.isClientCredentials }
+  public var isInteractive: Bool { primaryGrant.isInteractive }
 
   /// Obtains a model: a refresh token grant when the replaced model holds a refresh token,
   /// otherwise the ``primaryGrant``.
@@ -342,6 +345,13 @@ public struct OAuth2Authorizer: Authorizer {
       }
       let code = try await obtain(request)
       return try await send(.authorizationCode(code), for: request)
+    case .tokenExchange(let subject, let actor, let requestedTokenType):
+      let exchange = try await tokenExchange(
+        for: request, subject: subject, actor: actor, requestedTokenType: requestedTokenType)
+      return try await send(.tokenExchange(exchange), for: request)
+    case .jwtBearer(let assertion):
+      let value = try await jwtBearerAssertion(for: request, make: assertion)
+      return try await send(.jwtBearer(value), for: request)
     }
   }
 

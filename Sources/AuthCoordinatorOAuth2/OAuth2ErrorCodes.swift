@@ -28,6 +28,30 @@ extension AuthCoordinatorError.Code {
   /// (the signer could not be reached), terminal otherwise. A server that refuses an assertion
   /// it received answers ``invalidClient`` instead.
   public static let clientAssertionFailed = Self(rawValue: "client_assertion_failed")
+  /// The subject token of a token exchange (``OAuth2Authorizer/Grant/tokenExchange(subject:actor:requestedTokenType:)``)
+  /// could not be obtained: its ``OAuth2Authorizer/TokenSource`` threw or returned an empty
+  /// token, or the key it reads (``OAuth2Authorizer/TokenSource/accessToken(of:from:)``) failed;
+  /// nothing was sent. Transient when the source threw a `URLError` or the key's failure was
+  /// transient, terminal otherwise. A server that refuses a subject token it received answers
+  /// ``invalidGrant`` (or ``invalidRequest``) instead.
+  public static let subjectTokenFailed = Self(rawValue: "subject_token_failed")
+  /// The actor token of a token exchange could not be obtained, as
+  /// ``subjectTokenFailed`` for the subject token.
+  public static let actorTokenFailed = Self(rawValue: "actor_token_failed")
+  /// A token exchange takes its subject (or actor) token from the key it is authorizing
+  /// (``OAuth2Authorizer/TokenSource/accessToken(of:from:)`` with the request's own key): it
+  /// would wait for its own flight forever. Refused at once, nothing sent. Terminal: configure
+  /// another key.
+  public static let tokenExchangeSelfReference = Self(rawValue: "token_exchange_self_reference")
+  /// The token endpoint answered a token exchange that asked for a `requested_token_type` with
+  /// another `issued_token_type`, or with none (RFC 8693 §2.2.1). The token is not served or
+  /// stored. Terminal.
+  public static let issuedTokenTypeMismatch = Self(rawValue: "issued_token_type_mismatch")
+  /// The assertion of a JWT bearer grant (``OAuth2Authorizer/Grant/jwtBearer(assertion:)``)
+  /// could not be made: its closure threw or returned an empty assertion; nothing was sent.
+  /// Transient when it threw a `URLError` (the signer could not be reached), terminal
+  /// otherwise. A server that refuses an assertion it received answers ``invalidGrant``.
+  public static let jwtBearerAssertionFailed = Self(rawValue: "jwt_bearer_assertion_failed")
   /// The revocation endpoint (``OAuth2Authorizer/revocationEndpoint``, RFC 7009) did not
   /// confirm a revocation: a status other than 200 (503 included), an error code RFC 6749 does
   /// not define (`unsupported_token_type`), a redirect, a reply too large. Transient for a 5xx
