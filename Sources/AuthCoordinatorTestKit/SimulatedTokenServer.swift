@@ -20,6 +20,16 @@ import SyncPrimitives
 ///   a new one of the same family. Presenting a spent one again is a reuse: the server revokes
 ///   the whole family (its access tokens and its refresh tokens), counts the reuse and answers
 ///   `invalid_grant`, as OAuth 2 security best practice has servers do (RFC 9700 §4.14.2).
+/// - `grant_type=urn:ietf:params:oauth:grant-type:token-exchange` (RFC 8693) starts a new family
+///   when its `subject_token` (and `actor_token`, if any) is an active token this server issued
+///   or one of ``acceptedSubjectTokens``, and its `subject_token_type` is present. It answers
+///   the `requested_token_type` as `issued_token_type` (an access token when none was asked;
+///   ``issuedTokenTypeOverride`` to answer another), `token_type` `Bearer` for an access token
+///   or a JWT and `N_A` otherwise, and a rotating refresh token. An unknown token is refused
+///   with `invalid_grant`.
+/// - `grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer` (RFC 7523 §2.1) starts a new
+///   family when ``assertionValidator`` accepts the `assertion`. An assertion is one-time: one
+///   presented before (accepted or not) is refused with `invalid_grant` and counted as a replay.
 /// - A form with `token` and no `grant_type` is a revocation (RFC 7009): a refresh token's
 ///   whole family is revoked, an access token alone; the answer is 200 for any token.
 /// - A grant takes effect when the request arrives (a refresh token is spent then); the answer
@@ -38,6 +48,14 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
     public var clientCredentialsGrants = 0
     /// `refresh_token` grants issued (each a rotation).
     public var refreshTokenGrants = 0
+    /// Token-exchange grants issued (each a new token family).
+    public var tokenExchangeGrants = 0
+    /// JWT-bearer grants issued (each a new token family).
+    public var jwtBearerGrants = 0
+    /// JWT-bearer assertions presented again (refused with `invalid_grant`).
+    public var replayedAssertions = 0
+    /// Token requests per `grant_type` as sent, whatever their answer (outages included).
+    public var requestsByGrantType: [String: Int] = [:]
     /// Refresh tokens presented again after they were spent.
     public var reuses = 0
     /// `invalid_grant` answers (reuses included).
@@ -62,6 +80,13 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
       delta.tokenRequests = tokenRequests - earlier.tokenRequests
       delta.clientCredentialsGrants = clientCredentialsGrants - earlier.clientCredentialsGrants
       delta.refreshTokenGrants = refreshTokenGrants - earlier.refreshTokenGrants
+      delta.tokenExchangeGrants = tokenExchangeGrants - earlier.tokenExchangeGrants
+      delta.jwtBearerGrants = jwtBearerGrants - earlier.jwtBearerGrants
+      delta.replayedAssertions = replayedAssertions - earlier.replayedAssertions
+      for (grant, count) in requestsByGrantType {
+        let change = count - (earlier.requestsByGrantType[grant] ?? 0)
+        if change != 0 { delta.requestsByGrantType[grant] = change }
+      }
       delta.reuses = reuses - earlier.reuses
       delta.invalidGrants = invalidGrants - earlier.invalidGrants
       delta.familiesRevoked = familiesRevoked - earlier.familiesRevoked
@@ -97,6 +122,25 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
     }
   }
 
+  /// One token-exchange request as the server received it (tokens included: this is a test
+  /// server; it never logs them).
+  public struct TokenExchangeRecord: Sendable, Equatable {
+    /// The `subject_token`.
+    public var subjectToken: String
+    /// The `subject_token_type`, or `nil` when missing.
+    public var subjectTokenType: String?
+    /// The `actor_token`, if any.
+    public var actorToken: String?
+    /// The `actor_token_type`, if any.
+    public var actorTokenType: String?
+    /// The `requested_token_type`, if any.
+    public var requestedTokenType: String?
+    /// The `scope`, if any.
+    public var scope: String?
+    /// The `audience`, if any.
+    public var audience: String?
+  }
+
   /// Whether an access token may be used.
   public enum TokenStatus: Sendable {
     /// Issued, not expired, not revoked.
@@ -121,6 +165,12 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
   }
 
   private struct State {
+    var acceptedSubjectTokens: Set<String> = []
+    var assertionValidator: @Sendable (String) -> Bool = { !$0.isEmpty }
+    var issuedTokenTypeOverride: String?
+    var usedAssertions: Set<String> = []
+    var assertions: [String] = []
+    var exchanges: [TokenExchangeRecord] = []
     var outage: Outage?
     var delay: Duration
     var statesAbsoluteExpiry = false
@@ -134,7 +184,9 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
 
   /// What one token request did, decided on arrival.
   private enum Answer {
-    case tokens(access: String, refresh: String, family: String, grant: String)
+    case tokens(
+      access: String, refresh: String, family: String, grant: String,
+      extra: [String: String] = [:])
     case error(status: Int, code: String, description: String)
     case outage(Outage)
   }
@@ -187,6 +239,35 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
     set { state.withLock { $0.outage = newValue } }
   }
 
+  /// Subject (and actor) tokens a token exchange accepts besides the active access tokens and
+  /// live refresh tokens this server issued: an upstream identity provider's tokens. Empty by
+  /// default.
+  public var acceptedSubjectTokens: Set<String> {
+    get { state.withLock { $0.acceptedSubjectTokens } }
+    set { state.withLock { $0.acceptedSubjectTokens = newValue } }
+  }
+
+  /// Whether a JWT-bearer assertion presented for the first time is valid (its signature,
+  /// issuer and audience, as the test decides). By default any non-empty assertion. A replayed
+  /// assertion is refused before this is asked.
+  public var assertionValidator: @Sendable (String) -> Bool {
+    get { state.withLock { $0.assertionValidator } }
+    set { state.withLock { $0.assertionValidator = newValue } }
+  }
+
+  /// The `issued_token_type` every token exchange answers, whatever was requested; `nil` (the
+  /// default) answers the requested type, or an access token.
+  public var issuedTokenTypeOverride: String? {
+    get { state.withLock { $0.issuedTokenTypeOverride } }
+    set { state.withLock { $0.issuedTokenTypeOverride = newValue } }
+  }
+
+  /// The JWT-bearer assertions received, in order, replays included.
+  public var assertions: [String] { state.withLock { $0.assertions } }
+
+  /// The token-exchange requests received, in order, refused ones included.
+  public var tokenExchanges: [TokenExchangeRecord] { state.withLock { $0.exchanges } }
+
   /// The token endpoint: a `POST` of an `application/x-www-form-urlencoded` form.
   ///
   /// - Parameter request: The token request and its limits (its timeout is honoured on the
@@ -202,6 +283,7 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
     }
     let (answer, delay, number) = state.withLock { state in
       state.counters.tokenRequests += 1
+      state.counters.requestsByGrantType[form["grant_type"] ?? "", default: 0] += 1
       if let audience = form["audience"] ?? form["resource"] {
         state.counters.requestsByAudience[audience, default: 0] += 1
       }
@@ -225,12 +307,13 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
       status = outage.status
       object = outage.error.map { ["error": $0] } ?? [:]
       if let retryAfter = outage.retryAfter { headers["Retry-After"] = retryAfter }
-    case .tokens(let access, let refresh, let family, let grant):
+    case .tokens(let access, let refresh, let family, let grant, let extra):
       log("token server: \(grant) grant (token request #\(number)): \(family)")
       status = 200
       var tokens: [String: Any] = [
         "access_token": access, "token_type": "Bearer", "refresh_token": refresh,
       ]
+      for (name, value) in extra { tokens[name] = value }
       let (absolute, expiresAt) = state.withLock {
         ($0.statesAbsoluteExpiry, $0.accessTokens[access]?.expiresAt)
       }
@@ -251,6 +334,37 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
         to: request.urlRequest, status: status, contentType: "application/json",
         headers: headers),
       body)
+  }
+
+  /// The token endpoint over HTTP, for a real `URLSession` client: the same answers as
+  /// ``send(_:)``, on a loopback socket. Serve it with
+  /// `LoopbackHTTPServer(handler: server.handle)`. The response delay is waited for on the
+  /// server's clock; the client's own timeout bounds the request.
+  ///
+  /// - Parameter request: The request.
+  /// - Returns: The JSON reply; 503 when the handling task was cancelled.
+  public func handle(_ request: LoopbackHTTPRequest) async -> LoopbackHTTPResponse {
+    var urlRequest = URLRequest(
+      url: URL(string: "http://127.0.0.1")!.appendingPathComponent(request.path))
+    urlRequest.httpMethod = request.method
+    urlRequest.httpBody = request.body
+    let outcome: HTTPTransportOutcome
+    do {
+      outcome = try await send(HTTPTransportRequest(urlRequest, maxBodySize: .max, timeout: nil))
+    } catch {
+      return LoopbackHTTPResponse(status: 503)
+    }
+    switch outcome {
+    case .complete(let response, let body), .truncated(let response, let body):
+      let http = response as? HTTPURLResponse
+      var headers: [String: String] = [:]
+      for case (let name as String, let value as String) in http?.allHeaderFields ?? [:] {
+        headers[name] = value
+      }
+      return LoopbackHTTPResponse(status: http?.statusCode ?? 500, headers: headers, body: body)
+    case .redirectRefused(let status):
+      return LoopbackHTTPResponse(status: status)
+    }
   }
 
   /// The revocation endpoint (RFC 7009): a form with `token` (and an optional
@@ -335,10 +449,94 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
         access: access, refresh: refresh,
         family: "rotated (family #\(record.family); the old refresh token is spent)",
         grant: "refresh_token")
+    case "urn:ietf:params:oauth:grant-type:token-exchange":
+      switch exchange(form, state: &state, date: date) {
+      case .refused(let answer): return answer
+      case .invalid(let description): return invalidGrant(description)
+      case .accepted(let extra):
+        state.counters.tokenExchangeGrants += 1
+        state.families += 1
+        let (access, refresh) = issue(family: state.families)
+        return .tokens(
+          access: access, refresh: refresh, family: "new token family #\(state.families)",
+          grant: "token-exchange", extra: extra)
+      }
+    case "urn:ietf:params:oauth:grant-type:jwt-bearer":
+      guard let assertion = form["assertion"], !assertion.isEmpty else {
+        return .error(status: 400, code: "invalid_request", description: "no assertion")
+      }
+      state.assertions.append(assertion)
+      // One-time: the first presentation spends it, whether it was accepted or not.
+      guard state.usedAssertions.insert(assertion).inserted else {
+        state.counters.replayedAssertions += 1
+        return invalidGrant("assertion replayed")
+      }
+      guard state.assertionValidator(assertion) else { return invalidGrant("assertion refused") }
+      state.counters.jwtBearerGrants += 1
+      state.families += 1
+      let (access, refresh) = issue(family: state.families)
+      return .tokens(
+        access: access, refresh: refresh, family: "new token family #\(state.families)",
+        grant: "jwt-bearer")
     default:
       return .error(
-        status: 400, code: "unsupported_grant_type", description: "this server issues two grants")
+        status: 400, code: "unsupported_grant_type",
+        description: "this server issues client_credentials, refresh_token, token-exchange and "
+          + "jwt-bearer grants")
     }
+  }
+
+  /// What a token exchange's checks decided.
+  private enum ExchangeCheck {
+    /// Refused with this answer (a malformed request).
+    case refused(Answer)
+    /// Refused with `invalid_grant` and this description.
+    case invalid(String)
+    /// Accepted: issue a new family, with these reply fields.
+    case accepted([String: String])
+  }
+
+  /// Checks a token exchange (RFC 8693 §2.1) on arrival, and records it.
+  private static func exchange(
+    _ form: [String: String], state: inout State, date: Date
+  ) -> ExchangeCheck {
+    func malformed(_ description: String) -> ExchangeCheck {
+      .refused(.error(status: 400, code: "invalid_request", description: description))
+    }
+    guard let subject = form["subject_token"], !subject.isEmpty else {
+      return malformed("no subject_token")
+    }
+    state.exchanges.append(
+      TokenExchangeRecord(
+        subjectToken: subject, subjectTokenType: form["subject_token_type"],
+        actorToken: form["actor_token"], actorTokenType: form["actor_token_type"],
+        requestedTokenType: form["requested_token_type"], scope: form["scope"],
+        audience: form["audience"]))
+    guard form["subject_token_type"]?.isEmpty == false else {
+      return malformed("no subject_token_type")
+    }
+    if form["actor_token"] != nil, form["actor_token_type"]?.isEmpty != false {
+      return malformed("no actor_token_type")
+    }
+    func accepts(_ token: String) -> Bool {
+      if state.acceptedSubjectTokens.contains(token) { return true }
+      if let access = state.accessTokens[token] {
+        return !access.revoked && !state.revokedFamilies.contains(access.family)
+          && date < access.expiresAt
+      }
+      if let refresh = state.refreshTokens[token] {
+        return !refresh.spent && !state.revokedFamilies.contains(refresh.family)
+      }
+      return false
+    }
+    guard accepts(subject) else { return .invalid("subject token not accepted") }
+    if let actor = form["actor_token"], !accepts(actor) {
+      return .invalid("actor token not accepted")
+    }
+    let accessType = "urn:ietf:params:oauth:token-type:access_token"
+    let issuedType = state.issuedTokenTypeOverride ?? form["requested_token_type"] ?? accessType
+    let bearer = issuedType == accessType || issuedType == "urn:ietf:params:oauth:token-type:jwt"
+    return .accepted(["issued_token_type": issuedType, "token_type": bearer ? "Bearer" : "N_A"])
   }
 
   /// Whether `accessToken` is active now.
