@@ -3,6 +3,10 @@ import Foundation
 import RotatingTokenServer
 import Testing
 
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
 /// Nothing the authorizer prints (its description, its reflection, its errors) contains the
 /// client secret, a token, a code or a verifier, and server text is sanitised.
 @Suite(.timeLimit(.minutes(1))) struct RedactionTests {
@@ -69,5 +73,65 @@ import Testing
     let message = error?.message ?? ""
     #expect(message.count < 320)
     #expect(message.hasSuffix("...)"))
+  }
+
+  @Test func aSecurityTokenAndAnExchangeAuthorizerPrintNoToken() {
+    let token = OAuth2Authorizer.SecurityToken(token: "subject-secret-31", type: .idToken)
+    var dumped = ""
+    dump(token, to: &dumped)
+    for text in [String(describing: token), String(reflecting: token), dumped] {
+      #expect(!text.contains("subject-secret-31"))
+      #expect(text.contains("urn:ietf:params:oauth:token-type:id_token"))
+    }
+    let oauth = OAuth2Authorizer(
+      tokenEndpoint: URL(string: "https://auth.example/token")!, clientID: "svc",
+      primaryGrant: .tokenExchange(
+        subject: .init { _ in token }, requestedTokenType: .accessToken))
+    #expect(String(describing: oauth).contains("primaryGrant: tokenExchange"))
+    let bearer = OAuth2Authorizer(
+      tokenEndpoint: URL(string: "https://auth.example/token")!, clientID: "svc",
+      primaryGrant: .jwtBearer { _, _ in "assertion-secret-32" })
+    #expect(String(describing: bearer).contains("primaryGrant: jwtBearer"))
+  }
+
+  @Test(arguments: ["exchange", "jwt-bearer"])
+  func aServerEchoingTheSubjectTokenOrAssertionIsRedacted(_ grant: String) async throws {
+    let subject = "subject-secret-41"
+    let actor = "actor-secret-42"
+    let assertion = "assertion-secret-43"
+    let primary: OAuth2Authorizer.Grant =
+      grant == "exchange"
+      ? .tokenExchange(
+        subject: .init { _ in .init(token: subject, type: .jwt) },
+        actor: .init { _ in .init(token: actor, type: .accessToken) })
+      : .jwtBearer { _, _ in assertion }
+    let oauth = OAuth2Authorizer(
+      tokenEndpoint: URL(string: "https://auth.example/token")!, clientID: "svc",
+      clientSecret: Self.secret, primaryGrant: primary, transport: EchoingTokenEndpoint())
+    let error = await coordinatorError { try await oauth.authorize(request()) }
+    #expect(error?.code == .invalidGrant)
+    var dumped = ""
+    dump(error, to: &dumped)
+    for text in [error.map { "\($0)" } ?? "", dumped] {
+      for secret in [subject, actor, assertion, Self.secret] { #expect(!text.contains(secret)) }
+      #expect(text.contains("<redacted>"), "the echo is there, redacted")
+    }
+  }
+}
+
+/// A token endpoint that refuses every grant with `invalid_grant` and echoes the form's values
+/// (a subject token, an assertion) in its `error_description`, as a careless server might.
+struct EchoingTokenEndpoint: HTTPTransport {
+  func send(_ request: HTTPTransportRequest) async throws -> HTTPTransportOutcome {
+    let body = String(decoding: request.urlRequest.httpBody ?? Data(), as: UTF8.self)
+    let values = body.split(separator: "&").compactMap { $0.split(separator: "=").last }
+      .map { $0.removingPercentEncoding ?? "" }
+    let reply = try JSONSerialization.data(withJSONObject: [
+      "error": "invalid_grant", "error_description": "refused " + values.joined(separator: " "),
+    ])
+    let response = HTTPURLResponse(
+      url: request.urlRequest.url!, statusCode: 400, httpVersion: "HTTP/1.1",
+      headerFields: ["Content-Type": "application/json"])!
+    return .complete(response, reply)
   }
 }
