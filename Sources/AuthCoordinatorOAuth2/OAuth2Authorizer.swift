@@ -46,7 +46,8 @@ import HTTPSupport
 /// `CancellationError`.
 ///
 /// > Important: No error, message, description or reflection contains an access token, a
-/// > refresh token, the client secret, an authorization code or a code verifier. The server's
+/// > refresh token, the client secret, an authorization code, a code verifier, a token
+/// > exchange's subject or actor token or a JWT bearer assertion. The server's
 /// > `error_description` appears in messages only cut short, reduced to printable ASCII and
 /// > with token-like values replaced by `<redacted>`.
 public struct OAuth2Authorizer: Authorizer {
