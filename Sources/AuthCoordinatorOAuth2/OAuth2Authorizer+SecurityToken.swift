@@ -120,7 +120,7 @@ extension OAuth2Authorizer {
     ///   - coordinator: The coordinator that serves `key`.
     /// - Returns: The source.
     public static func accessToken(of key: AccountKey, from coordinator: AuthCoordinator) -> Self {
-      accessToken(of: key) { coordinator }
+      accessToken(of: key, coordinator: { coordinator })
     }
 
     /// The access token that the coordinator `coordinator()` returns serves for `key`, for an
@@ -139,7 +139,7 @@ extension OAuth2Authorizer {
     ///     none (any more).
     /// - Returns: The source; the same rules as ``accessToken(of:from:)``.
     public static func accessToken(
-      of key: AccountKey, from coordinator: @escaping @Sendable () -> AuthCoordinator?
+      of key: AccountKey, coordinator: @escaping @Sendable () -> AuthCoordinator?
     ) -> Self {
       Self { request in
         // The request's own key: its flight is the one running this closure, and waiting for
