@@ -99,6 +99,30 @@ import Testing
         arrivedAt: date) != nil)
   }
 
+  @Test func aTwoMinuteTokenIsRefreshedAheadUnderTheDefaultLeeway() {
+    // Issue 37: with the default 60 s leeway, a token of 120 s or less never had a refresh
+    // ahead (its leeway, half its life, swallowed the window). Under a policy that refreshes
+    // ahead its leeway is a quarter of its life (30 s): the window (60 s, jitter 0) opens first.
+    let policy = silentPolicy(SilentRefreshPolicy.recommended)
+    var machine = Machine(key: key, policy: policy, random: { 0 })
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 1)
+    _ = machine.advance(1, .loaded(nil), date: date, now: .zero)
+    let short = model("t1", expiresIn: 120)
+    _ = machine.advance(1, .authorized(.success(short)), date: date, now: .zero)
+    _ = machine.advance(1, .saved, date: date, now: .zero)
+    #expect(machine.refreshAheadDate(for: short, arrivedAt: date) == date + 60)
+    #expect(machine.servableModel(at: date + 59) == short)
+    #expect(
+      machine.request(.ifNeeded, date: date + 70, now: .seconds(70), newFlightID: 2)
+        == .serveAndRefreshAhead(short, flight: 2, load(by: .seconds(77))))
+    // Its leeway is 30 s: until 90 s it is still served while the refresh runs.
+    #expect(machine.servableModel(at: date + 89) == short)
+    #expect(Machine.leeway(60, forModelExpiring: date + 120, obtainedAt: date) == 60)
+    #expect(
+      Machine.leeway(60, forModelExpiring: date + 120, obtainedAt: date, refreshesAhead: true)
+        == 30)
+  }
+
   @Test func aHitInsideTheWindowIsServedAndStartsOneBackgroundRefresh() {
     var machine = warm(silentPolicy())
     let before = date + 3000 - 1

@@ -26,7 +26,11 @@ extension AccountStateMachine {
     else { return nil }
     let jitter = min(max(policy.silent.refreshAheadJitter, 0), 1)
     let lead = window.seconds * (1 - jitter * random())
-    guard lead > policy.refreshLeeway else { return nil }
+    // The model's own leeway: a short-lived one's is a quarter of its lifetime, under the
+    // window (half of it), so it is refreshed ahead too.
+    let leeway = Self.leeway(
+      policy.refreshLeeway, forModelExpiring: expiresAt, obtainedAt: date, refreshesAhead: true)
+    guard lead > leeway else { return nil }
     return expiresAt.addingTimeInterval(-lead)
   }
 
