@@ -34,8 +34,9 @@ extension AuthCoordinator {
     /// A model counts as expired this long before its `expiresAt`. Default 60 seconds.
     ///
     /// A model that arrives with a lifetime shorter than twice the leeway gets half its
-    /// lifetime as its leeway instead (a quarter under a ``SilentRefreshPolicy`` that refreshes
-    /// ahead, so that a 2-minute token is still refreshed ahead), so that it is served at all; renewing such a model (one
+    /// lifetime as its leeway instead, so that it is served at all (under a
+    /// ``SilentRefreshPolicy`` it is still refreshed ahead, halfway through the life it has
+    /// before that leeway); renewing such a model (one
     /// that arrived with a lifetime no longer than the leeway) counts for the refresh-loop guard
     /// (``maxForcedAuthorizations``). A service whose tokens live seconds sets a leeway below
     /// their lifetime.

@@ -101,8 +101,9 @@ import Testing
 
   @Test func aTwoMinuteTokenIsRefreshedAheadUnderTheDefaultLeeway() {
     // Issue 37: with the default 60 s leeway, a token of 120 s or less never had a refresh
-    // ahead (its leeway, half its life, swallowed the window). Under a policy that refreshes
-    // ahead its leeway is a quarter of its life (30 s): the window (60 s, jitter 0) opens first.
+    // ahead (its window, half its life, lay inside its leeway, half its life too). Now its
+    // refresh ahead is due halfway through the life it has before the leeway (jitter 0):
+    // 30 s after it arrived. Its leeway stays 60 s.
     let policy = silentPolicy(SilentRefreshPolicy.recommended)
     var machine = Machine(key: key, policy: policy, random: { 0 })
     _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 1)
@@ -110,17 +111,20 @@ import Testing
     let short = model("t1", expiresIn: 120)
     _ = machine.advance(1, .authorized(.success(short)), date: date, now: .zero)
     _ = machine.advance(1, .saved, date: date, now: .zero)
-    #expect(machine.refreshAheadDate(for: short, arrivedAt: date) == date + 60)
+    #expect(machine.refreshAheadDate(for: short, arrivedAt: date) == date + 30)
+    #expect(machine.servableModel(at: date + 29) == short)
+    #expect(
+      machine.request(.ifNeeded, date: date + 40, now: .seconds(40), newFlightID: 2)
+        == .serveAndRefreshAhead(short, flight: 2, load(by: .seconds(47))))
+    // Served until its leeway (60 s before expiry) while the refresh runs; not after.
     #expect(machine.servableModel(at: date + 59) == short)
-    #expect(
-      machine.request(.ifNeeded, date: date + 70, now: .seconds(70), newFlightID: 2)
-        == .serveAndRefreshAhead(short, flight: 2, load(by: .seconds(77))))
-    // Its leeway is 30 s: until 90 s it is still served while the refresh runs.
-    #expect(machine.servableModel(at: date + 89) == short)
-    #expect(Machine.leeway(60, forModelExpiring: date + 120, obtainedAt: date) == 60)
-    #expect(
-      Machine.leeway(60, forModelExpiring: date + 120, obtainedAt: date, refreshesAhead: true)
-        == 30)
+    #expect(machine.servableModel(at: date + 60) == nil)
+    // The jitter moves the point within the first half of that life: at the top, 45 s.
+    let late = Machine(key: key, policy: policy, random: { 1 })
+    #expect(late.refreshAheadDate(for: short, arrivedAt: date) == date + 45)
+    // A 4-minute token whose jittered window falls inside the leeway (jitter 1: 60 s) too.
+    let four = model("t2", expiresIn: 240)
+    #expect(late.refreshAheadDate(for: four, arrivedAt: date) == date + 135)
   }
 
   @Test func aHitInsideTheWindowIsServedAndStartsOneBackgroundRefresh() {

@@ -17,7 +17,13 @@ extension AccountStateMachine {
 
   /// When a model that arrived at `date` is due for a refresh ahead: `expiresAt` minus the
   /// policy's window, less a random part of it (``SilentRefreshPolicy/refreshAheadJitter``);
-  /// `nil` without a window, without an expiry, or when that point falls inside the leeway.
+  /// `nil` without a window or without an expiry.
+  ///
+  /// A short-lived model's window, cut to half its lifetime, may lie inside its leeway (at most
+  /// half its lifetime too: a 2-minute token under the default 60-second leeway, and a
+  /// 4-minute one for some jitter draws). Its refresh ahead is then due halfway through the
+  /// life it has before the leeway (less the same jitter), so it is refreshed ahead too, and
+  /// its leeway stays what the configuration says.
   func refreshAheadDate(for model: AuthModel, arrivedAt date: Date) -> Date? {
     guard policy.silent.refreshAhead != nil, let expiresAt = model.expiresAt else { return nil }
     // Clamped to a century: `Duration` cannot hold `Date.distantFuture`.
@@ -25,13 +31,15 @@ extension AccountStateMachine {
     guard remaining > 0, let window = policy.silent.window(forLifetime: .seconds(remaining))
     else { return nil }
     let jitter = min(max(policy.silent.refreshAheadJitter, 0), 1)
-    let lead = window.seconds * (1 - jitter * random())
-    // The model's own leeway: a short-lived one's is a quarter of its lifetime, under the
-    // window (half of it), so it is refreshed ahead too.
-    let leeway = Self.leeway(
-      policy.refreshLeeway, forModelExpiring: expiresAt, obtainedAt: date, refreshesAhead: true)
-    guard lead > leeway else { return nil }
-    return expiresAt.addingTimeInterval(-lead)
+    let share = 1 - jitter * random()
+    let lead = window.seconds * share
+    let leeway = Self.leeway(policy.refreshLeeway, forModelExpiring: expiresAt, obtainedAt: date)
+    if lead > leeway { return expiresAt.addingTimeInterval(-lead) }
+    // Only a window cut to half the lifetime moves; a window chosen no wider than the leeway
+    // (`.fixed(leeway)`) means no refresh ahead.
+    let beforeLeeway = remaining - leeway
+    guard window.seconds >= remaining / 2 - 0.001, beforeLeeway > 0 else { return nil }
+    return expiresAt.addingTimeInterval(-(leeway + beforeLeeway * share / 2))
   }
 
   /// Whether a refresh ahead may start now: no failure is remembered.

@@ -417,8 +417,7 @@ struct AccountStateMachine<Effects: FlightEffects> {
   mutating func adopt(_ model: AuthModel, obtainedAt date: Date, unsaved: Bool = false) {
     var cached = cached(model, from: date)
     cached.leeway = Self.leeway(
-      policy.refreshLeeway, forModelExpiring: model.expiresAt, obtainedAt: date,
-      refreshesAhead: policy.silent.refreshAhead != nil)
+      policy.refreshLeeway, forModelExpiring: model.expiresAt, obtainedAt: date)
     cached.arrivedInsideLeeway =
       model.expiresAt.map { $0.timeIntervalSince(date) <= policy.refreshLeeway } ?? false
     cached.unsaved = unsaved
@@ -437,17 +436,13 @@ struct AccountStateMachine<Effects: FlightEffects> {
 
   /// The leeway for a model obtained at `date`: the configured one, but never more than half
   /// the lifetime the model arrived with, so a fresh model is served for at least half of that
-  /// lifetime instead of counting as expired on arrival; never more than a quarter of it when
-  /// the policy refreshes ahead, so that a short-lived token (2 minutes under the default
-  /// 60-second leeway) still has room for a refresh ahead between its leeway and its window
-  /// (at most half the lifetime). A model that arrived already expired gets no leeway (it is
-  /// expired anyway).
+  /// lifetime instead of counting as expired on arrival. A model that arrived already expired
+  /// gets no leeway (it is expired anyway).
   static func leeway(
-    _ configured: TimeInterval, forModelExpiring expiresAt: Date?, obtainedAt date: Date,
-    refreshesAhead: Bool = false
+    _ configured: TimeInterval, forModelExpiring expiresAt: Date?, obtainedAt date: Date
   ) -> TimeInterval {
     guard let expiresAt else { return configured }
     let lifetime = expiresAt.timeIntervalSince(date)
-    return min(configured, max(lifetime, 0) / (refreshesAhead ? 4 : 2))
+    return min(configured, max(lifetime, 0) / 2)
   }
 }
