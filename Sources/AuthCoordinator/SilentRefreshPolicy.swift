@@ -34,11 +34,12 @@ public struct SilentRefreshPolicy: Sendable, Hashable {
 
   /// The advisory window, or `nil` for no refresh ahead. Default ``Window/scaledByLifetime``.
   ///
-  /// A point of the window that falls inside the leeway is no refresh ahead. Both are at most
-  /// half the lifetime a model arrived with, so under the default 60-second
-  /// ``AuthCoordinator/Configuration/refreshLeeway`` a token of 2 minutes or less is never
-  /// refreshed ahead, and one up to 4 minutes only for some jitter draws: give short-lived
-  /// tokens a smaller leeway.
+  /// Both the window and the leeway are at most half the lifetime a model arrived with, so a
+  /// short-lived model's window can fall inside its leeway (a 2-minute token under the default
+  /// 60-second ``AuthCoordinator/Configuration/refreshLeeway``, a 4-minute one for some jitter
+  /// draws). Its refresh ahead is then due halfway through the life it has before the leeway,
+  /// less the same jitter: a 2-minute token is refreshed ahead between 30 and 15 seconds before
+  /// its leeway. A ``Window/fixed(_:)`` window no wider than the leeway means no refresh ahead.
   ///
   /// A cache hit inside the window (but outside ``AuthCoordinator/Configuration/refreshLeeway``,
   /// where callers wait for the refresh) returns the cached model at once and starts at most one
