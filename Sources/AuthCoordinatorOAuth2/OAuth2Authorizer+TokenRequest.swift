@@ -26,6 +26,9 @@ extension OAuth2Authorizer {
   /// with ``AuthCoordinatorError/Code-swift.struct/scopeNotGranted``, terminal,
   /// whose message names the missing scopes: a key's token always holds every scope its mode
   /// asks for. A reply without `scope` was granted what was asked (RFC 6749 §5.1).
+  ///
+  /// A mode may also start its tokens with a grant of its own (``grant``): a token exchange
+  /// whose subject is another mode's token of the same coordinator, say.
   public struct TokenRequest: Sendable, Hashable, CustomStringConvertible {
     /// The `scope` of the grant (space-separated names), or `nil` for none. Replaces the
     /// authorizer's ``OAuth2Authorizer/scope`` for this mode.
@@ -39,6 +42,23 @@ extension OAuth2Authorizer {
     /// entry of the same name wins over the authorizer's; ``audience`` and ``resources`` win
     /// over both).
     public var parameters: [String: String]
+    /// The grant that starts this mode's tokens in place of the authorizer's
+    /// ``OAuth2Authorizer/primaryGrant``, or `nil` (the default) for that one. An `invalid_grant`
+    /// answer to this mode's refresh runs it again when it is silent (any grant but the
+    /// authorization code grant), as ``OAuth2Authorizer/fallbackOnInvalidGrant`` does for the
+    /// primary grant.
+    ///
+    /// Give a mode a silent grant: whether the coordinator treats the authorizer as interactive
+    /// follows its ``OAuth2Authorizer/primaryGrant`` alone.
+    ///
+    /// ```swift
+    /// authorizer.requests = [
+    ///   "orders": .init(
+    ///     audience: "https://orders.example.com",
+    ///     grant: .tokenExchange(subject: .accessToken(of: serviceKey) { link.coordinator })),
+    /// ]
+    /// ```
+    public var grant: Grant?
 
     /// Creates a request.
     ///
@@ -47,22 +67,48 @@ extension OAuth2Authorizer {
     ///   - audience: The `audience` to send; none by default.
     ///   - resources: The RFC 8707 resource indicators; none by default.
     ///   - parameters: Extra form parameters; none by default.
+    ///   - grant: The grant that starts the mode's tokens; the authorizer's primary grant by
+    ///     default.
     public init(
       scope: String? = nil, audience: String? = nil, resources: [URL] = [],
-      parameters: [String: String] = [:]
+      parameters: [String: String] = [:], grant: Grant? = nil
     ) {
       self.scope = scope
       self.audience = audience
       self.resources = resources
       self.parameters = parameters
+      self.grant = grant
     }
 
-    /// `TokenRequest(scope: …, audience: …, resources: […], parameters: [names])`: the
-    /// parameters' names only, never their values.
+    /// Two requests are equal when they ask for the same scope, audience, resources and
+    /// parameters with the same kind of grant (a grant's closures cannot be compared).
+    ///
+    /// - Parameters:
+    ///   - lhs: A request.
+    ///   - rhs: Another request.
+    /// - Returns: Whether they are equal.
+    public static func == (lhs: TokenRequest, rhs: TokenRequest) -> Bool {
+      lhs.scope == rhs.scope && lhs.audience == rhs.audience && lhs.resources == rhs.resources
+        && lhs.parameters == rhs.parameters && lhs.grant?.description == rhs.grant?.description
+    }
+
+    /// Hashes what ``==(_:_:)`` compares.
+    ///
+    /// - Parameter hasher: The hasher.
+    public func hash(into hasher: inout Hasher) {
+      hasher.combine(scope)
+      hasher.combine(audience)
+      hasher.combine(resources)
+      hasher.combine(parameters)
+      hasher.combine(grant?.description)
+    }
+
+    /// `TokenRequest(scope: …, audience: …, resources: […], parameters: [names], grant: …)`:
+    /// the parameters' names only, never their values, and the grant's kind.
     public var description: String {
       "TokenRequest(scope: \(scope ?? "nil"), audience: \(audience ?? "nil"), "
         + "resources: \(resources.map(\.absoluteString)), parameters: "
-        + "\(parameters.keys.sorted()))"
+        + "\(parameters.keys.sorted()), grant: \(grant?.description ?? "nil"))"
     }
 
     /// The scope names asked for that `granted` (a reply's space-separated `scope`) lacks, in
@@ -75,7 +121,8 @@ extension OAuth2Authorizer {
 
   /// This authorizer asking for `mode`'s ``TokenRequest``: its scope, its parameters (the
   /// audience among them) and its resources in place of the authorizer's own; the authorizer's
-  /// own scope and parameters for a mode not in ``requests``. The result has no table.
+  /// own scope and parameters for a mode not in ``requests``; the mode's grant, if it has one,
+  /// as the primary grant. The result has no table.
   func keyed(for mode: AuthMode) -> OAuth2Authorizer {
     var keyed = self
     keyed.requests = [:]
@@ -85,6 +132,10 @@ extension OAuth2Authorizer {
     keyed.parameters.merge(entry.parameters) { _, own in own }
     if let audience = entry.audience { keyed.parameters["audience"] = audience }
     if !entry.resources.isEmpty { keyed.parameters["resource"] = nil }
+    if let grant = entry.grant {
+      keyed.primaryGrant = grant
+      keyed.fallbackOnInvalidGrant = !grant.isInteractive
+    }
     return keyed
   }
 }

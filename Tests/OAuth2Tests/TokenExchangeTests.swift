@@ -110,6 +110,34 @@ import Testing
     #expect(exchanged.extraInfo["issued_token_type"] == Self.accessTokenType)
   }
 
+  @Test func oneAuthorizerServesTheSubjectAndTheExchangeThroughAModesOwnGrant() async throws {
+    let clock = ManualClock()
+    let server = Self.server(clock)
+    let userKey = AccountKey(account: "orders-service", mode: "user")
+    let ordersKey = AccountKey(account: "orders-service", mode: "orders")
+    let link = CoordinatorLink()
+    var oauth = Self.authorizer(server, clock, grant: .clientCredentials)
+    oauth.requests = [
+      "orders": .init(
+        scope: "orders:read", audience: "https://orders.example",
+        grant: .tokenExchange(subject: .accessToken(of: userKey) { link.coordinator }))
+    ]
+    let coordinator = Self.coordinator(oauth, clock)
+    link.coordinator = coordinator
+    let exchanged = try await coordinator.authModel(for: ordersKey)
+    let subject = try await coordinator.authModel(for: userKey)
+    #expect(
+      server.counters.requestsByGrantType == ["client_credentials": 1, Self.exchangeGrant: 1])
+    let sent = try #require(server.tokenExchanges.first)
+    #expect(sent.subjectToken == subject.accessToken)
+    #expect(sent.scope == "orders:read" && sent.audience == "https://orders.example")
+    #expect(exchanged.extraInfo["issued_token_type"] == Self.accessTokenType)
+    // The mode's grant shows its kind, never its closure, and two tables compare by kind.
+    #expect(oauth.requests["orders"]?.description.contains("grant: tokenExchange") == true)
+    #expect(
+      oauth.requests["orders"] != .init(scope: "orders:read", audience: "https://orders.example"))
+  }
+
   @Test func aSubjectFromTheRequestsOwnKeyIsRefusedAtOnce() async throws {
     let clock = ManualClock()
     let server = Self.server(clock)
