@@ -178,6 +178,41 @@ import Testing
     #expect(machine.savesPastDeadline.isEmpty)
   }
 
+  /// Found by the fleet simulation (seed 0x2f7): a save past its deadline was refused by the
+  /// fence (the flight's grant was revoked by a sign-out, or taken over); memory kept the
+  /// model it took at the deadline and served it.
+  @Test func aSavePastItsDeadlineRefusedByTheFenceMakesMemoryForgetTheModel() {
+    var machine = self.machine(holding: nil)
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+    _ = machine.advance(2, .loaded(nil), date: date, now: .zero)
+    let late = model("t2", expiresIn: 300)
+    _ = machine.advance(2, .authorized(.success(late)), date: date, now: .zero)
+    _ = machine.deadlineReached(2, phase: .save, date: date.addingTimeInterval(2))
+    #expect(machine.cachedModel == late)
+    #expect(
+      machine.advance(2, .leaseLost, date: date.addingTimeInterval(5), now: .seconds(5)) == .ignore)
+    #expect(machine.cachedModel == nil, "a deposed holder's result is not served")
+    #expect(machine.savesPastDeadline.isEmpty)
+  }
+
+  /// Seed 0x2f7 again: a sign-out was announced while the flight saved, and the lease had not
+  /// yet said whether the flight's grant predates it. The save deadline no longer serves the
+  /// model meanwhile; an answer that the grant was not current, arriving after the flight
+  /// ended, makes memory forget what it left.
+  @Test func theSaveDeadlineDoesNotServeWhileASignOutCheckIsPending() {
+    var (machine, id) = self.machine(in: .persisting)
+    #expect(machine.signOutAnnounced(flightHoldsGrant: true) == .checkGrant(flight: id))
+    #expect(machine.deadlineReached(id, phase: .save, date: date.addingTimeInterval(2)) == nil)
+    #expect(machine.flightID == id, "the waiters wait for the save or the answer")
+    // The save failed (in doubt about the grant): served unsaved, then the answer arrives.
+    _ = machine.advance(
+      id, .saveFailed(model("t2")), date: date.addingTimeInterval(3), now: .seconds(3))
+    #expect(machine.cachedModel != nil)
+    #expect(machine.signOutChecked(flight: id, grantCurrent: false) == nil)
+    #expect(machine.cachedModel == nil, "the signed-out session's model is forgotten")
+    #expect(machine.servableModel(at: date.addingTimeInterval(4)) == nil)
+  }
+
   @Test func aSavePastItsDeadlineThatLandsKeepsTheModel() {
     var machine = self.machine(holding: nil)
     _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)

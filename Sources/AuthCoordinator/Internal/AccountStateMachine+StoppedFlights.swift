@@ -84,6 +84,13 @@ extension AccountStateMachine {
       // the logout's announcement would make it (this process's own undo is not heard here).
       if let savedPastDeadline { modelSignedOut(savedPastDeadline) }
       return .ignore
+    case .leaseLost:
+      // A save that went on past its deadline was refused: the flight had lost its grant
+      // (a later holder may have stored a newer model, or the grant was revoked by a sign-out).
+      // Memory forgets the model it took at the deadline: a deposed holder's result is not
+      // served (rule 16), and the next request reads the store.
+      if let savedPastDeadline { modelSignedOut(savedPastDeadline) }
+      return .ignore
     case .authorized(let result):
       guard case .success(let model) = result, stopped[id]?.fate == .refreshing(storesResult: true)
       else {

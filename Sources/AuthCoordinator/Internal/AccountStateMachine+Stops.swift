@@ -100,6 +100,11 @@ extension AccountStateMachine {
       // lease goes back in the background.
       state = .idle
       return ending
+    case (.save, .persisting(let flight, _, _)) where signOutCheck == flight:
+      // A sign-out was announced and the lease has not said yet whether this flight's grant
+      // predates it: the model may be the signed-out session's. The waiters wait for the save,
+      // which checks the grant itself, or for the answer.
+      return nil
     case (.save, .persisting(_, let model, _)):
       // Rule 10: the waiters get the model and it is cached; the save goes on.
       adopt(model, obtainedAt: date)
@@ -173,6 +178,7 @@ extension AccountStateMachine {
     loopGuardStarts.removeAll()
     cooldown = nil
     transientFailures = 0
+    signOutCheck = id
     return .checkGrant(flight: id)
   }
 
@@ -186,8 +192,17 @@ extension AccountStateMachine {
   ///     save checks again, and a fenced store refuses a deposed holder's save).
   /// - Returns: How the flight ends, if it is still in progress and its grant is not current.
   mutating func signOutChecked(flight id: UInt64, grantCurrent: Bool) -> Ending? {
-    guard !grantCurrent, flightID == id else { return nil }
-    return signOut(elsewhere: true)
+    if signOutCheck == id { signOutCheck = nil }
+    guard !grantCurrent else { return nil }
+    if flightID == id { return signOut(elsewhere: true) }
+    // The flight ended before the answer: what it left in memory (a model whose save failed,
+    // and is retried) is the signed-out session's. A later flight has a grant of its own.
+    if flightID == nil {
+      _ = signedOut(elsewhere: true)
+    } else if case .model = cache {
+      cache = .unknown
+    }
+    return nil
   }
 
   /// The sign-out itself; `decide` ends a save with it too.

@@ -81,6 +81,9 @@ struct AccountStateMachine<Effects: FlightEffects> {
   /// by flight, until the save's outcome arrives: one that finds the user signed out makes
   /// memory forget the model too.
   var savesPastDeadline: [UInt64: AuthModel] = [:]
+  /// The flight that goes on after a sign-out announcement until the lease says whether its
+  /// grant predates the sign-out (``signOutAnnounced(flightHoldsGrant:)``).
+  var signOutCheck: UInt64?
   /// The jitter source, a number in `0..<1` (the configuration's `random`).
   let random: @Sendable () -> Double
 
