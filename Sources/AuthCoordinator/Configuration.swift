@@ -62,10 +62,6 @@ extension AuthCoordinator {
     public var maxIdleKeys: Int = 10_000
     /// What happens to a flight whose last waiter left. Default ``AbandonPolicy/cancel``.
     public var whenAbandoned: AbandonPolicy = .cancel
-    /// No longer used: a logout removes every mode of the user from the store through
-    /// ``TokenStore/removeModels(forAccount:)``, whether the coordinator saw the mode or not.
-    @available(*, deprecated, message: "logout removes every mode of the user; nothing to list")
-    public var accountModes: [AuthMode] = [.platformOnly]
     /// How long one store operation (a load, a save, a logout's removal) may take before the
     /// coordinator stops waiting for it; never longer than ``authorizationTimeout``. Default
     /// 10 seconds.

@@ -39,17 +39,6 @@ public enum LeaseChange: Sendable, Hashable {
     case .released, .unknown: return false
     }
   }
-
-  /// The earlier name of ``signedOut(account:by:)``.
-  ///
-  /// - Parameters:
-  ///   - mcUid: The user.
-  ///   - owner: Who signed the user out.
-  /// - Returns: ``signedOut(account:by:)``.
-  @available(*, deprecated, renamed: "signedOut(account:by:)")
-  public static func signedOut(mcUid: String, by owner: String) -> LeaseChange {
-    .signedOut(account: mcUid, by: owner)
-  }
 }
 
 extension AsyncStream<LeaseChange>.Continuation {

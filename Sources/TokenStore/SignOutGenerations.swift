@@ -18,10 +18,8 @@
 ///   (``LeaseGrants/release(_:backingOff:)``) of the keys it concerns: a user who signs in again
 ///   must not wait out the back-off of the session that ended.
 ///
-/// The requirements name an account (the user id of the app or service). A lease written for an
-/// earlier version that implements `revokeGrants(ofMcUid:)` and `signOut(mcUid:by:)` still
-/// compiles and keeps its behaviour (the new requirements' deprecated defaults forward to them),
-/// with deprecation warnings that ask for the rename.
+/// The requirements name an account (the user id of the app or service; for an Alipay
+/// mini-program, the host app's `mcUid`).
 public protocol SignOutGenerations: Sendable {
   /// Makes every grant of `account`'s keys taken before now not current, without announcing
   /// anything. A logout calls it before it empties the store, and ``signOut(account:by:)``
@@ -51,66 +49,4 @@ public protocol SignOutGenerations: Sendable {
   /// - Parameter owner: Who signed everyone out.
   /// - Throws: When the lease's storage cannot be read or changed.
   func signOutAll(by owner: String) async throws
-
-  /// The earlier name of ``revokeGrants(ofAccount:)``; implement that one instead.
-  ///
-  /// - Parameter mcUid: The user.
-  /// - Throws: When the lease's storage cannot be read or changed.
-  @available(*, deprecated, renamed: "revokeGrants(ofAccount:)")
-  func revokeGrants(ofMcUid mcUid: String) async throws
-
-  /// The earlier name of ``signOut(account:by:)``; implement that one instead.
-  ///
-  /// - Parameters:
-  ///   - mcUid: The user.
-  ///   - owner: Who signed the user out.
-  /// - Throws: When the lease's storage cannot be read or changed.
-  @available(*, deprecated, renamed: "signOut(account:by:)")
-  func signOut(mcUid: String, by owner: String) async throws
-}
-
-extension SignOutGenerations {
-  /// Forwards to the earlier name, `revokeGrants(ofMcUid:)`. Implement
-  /// ``SignOutGenerations/revokeGrants(ofAccount:)``.
-  ///
-  /// - Parameter account: The account.
-  /// - Throws: When the lease's storage cannot be read or changed.
-  @available(*, deprecated, message: "implement revokeGrants(ofAccount:)")
-  public func revokeGrants(ofAccount account: String) async throws {
-    try await revokeGrants(ofMcUid: account)
-  }
-
-  /// Forwards to the earlier name, `signOut(mcUid:by:)`. Implement
-  /// ``SignOutGenerations/signOut(account:by:)``.
-  ///
-  /// - Parameters:
-  ///   - account: The account.
-  ///   - owner: Who signed the account out.
-  /// - Throws: When the lease's storage cannot be read or changed.
-  @available(*, deprecated, message: "implement signOut(account:by:)")
-  public func signOut(account: String, by owner: String) async throws {
-    try await signOut(mcUid: account, by: owner)
-  }
-
-  /// Revokes every account's grants: broader than needed, never too little. Implement
-  /// ``SignOutGenerations/revokeGrants(ofAccount:)`` instead.
-  ///
-  /// - Parameter mcUid: The user.
-  /// - Throws: When the lease's storage cannot be read or changed.
-  @available(*, deprecated, renamed: "revokeGrants(ofAccount:)")
-  public func revokeGrants(ofMcUid mcUid: String) async throws {
-    try await revokeAllGrants()
-  }
-
-  /// Signs every account out: broader than needed, never too little. Implement
-  /// ``SignOutGenerations/signOut(account:by:)`` instead.
-  ///
-  /// - Parameters:
-  ///   - mcUid: The user.
-  ///   - owner: Who signed the user out.
-  /// - Throws: When the lease's storage cannot be read or changed.
-  @available(*, deprecated, renamed: "signOut(account:by:)")
-  public func signOut(mcUid: String, by owner: String) async throws {
-    try await signOutAll(by: owner)
-  }
 }

@@ -21,10 +21,8 @@
 /// the keys whose ``AccountKey/account`` matches. A database implements each requirement as one
 /// statement (`SELECT`, an upsert, `DELETE ... WHERE account = $1`, `DELETE`).
 ///
-/// The requirements name an account (the user id of the app or service), not the Alipay
-/// spelling `mcUid`. A store written for an earlier version that implements
-/// `removeModels(forMcUid:)` still compiles and keeps working (the new requirement's deprecated
-/// default forwards to it), with a deprecation warning that asks for the rename.
+/// The requirements name an account (the user id of the app or service; for an Alipay
+/// mini-program, the host app's `mcUid`).
 ///
 /// > Important: Never log the models you store: they carry access tokens.
 public protocol TokenStore: Sendable {
@@ -54,40 +52,8 @@ public protocol TokenStore: Sendable {
   /// - Throws: When the store could not be changed.
   func removeModels(forAccount account: String) async throws
 
-  /// The earlier name of ``removeModels(forAccount:)``.
-  ///
-  /// Implement ``removeModels(forAccount:)`` instead; the coordinator never calls this one
-  /// directly. Its default implementation calls ``removeAll()``.
-  ///
-  /// - Parameter mcUid: The host app's user id.
-  /// - Throws: When the store could not be changed.
-  @available(*, deprecated, renamed: "removeModels(forAccount:)")
-  func removeModels(forMcUid mcUid: String) async throws
-
   /// Removes every stored model.
   ///
   /// - Throws: When the store could not be changed.
   func removeAll() async throws
-}
-
-extension TokenStore {
-  /// Forwards to the earlier name, `removeModels(forMcUid:)`, so that a store written for an
-  /// earlier version keeps its behaviour. Implement ``TokenStore/removeModels(forAccount:)``.
-  ///
-  /// - Parameter account: The user id.
-  /// - Throws: When the store could not be changed.
-  @available(*, deprecated, message: "implement removeModels(forAccount:)")
-  public func removeModels(forAccount account: String) async throws {
-    try await removeModels(forMcUid: account)
-  }
-
-  /// Removes every stored model: correct for any store (no token of the user is left), but
-  /// broader than needed. Implement ``TokenStore/removeModels(forAccount:)`` instead.
-  ///
-  /// - Parameter mcUid: The host app's user id.
-  /// - Throws: When the store could not be changed.
-  @available(*, deprecated, renamed: "removeModels(forAccount:)")
-  public func removeModels(forMcUid mcUid: String) async throws {
-    try await removeAll()
-  }
 }
