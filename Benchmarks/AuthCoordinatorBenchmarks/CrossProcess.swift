@@ -70,7 +70,7 @@ enum CrossProcess {
     defer { try? FileManager.default.removeItem(at: directory) }
     let url = directory.appendingPathComponent("tokens.store")
     let expired = AuthModel(
-      uid: "2088seed", accessToken: expiredToken, mcUid: CrossProcessChild.key.mcUid,
+      uid: "2088seed", accessToken: expiredToken, mcUid: CrossProcessChild.key.account,
       expiresAt: Date().addingTimeInterval(-3600))
     try await FileTokenStore(url: url).save(expired, for: CrossProcessChild.key)
     let arguments = [url.path, "\(callers)", mode.childArgument]

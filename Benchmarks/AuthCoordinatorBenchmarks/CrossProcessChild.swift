@@ -18,7 +18,7 @@ import Foundation
 /// waiting for the lease to lapse, which is not what B8 measures.
 enum CrossProcessChild {
   static let flag = "--b8-child"
-  static let key = AccountKey(mcUid: "b8")
+  static let key = AccountKey(account: "b8")
 
   /// SIMULATED: how long the token endpoint takes. No network is involved.
   static let simulatedEndpoint: Duration = .milliseconds(20)
@@ -69,7 +69,7 @@ enum CrossProcessChild {
         return count
       }
       return AuthModel(
-        uid: "2088\(pid)", accessToken: "b8-pid\(pid)-\(serial)", mcUid: request.key.mcUid,
+        uid: "2088\(pid)", accessToken: "b8-pid\(pid)-\(serial)", mcUid: request.key.account,
         expiresAt: Date().addingTimeInterval(7200))
     }
     let coordinator = AuthCoordinator(store: store, lease: lease, authorizer: authorizer)

@@ -68,13 +68,13 @@ final class AuthorizerFixture: Sendable {
     if let gate { await gate.wait() }
     if let delay { try await Task.sleep(for: delay) }
     return AuthModel(
-      uid: "2088\(call)", accessToken: freshToken, mcUid: key.mcUid,
+      uid: "2088\(call)", accessToken: freshToken, mcUid: key.account,
       expiresAt: now().addingTimeInterval(7200))
   }
 
   /// Whether `model` is the one this fixture produced for `key`.
   func isFresh(_ model: AuthModel, for key: AccountKey) -> Bool {
-    model.accessToken == freshToken && model.mcUid == key.mcUid
+    model.accessToken == freshToken && model.account == key.account
   }
 }
 

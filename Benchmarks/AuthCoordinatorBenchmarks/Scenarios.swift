@@ -33,7 +33,7 @@ struct Scenarios {
 
   /// B1: `tasks` tasks call `get` on a valid cached model; aggregate wall time / calls.
   private func hits(_ results: inout Results) async throws {
-    let key = AccountKey(mcUid: "hit")
+    let key = AccountKey(account: "hit")
     let participants = impls.filter { $0 != .parkedTask }
     for tasks in plan.hitTasks {
       let perTask = max(1, plan.hitCalls / tasks)
@@ -42,7 +42,7 @@ struct Scenarios {
         for impl in Stats.rotated(participants, by: rep) {
           let fixture = AuthorizerFixture(gate: nil, now: { Date() })
           let model = AuthModel(
-            uid: "2088hit", accessToken: "hit-" + UUID().uuidString, mcUid: key.mcUid,
+            uid: "2088hit", accessToken: "hit-" + UUID().uuidString, mcUid: key.account,
             expiresAt: Date().addingTimeInterval(3600))
           let source = impl.make(seed: [key: model], fixture: fixture, now: { Date() })
           _ = try await source.get(key)  // the coordinator loads the store once
@@ -115,12 +115,12 @@ struct Scenarios {
     _ scenario: ScenarioID, _ impl: Impl, n: Int, _ results: inout Results
   ) async throws {
     let name = "\(scenario.rawValue) \(impl.rawValue) N=\(n)"
-    let key = AccountKey(mcUid: "burst")
+    let key = AccountKey(account: "burst")
     let time = TimeTravel()
     let gate = Gate()
     let fixture = AuthorizerFixture(gate: gate, now: { time.now() })
     let old = AuthModel(
-      uid: "2088old", accessToken: "old-" + UUID().uuidString, mcUid: key.mcUid,
+      uid: "2088old", accessToken: "old-" + UUID().uuidString, mcUid: key.account,
       expiresAt: time.now().addingTimeInterval(3600))
     let source = impl.make(seed: [key: old], fixture: fixture, now: { time.now() }, capacity: n)
     if impl != .parkedTask {
@@ -348,7 +348,7 @@ struct Scenarios {
   /// spawning the callers, and keys authorizing in parallel would not show.
   private func manyAccounts(_ results: inout Results) async throws {
     let participants = impls.filter { $0.coalesces && $0 != .parkedTask }
-    let keys = (0..<plan.accounts).map { AccountKey(mcUid: "user-\($0)") }
+    let keys = (0..<plan.accounts).map { AccountKey(account: "user-\($0)") }
     let callers = plan.accounts * plan.callersPerAccount
     let parameter = "\(plan.accounts)x\(plan.callersPerAccount)"
     for rep in 0..<plan.reps {
@@ -391,7 +391,7 @@ struct Scenarios {
 
   private func fileStores(_ results: inout Results) async throws {
     let kinds = FileStoreKind.available
-    let key = AccountKey(mcUid: "file")
+    let key = AccountKey(account: "file")
     for rep in 0..<plan.reps {
       progress("B6 \(plan.fileOps) saves and loads rep \(rep + 1)/\(plan.reps)")
       for kind in Stats.rotated(kinds, by: rep) {
@@ -402,7 +402,7 @@ struct Scenarios {
         let store = try kind.make(directory.appendingPathComponent("tokens.json"))
         let models = (0...plan.fileOps).map { index in
           AuthModel(
-            uid: "2088\(index)", accessToken: "file-" + UUID().uuidString, mcUid: key.mcUid,
+            uid: "2088\(index)", accessToken: "file-" + UUID().uuidString, mcUid: key.account,
             expiresAt: Date().addingTimeInterval(3600), extraInfo: ["scope": "auth_base"])
         }
         try await store.save(models[0], for: key)

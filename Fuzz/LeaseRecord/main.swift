@@ -103,9 +103,9 @@ func check(_ data: Data, at time: HostTime) {
         pruned.isCurrent(grant) == record.isCurrent(grant), "dropping history changed a grant")
     }
     for generation in [0, pruned.historyFloor, record.generation] {
-      for mcUid in Array(record.userSignedOut.keys.prefix(4)) + ["nobody"] {
+      for account in Array(record.userSignedOut.keys.prefix(4)) + ["nobody"] {
         let grant = LeaseGrant(
-          key: AccountKey(mcUid: mcUid), owner: "w", fence: 1, generation: generation,
+          key: AccountKey(account: account), owner: "w", fence: 1, generation: generation,
           expiresAt: now)
         precondition(
           !pruned.isCurrent(grant) || record.isCurrent(grant), "dropping history revived a grant")

@@ -18,7 +18,7 @@ import Foundation
 ///    the user must authorize.
 ///
 /// The model: ``/AuthCoordinator/AuthModel/uid`` the Alipay `user_id`, the access token, the
-/// key's `mcUid`, `expiresAt` the request's time plus `expires_in`, the refresh token, and the
+/// key's `account`, `expiresAt` the request's time plus `expires_in`, the refresh token, and the
 /// family's end in ``/AuthCoordinator/AuthModel/extraInfo`` under ``refreshExpiryKey``.
 ///
 /// A call is never retried here (a refresh token is spent by the request, whatever happens to
@@ -80,12 +80,12 @@ public struct AlipayTokenAuthorizer: Authorizer {
     else {
       throw AuthCoordinatorError(
         .interactionRequired,
-        "no Alipay authorization for account \(request.key.mcUid): the user must authorize")
+        "no Alipay authorization for account \(request.key.account): the user must authorize")
     }
     if let end = Self.refreshExpiry(of: replaced), end <= api.now() {
       var error = AuthCoordinatorError(
         .interactionRequired,
-        "the Alipay refresh family of account \(request.key.mcUid) ended at \(end): the user "
+        "the Alipay refresh family of account \(request.key.account) ended at \(end): the user "
           + "must authorize again")
       error.refusesRefreshToken = true
       throw error
@@ -94,7 +94,7 @@ public struct AlipayTokenAuthorizer: Authorizer {
     if !replaced.uid.isEmpty, grant.userID != replaced.uid {
       var error = AuthCoordinatorError(
         .alipayTokenAPIFailed,
-        "Alipay answered the refresh of account \(request.key.mcUid) for another user; "
+        "Alipay answered the refresh of account \(request.key.account) for another user; "
           + "the reply was discarded",
         underlying: AlipayTokenAPIError(
           .terminal, grantType: "refresh_token", reason: "user mismatch"),
@@ -112,7 +112,7 @@ public struct AlipayTokenAuthorizer: Authorizer {
     ]
     if let openID = grant.openID { extraInfo["alipay_open_id"] = openID }
     return AuthModel(
-      uid: grant.userID, accessToken: grant.accessToken, mcUid: key.mcUid,
+      uid: grant.userID, accessToken: grant.accessToken, mcUid: key.account,
       expiresAt: grant.expiresAt, extraInfo: extraInfo, refreshToken: grant.refreshToken)
   }
 }

@@ -55,7 +55,7 @@ public final class AlipayTokenService: Sendable {
       configuration: configuration)
   }
 
-  /// The key of a host-app user's tokens: `AccountKey(mcUid: "<appID>|<scope>|<mcUid>")`.
+  /// The key of a host-app user's tokens: `AccountKey(account: "<appID>|<scope>|<mcUid>")`.
   ///
   /// - Parameters:
   ///   - appID: The Alipay application id.
@@ -63,7 +63,7 @@ public final class AlipayTokenService: Sendable {
   ///   - mcUid: The host app's own user id, as the app sends it.
   /// - Returns: The key.
   public static func key(appID: String, scope: String, mcUid: String) -> AccountKey {
-    AccountKey(mcUid: "\(appID)|\(scope)|\(mcUid)")
+    AccountKey(account: "\(appID)|\(scope)|\(mcUid)")
   }
 
   /// The key of a host-app user's tokens in this service (its app id and scope).

@@ -3,10 +3,11 @@
 /// Pass it to ``AuthCoordinator/accountStatusChanged(_:)``. Switching user is a logout of the
 /// previous user.
 public enum AccountStatusChange: Sendable, Hashable {
-  /// The app's user `mcUid` logged out (`MCAccountLogout`).
-  case logout(mcUid: String)
-  /// The app's user `mcUid` unbound the linked account (`MCAccountUnbind`).
-  case unbind(mcUid: String)
+  /// The app's user `account` logged out (for an Alipay mini-program, `MCAccountLogout`).
+  case logout(account: String)
+  /// The app's user `account` unbound the linked account (for an Alipay mini-program,
+  /// `MCAccountUnbind`).
+  case unbind(account: String)
   /// Every account is signed out (for example "sign out everywhere").
   case logoutAll
 
@@ -15,16 +16,16 @@ public enum AccountStatusChange: Sendable, Hashable {
   /// store and in the lease.
   var normalized: Self {
     switch self {
-    case .logout(let mcUid): return .logout(mcUid: AccountKey.normalized(mcUid))
-    case .unbind(let mcUid): return .unbind(mcUid: AccountKey.normalized(mcUid))
+    case .logout(let account): return .logout(account: AccountKey.normalized(account))
+    case .unbind(let account): return .unbind(account: AccountKey.normalized(account))
     case .logoutAll: return .logoutAll
     }
   }
 
-  /// The user affected, or `nil` for ``logoutAll``.
-  public var mcUid: String? {
+  /// The account affected, or `nil` for ``logoutAll``.
+  public var account: String? {
     switch self {
-    case .logout(let mcUid), .unbind(let mcUid): return mcUid
+    case .logout(let account), .unbind(let account): return account
     case .logoutAll: return nil
     }
   }

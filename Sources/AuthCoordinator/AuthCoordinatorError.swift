@@ -173,12 +173,12 @@ extension AuthCoordinatorError {
   static func leaseLost(_ key: AccountKey) -> Self {
     .init(
       .leaseLost,
-      "another process took over the lease of account \(key.mcUid) while this one authorized;"
+      "another process took over the lease of account \(key.account) while this one authorized;"
         + " its result was not stored and is not served", transient: true)
   }
   /// Shorthand for a signed-out error.
   static func signedOut(_ key: AccountKey) -> Self {
-    .init(.signedOut, "account \(key.mcUid) signed out while the request waited")
+    .init(.signedOut, "account \(key.account) signed out while the request waited")
   }
 }
 

@@ -33,9 +33,9 @@ public enum AuthEvent: Sendable, Hashable {
   /// The flight found a valid model in the store, obtained by another process (or by a
   /// stopped flight), and adopted it instead of authorizing.
   case adoptedFromStore(key: AccountKey, flight: UInt64)
-  /// Another process signed `mcUid` out (`nil`: everyone); this process forgot the user's
+  /// Another process signed `account` out (`nil`: everyone); this process forgot the user's
   /// models and stopped their flights.
-  case signedOutElsewhere(mcUid: String?)
+  case signedOutElsewhere(account: String?)
   /// The refresh-loop guard refused to start another authorization (an interactive
   /// authorizer).
   case refreshLoopStopped(key: AccountKey)

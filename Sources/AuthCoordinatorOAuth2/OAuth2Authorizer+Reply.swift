@@ -186,7 +186,7 @@ extension OAuth2Authorizer {
       refreshToken = old
     }
     return AuthModel(
-      uid: Self.text(reply[userIDField]) ?? "", accessToken: accessToken, mcUid: key.mcUid,
+      uid: Self.text(reply[userIDField]) ?? "", accessToken: accessToken, mcUid: key.account,
       expiresAt: expiresAt, extraInfo: extraInfo, refreshToken: refreshToken)
   }
 

@@ -12,7 +12,7 @@ import SyncPrimitives
 /// let coordinator = AuthCoordinator(authorizer: authorizer)
 /// async let model = coordinator.authModel(for: key)
 /// let call = await authorizer.nextCall()        // the coordinator called the authorizer
-/// call.succeed(with: AuthModel(uid: "2088...", accessToken: "t1", mcUid: key.mcUid))
+/// call.succeed(with: AuthModel(uid: "2088...", accessToken: "t1", mcUid: key.account))
 /// #expect(try await model.accessToken == "t1")
 /// ```
 ///

@@ -32,7 +32,7 @@ public struct AuthMode: RawRepresentable, Hashable, Sendable, Codable,
 ///
 /// For a service, the account is a plain account or client id: `AccountKey(account:
 /// "billing-client")`. For an Alipay mini-program, it is the host app's own user id (the
-/// "merchant" user, `mcUid`): ``account`` and ``mcUid`` are two names of the same value.
+/// "merchant" user; the Alipay bridge adds its spelling, `mcUid`).
 ///
 /// All requests for the same key are serialised by the coordinator; requests for different keys
 /// proceed in parallel.
@@ -42,9 +42,8 @@ public struct AuthMode: RawRepresentable, Hashable, Sendable, Codable,
 /// or a database row compares bytes, and one account must be one key in memory, in files and
 /// in rows alike. ``normalized(_:)`` is that normalization.
 public struct AccountKey: Hashable, Sendable, Codable, CustomStringConvertible {
-  /// The account's id: the host app's own user id in the Alipay bridge's vocabulary
-  /// (`mcUid`). The same value as ``account``, in Normalization Form C.
-  public var mcUid: String {
+  /// The account or client id the token is for, in Normalization Form C.
+  public var account: String {
     get { normalizedID }
     set { normalizedID = Self.normalized(newValue) }
   }
@@ -53,13 +52,13 @@ public struct AccountKey: Hashable, Sendable, Codable, CustomStringConvertible {
 
   private var normalizedID: String
 
-  /// Creates a key.
+  /// Creates a key for an account or client id.
   ///
   /// - Parameters:
-  ///   - mcUid: The host app's own user id (normalized to Form C).
+  ///   - account: The account or client id the token is for (normalized to Form C).
   ///   - mode: The authorization mode; ``AuthMode/platformOnly`` by default.
-  public init(mcUid: String, mode: AuthMode = .platformOnly) {
-    self.normalizedID = Self.normalized(mcUid)
+  public init(account: String, mode: AuthMode = .platformOnly) {
+    self.normalizedID = Self.normalized(account)
     self.mode = mode
   }
 
@@ -73,8 +72,10 @@ public struct AccountKey: Hashable, Sendable, Codable, CustomStringConvertible {
     return account.precomposedStringWithCanonicalMapping
   }
 
+  // The wire key of the account stays `mcUid`, the name the package first wrote: store files
+  // on disk and PostgreSQL rows already hold it, and a rename would orphan them.
   private enum CodingKeys: String, CodingKey {
-    case mcUid
+    case account = "mcUid"
     case mode
   }
 
@@ -85,35 +86,21 @@ public struct AccountKey: Hashable, Sendable, Codable, CustomStringConvertible {
   public init(from decoder: any Decoder) throws {
     let container = try decoder.container(keyedBy: CodingKeys.self)
     self.init(
-      mcUid: try container.decode(String.self, forKey: .mcUid),
+      account: try container.decode(String.self, forKey: .account),
       mode: try container.decode(AuthMode.self, forKey: .mode))
   }
 
-  /// Encodes the key as `mcUid` and `mode`.
+  /// Encodes the key as `mcUid` (the account, under the name files and rows already use) and
+  /// `mode`.
   ///
   /// - Parameter encoder: The encoder.
   /// - Throws: What the encoder throws.
   public func encode(to encoder: any Encoder) throws {
     var container = encoder.container(keyedBy: CodingKeys.self)
-    try container.encode(mcUid, forKey: .mcUid)
+    try container.encode(account, forKey: .account)
     try container.encode(mode, forKey: .mode)
   }
 
-  /// Creates a key for a service's account or client id.
-  ///
-  /// - Parameters:
-  ///   - account: The account or client id the token is for.
-  ///   - mode: The authorization mode; ``AuthMode/platformOnly`` by default.
-  public init(account: String, mode: AuthMode = .platformOnly) {
-    self.init(mcUid: account, mode: mode)
-  }
-
-  /// The account or client id the token is for: the same value as ``mcUid``.
-  public var account: String {
-    get { mcUid }
-    set { mcUid = newValue }
-  }
-
   /// `account/mode`.
-  public var description: String { "\(mcUid)/\(mode.rawValue)" }
+  public var description: String { "\(account)/\(mode.rawValue)" }
 }

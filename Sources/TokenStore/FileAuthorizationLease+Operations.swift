@@ -126,7 +126,7 @@ extension FileAuthorizationLease {
         record.generation += 1
         record.userRevoked[account] = LeaseRecord.Revocation(
           generation: record.generation, at: time)
-        record.endBackOffs { $0.mcUid == account }
+        record.endBackOffs { $0.account == account }
       }
     }
   }
@@ -157,7 +157,7 @@ extension FileAuthorizationLease {
         record.generation += 1
         record.userSignedOut[account] = LeaseRecord.SignOut(
           generation: record.generation, by: owner, at: time)
-        record.endBackOffs { $0.mcUid == account }
+        record.endBackOffs { $0.account == account }
       }
     }
   }

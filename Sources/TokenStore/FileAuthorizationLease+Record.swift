@@ -195,9 +195,9 @@ struct LeaseRecord: Equatable, Sendable {
     floor <= grant.generation
       && historyFloor <= grant.generation
       && (allSignedOut?.generation ?? 0) <= grant.generation
-      && (userSignedOut[grant.key.mcUid]?.generation ?? 0) <= grant.generation
+      && (userSignedOut[grant.key.account]?.generation ?? 0) <= grant.generation
       && allRevoked <= grant.generation
-      && (userRevoked[grant.key.mcUid]?.generation ?? 0) <= grant.generation
+      && (userRevoked[grant.key.account]?.generation ?? 0) <= grant.generation
   }
 
   /// What changed from `old` to `self`, as announcements. A grant gone (unless it expired
@@ -220,11 +220,11 @@ struct LeaseRecord: Equatable, Sendable {
     }
     var signOuts: [(UInt64, LeaseChange)] = []
     // A mark whose time was only added (to one an earlier version wrote) is no sign-out.
-    for (mcUid, mark) in userSignedOut
-    where old.userSignedOut[mcUid]?.generation != mark.generation
-      || old.userSignedOut[mcUid]?.by != mark.by
+    for (account, mark) in userSignedOut
+    where old.userSignedOut[account]?.generation != mark.generation
+      || old.userSignedOut[account]?.by != mark.by
     {
-      signOuts.append((mark.generation, .signedOut(account: mcUid, by: mark.by)))
+      signOuts.append((mark.generation, .signedOut(account: account, by: mark.by)))
     }
     if let mark = allSignedOut,
       mark.generation != old.allSignedOut?.generation || mark.by != old.allSignedOut?.by

@@ -8,9 +8,9 @@ extension LeaseRecord {
     let wire = Wire(
       format: Self.format, version: Self.version, nextFence: nextFence, generation: generation,
       floor: floor, historyFloor: historyFloor == 0 ? nil : historyFloor,
-      userSignedOut: userSignedOut.sorted { $0.key < $1.key }.map { mcUid, mark in
+      userSignedOut: userSignedOut.sorted { $0.key < $1.key }.map { account, mark in
         WireSignOut(
-          mcUid: mcUid, generation: mark.generation, by: mark.by,
+          mcUid: account, generation: mark.generation, by: mark.by,
           at: mark.at?.wall.timeIntervalSinceReferenceDate, boot: mark.at?.boot?.boot,
           bootAt: mark.at?.boot?.nanoseconds)
       },
@@ -81,14 +81,14 @@ extension LeaseRecord {
       wire.floor <= wire.generation && record.historyFloor <= wire.generation
       && wire.nextFence >= 1
     for mark in wire.userSignedOut {
-      guard let mcUid = mark.mcUid, record.userSignedOut[mcUid] == nil else {
+      guard let account = mark.mcUid, record.userSignedOut[account] == nil else {
         consistent = false
         continue
       }
       consistent = consistent && mark.generation <= wire.generation
       let at = try stamp(wall: mark.at, boot: mark.boot, bootAt: mark.bootAt, at: time)
       clamped = clamped || at.clamped
-      record.userSignedOut[mcUid] = SignOut(generation: mark.generation, by: mark.by, at: at.time)
+      record.userSignedOut[account] = SignOut(generation: mark.generation, by: mark.by, at: at.time)
     }
     if let mark = wire.allSignedOut {
       consistent = consistent && mark.generation <= wire.generation
@@ -212,6 +212,7 @@ extension LeaseRecord {
   }
 
   private struct WireRevocation: Codable {
+    /// The account, under the wire name files already hold.
     var mcUid: String
     var generation: UInt64
     /// When, as ``WireSignOut`` has it.
@@ -221,6 +222,7 @@ extension LeaseRecord {
   }
 
   private struct WireSignOut: Codable {
+    /// The account (`nil` in everyone's sign-out), under the wire name files already hold.
     var mcUid: String?
     var generation: UInt64
     var by: String

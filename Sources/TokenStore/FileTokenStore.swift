@@ -18,8 +18,8 @@ import SyncPrimitives
 ///   url: appSupport.appending(path: "auth/tokens.store"),
 ///   onIssue: { issue in logger.warning("token store: \(issue)") }  // never contains a token
 /// )
-/// try await store.save(model, for: AccountKey(mcUid: "u1"))
-/// let again = try await store.model(for: AccountKey(mcUid: "u1"))
+/// try await store.save(model, for: AccountKey(account: "u1"))
+/// let again = try await store.model(for: AccountKey(account: "u1"))
 /// ```
 ///
 /// Guarantees (see `Sources/TokenStore/Documentation.docc/TokenStores.md` for the file format):

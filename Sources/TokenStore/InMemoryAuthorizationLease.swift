@@ -62,7 +62,7 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
     mutating func signOut(_ account: String, at date: Date) {
       generation += 1
       userSignedOutAt[account] = SignOutMark(generation: generation, at: date)
-      endBackOffs { $0.mcUid == account }
+      endBackOffs { $0.account == account }
     }
 
     /// Moves the generation on for a sign-out or revocation of everyone, and ends every
@@ -77,7 +77,7 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
     /// taken, and the history it needs was not dropped.
     func isCurrent(_ grant: LeaseGrant) -> Bool {
       historyFloor <= grant.generation && allSignedOutAt <= grant.generation
-        && (userSignedOutAt[grant.key.mcUid]?.generation ?? 0) <= grant.generation
+        && (userSignedOutAt[grant.key.account]?.generation ?? 0) <= grant.generation
     }
 
     /// Drops the history no grant can need any more (``dropHistory(at:keeping:)``), at most

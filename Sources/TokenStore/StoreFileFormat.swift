@@ -72,6 +72,7 @@ package enum StoreFileFormat {
   }
 
   private struct StoredKey: Codable {
+    /// The account, under the wire name files already hold.
     var mcUid: String
     var mode: String
   }
@@ -117,10 +118,10 @@ package enum StoreFileFormat {
       }
     }
     let entries = models.sorted { lhs, rhs in
-      (lhs.key.mcUid, lhs.key.mode.rawValue) < (rhs.key.mcUid, rhs.key.mode.rawValue)
+      (lhs.key.account, lhs.key.mode.rawValue) < (rhs.key.account, rhs.key.mode.rawValue)
     }.map { key, model in
       Entry(
-        key: StoredKey(mcUid: key.mcUid, mode: key.mode.rawValue),
+        key: StoredKey(mcUid: key.account, mode: key.mode.rawValue),
         model: StoredModel(
           uid: model.uid,
           accessToken: model.accessToken,
@@ -232,7 +233,7 @@ package enum StoreFileFormat {
     var models: [AccountKey: AuthModel] = [:]
     var fences: [AccountKey: UInt64] = [:]
     for entry in decoded.entries {
-      let key = AccountKey(mcUid: entry.key.mcUid, mode: AuthMode(rawValue: entry.key.mode))
+      let key = AccountKey(account: entry.key.mcUid, mode: AuthMode(rawValue: entry.key.mode))
       var expiresAt: Date?
       if let seconds = entry.model.expiresAt {
         guard isStorableExpiry(seconds) else {

@@ -97,7 +97,7 @@ struct SimulatedIntegratorAuthorizer: Authorizer {
     return AuthModel(
       uid: object["user_id"] as? String ?? "2088000000000000",
       accessToken: accessToken,
-      mcUid: key.mcUid,
+      mcUid: key.account,
       expiresAt: expiresIn.map { Date().addingTimeInterval($0) },
       refreshToken: object["refresh_token"] as? String)
   }

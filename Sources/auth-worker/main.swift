@@ -208,7 +208,7 @@ struct Worker {
         counts: counts, loginAfterRefusal: options.loginAfterRefusal,
         traceGrants: options.traceGrants),
       configuration: configuration)
-    key = AccountKey(mcUid: options.key)
+    key = AccountKey(account: options.key)
     timeout = .milliseconds(options.timeoutMilliseconds)
   }
 
@@ -296,7 +296,7 @@ struct Worker {
         stop.withLock { $0 = true }
         await loop.value
         let before = epochMilliseconds()
-        await coordinator.accountStatusChanged(.logout(mcUid: key.mcUid))
+        await coordinator.accountStatusChanged(.logout(account: key.account))
         emit("logged-out \(before) \(epochMilliseconds())")
       }
     }

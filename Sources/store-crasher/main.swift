@@ -86,7 +86,7 @@ case "write":
   let start = Int(options["start"] ?? "0") ?? 0
   let count = options["count"].flatMap { Int($0) }
   let store = FileTokenStore(url: url)
-  let key = AccountKey(mcUid: mcUid)
+  let key = AccountKey(account: mcUid)
   if let delay = options["self-kill-after-us"].flatMap({ UInt32($0) }) {
     Thread.detachNewThread {
       usleep(delay)
@@ -127,7 +127,7 @@ case "lease-hold":
   let lease = FileAuthorizationLease(url: url)
   do {
     switch try await lease.acquire(
-      AccountKey(mcUid: mcUid), owner: "store-crasher-\(getpid())",
+      AccountKey(account: mcUid), owner: "store-crasher-\(getpid())",
       timeToLive: .milliseconds(ttl))
     {
     case .acquired(let grant):

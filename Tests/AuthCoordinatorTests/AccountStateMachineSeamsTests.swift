@@ -176,14 +176,15 @@ import Testing
     let precomposed = AccountKey(account: "Jos\u{E9}")
     let combining = AccountKey(account: "Jose\u{301}")
     #expect(precomposed == combining)
-    #expect(Array(precomposed.mcUid.utf8) == Array(combining.mcUid.utf8), "the bytes a row hashes")
+    #expect(
+      Array(precomposed.account.utf8) == Array(combining.account.utf8), "the bytes a row hashes")
     let encoder = JSONEncoder()
     encoder.outputFormatting = .sortedKeys
     let encoded = try encoder.encode(combining)
     #expect(try encoder.encode(precomposed) == encoded, "the bytes a file holds")
     let decoded = try JSONDecoder().decode(
       AccountKey.self, from: Data(#"{"mcUid":"Jose\u0301","mode":"platformOnly"}"#.utf8))
-    #expect(Array(decoded.mcUid.utf8) == Array(precomposed.mcUid.utf8))
+    #expect(Array(decoded.account.utf8) == Array(precomposed.account.utf8))
     var key = AccountKey(account: "a")
     key.account = "Jose\u{301}"
     #expect(Array(key.account.utf8) == Array(precomposed.account.utf8))

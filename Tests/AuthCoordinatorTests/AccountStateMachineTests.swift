@@ -319,7 +319,7 @@ extension StateMachineFixture {
   typealias Ending = Machine.Ending
 
   var date: Date { Date(timeIntervalSince1970: 1_800_000_000) }
-  var key: AccountKey { AccountKey(mcUid: "u1") }
+  var key: AccountKey { AccountKey(account: "u1") }
   var policy: Machine.Policy { policy() }
 
   func policy(

@@ -19,8 +19,8 @@ import Testing
   /// All modes of a user share a stripe, and sequential ids spread over the stripes.
   @Test func modesShareAStripeAndSequentialIdsSpread() {
     let table = AccountTable(stripeCount: 8)
-    let a = AccountKey(mcUid: "user-17")
-    let b = AccountKey(mcUid: "user-17", mode: "other")
+    let a = AccountKey(account: "user-17")
+    let b = AccountKey(account: "user-17", mode: "other")
     #expect(table.stripe(for: a) === table.stripe(for: b))
     let used = Set((0..<64).map { ObjectIdentifier(table.stripe(forUser: "user-\($0)")) })
     #expect(used.count == 8, "64 sequential ids used \(used.count) of 8 stripes")

@@ -7,7 +7,8 @@ import Testing
   func entry(_ seconds: Int, _ flight: UInt64, _ phase: AuthEvent.FlightPhase = .authorization)
     -> DeadlineQueue.Entry
   {
-    .init(at: .seconds(seconds), key: AccountKey(mcUid: "u\(flight)"), flight: flight, phase: phase)
+    .init(
+      at: .seconds(seconds), key: AccountKey(account: "u\(flight)"), flight: flight, phase: phase)
   }
 
   @Test func popsOnlyWhatIsDueEarliestFirst() {

@@ -82,16 +82,16 @@ actor DictionaryTokenStore: TokenStore {
     defer { try? FileManager.default.removeItem(at: directory) }
     let storeURL = directory.appending(path: "auth/tokens.store")
     let backend = SnippetBackend()
-    let authorizer = ClosureAuthorizer { request in await backend.model(for: request.key.mcUid) }
+    let authorizer = ClosureAuthorizer { request in await backend.model(for: request.key.account) }
 
     let issues = SnippetRecorder<TokenStoreError>()
     let store = FileTokenStore(url: storeURL, onIssue: { issue in issues.append(issue) })
     let first = AuthCoordinator(store: store, authorizer: authorizer)
-    let model = try await first.authModel(for: AccountKey(mcUid: "u1"))
+    let model = try await first.authModel(for: AccountKey(account: "u1"))
 
     // A new launch: a new store on the same file, a new coordinator.
     let relaunched = AuthCoordinator(store: FileTokenStore(url: storeURL), authorizer: authorizer)
-    #expect(try await relaunched.authModel(for: AccountKey(mcUid: "u1")) == model)
+    #expect(try await relaunched.authModel(for: AccountKey(account: "u1")) == model)
     #expect(await backend.calls == 1)
     #expect(issues.values.isEmpty)
   }
@@ -118,7 +118,7 @@ actor DictionaryTokenStore: TokenStore {
     configuration.now = clock.dateSource
     let authorizer = ScriptedAuthorizer()
     let coordinator = AuthCoordinator(authorizer: authorizer, configuration: configuration)
-    let key = AccountKey(mcUid: "u1")
+    let key = AccountKey(account: "u1")
 
     let patient = Task { try await coordinator.authModel(for: key) }
     let call = await authorizer.nextCall()
@@ -135,7 +135,7 @@ actor DictionaryTokenStore: TokenStore {
   @Test func cancellingTheOnlyCallerCancelsTheAuthorizer() async throws {
     let authorizer = ScriptedAuthorizer()
     let coordinator = AuthCoordinator(authorizer: authorizer)
-    let task = Task { try await coordinator.authModel(for: AccountKey(mcUid: "u1")) }
+    let task = Task { try await coordinator.authModel(for: AccountKey(account: "u1")) }
     let call = await authorizer.nextCall()
 
     task.cancel()
@@ -153,7 +153,7 @@ actor DictionaryTokenStore: TokenStore {
       onAccountStatusChange: { change in
         changes.append(change)  // tell the mPaaS SDK: MCAccountLogout / MCAccountUnbind
       })
-    let key = AccountKey(mcUid: "u1")
+    let key = AccountKey(account: "u1")
     let first = Task { try await coordinator.authModel(for: key) }
     await authorizer.nextCall().succeed(
       with: AuthModel(uid: "2088000000000001", accessToken: "t1", mcUid: "u1"))
@@ -165,11 +165,11 @@ actor DictionaryTokenStore: TokenStore {
       try await coordinator.authModel(for: key, refresh: .force(rejecting: nil))
     }
     let call = await authorizer.nextCall()
-    await coordinator.accountStatusChanged(.logout(mcUid: "u1"))
+    await coordinator.accountStatusChanged(.logout(account: "u1"))
 
     await #expect(throws: AuthCoordinatorError(.signedOut)) { try await waiting.value }
     #expect(store.snapshot.isEmpty)
-    #expect(changes.values == [.logout(mcUid: "u1")])
+    #expect(changes.values == [.logout(account: "u1")])
     // The old flight's result, arriving late, is discarded.
     call.succeed(with: AuthModel(uid: "2088000000000001", accessToken: "t2", mcUid: "u1"))
     let next = Task { try await coordinator.authModel(for: key) }
@@ -184,7 +184,7 @@ actor DictionaryTokenStore: TokenStore {
   @Test func errorsHaveStableCodesAndAreNotCached() async throws {
     let authorizer = ScriptedAuthorizer()
     let coordinator = AuthCoordinator(authorizer: authorizer)
-    let key = AccountKey(mcUid: "u1")
+    let key = AccountKey(account: "u1")
 
     let first = Task { try await coordinator.authModel(for: key) }
     await authorizer.nextCall().fail(with: AuthCoordinatorError(.userCancelled, "tapped cancel"))
@@ -213,7 +213,7 @@ actor DictionaryTokenStore: TokenStore {
     let authorizer = ScriptedAuthorizer()
     let coordinator = AuthCoordinator(authorizer: authorizer)
     let events = coordinator.events  // subscribe before the work starts
-    let key = AccountKey(mcUid: "u1")
+    let key = AccountKey(account: "u1")
 
     let task = Task { try await coordinator.authModel(for: key) }
     await authorizer.nextCall().succeed(
@@ -240,7 +240,7 @@ actor DictionaryTokenStore: TokenStore {
 
   @Test func aCustomStoreIsReadOnColdStartAndWrittenBeforeResume() async throws {
     let store = DictionaryTokenStore()
-    let key = AccountKey(mcUid: "u1")
+    let key = AccountKey(account: "u1")
     let stored = AuthModel(uid: "2088000000000001", accessToken: "stored", mcUid: "u1")
     try await store.save(stored, for: key)
 
@@ -258,12 +258,12 @@ actor DictionaryTokenStore: TokenStore {
     #expect(try await store.model(for: key)?.accessToken == "new")  // persisted before resume
 
     // A logout removes every mode of the user and nobody else's model.
-    let otherMode = AccountKey(mcUid: "u1", mode: "another")
-    let otherUser = AccountKey(mcUid: "u2")
+    let otherMode = AccountKey(account: "u1", mode: "another")
+    let otherUser = AccountKey(account: "u2")
     try await store.save(stored, for: otherMode)
     try await store.save(
       AuthModel(uid: "2088000000000002", accessToken: "u2", mcUid: "u2"), for: otherUser)
-    await coordinator.accountStatusChanged(.logout(mcUid: "u1"))
+    await coordinator.accountStatusChanged(.logout(account: "u1"))
     #expect(try await store.model(for: key) == nil)
     #expect(try await store.model(for: otherMode) == nil)
     #expect(try await store.model(for: otherUser)?.accessToken == "u2")
@@ -281,7 +281,7 @@ actor DictionaryTokenStore: TokenStore {
     // 2. A scripted authorizer: each call waits for the test to release it.
     let authorizer = ScriptedAuthorizer()
     let coordinator = AuthCoordinator(authorizer: authorizer, configuration: configuration)
-    let key = AccountKey(mcUid: "u1")
+    let key = AccountKey(account: "u1")
 
     // 3. Three concurrent callers cause one authorization.
     let callers = (0..<3).map { _ in Task { try await coordinator.authModel(for: key) } }
@@ -313,7 +313,7 @@ actor DictionaryTokenStore: TokenStore {
     let coordinator = AuthCoordinator(
       authorizer: authorizer,
       configuration: AuthCoordinator.Configuration(authorizationTimeout: .seconds(120)))
-    let key = AccountKey(mcUid: "u1")
+    let key = AccountKey(account: "u1")
 
     // 1. Record first: the event stream only delivers what is emitted after it subscribed.
     let events = EventRecorder(coordinator)

@@ -24,7 +24,7 @@ import Testing
     let recorder = EventRecorder(coordinator)
 
     do {
-      let model = try await coordinator.authModel(for: AccountKey(mcUid: "u1"))
+      let model = try await coordinator.authModel(for: AccountKey(account: "u1"))
       Issue.record("expected the flight to fail, got \(model)")
     } catch {
       #expect((error as? AuthCoordinatorError)?.code == .networkError)
@@ -38,7 +38,7 @@ import Testing
       Issue.record("not a flightFailed event")
       return
     }
-    #expect(key == AccountKey(mcUid: "u1"))
+    #expect(key == AccountKey(account: "u1"))
     #expect(code == .networkError)
     #expect(message.contains("network_error"))
     #expect(message.contains("the token endpoint did not answer"))

@@ -11,7 +11,7 @@ import Testing
     let recorder = EventRecorder(h.coordinator, watchdog: .seconds(20))
     let caller = h.request()
     let call = await h.authorizer.nextCall()
-    await h.coordinator.accountStatusChanged(.logout(mcUid: "u1"))
+    await h.coordinator.accountStatusChanged(.logout(account: "u1"))
     await expectFailure(caller, .signedOut)
 
     call.succeed(with: makeModel("late"))

@@ -235,7 +235,7 @@ final class FaultyLease: AuthorizationLease, @unchecked Sendable {
       configuration: SharedLeaseTests.Rig.configuration(rig.clock))
     #expect(try await coordinator.authModel(for: u1) == rig.stored)
 
-    let logout = Task { await coordinator.accountStatusChanged(.logout(mcUid: "u1")) }
+    let logout = Task { await coordinator.accountStatusChanged(.logout(account: "u1")) }
     try await gated.waitForRevocation()
     let request = rig.callers.task { try await coordinator.authModel(for: u1) }
     try await rig.callers.waitUntil { coordinator.statistics.waitingCallers == 1 }

@@ -49,7 +49,7 @@ import Testing
     let coordinator = AuthCoordinator(
       store: RemovalFailingStore(inner), lease: lease, authorizer: authorizer,
       configuration: SharedLeaseTests.Rig.configuration(clock))
-    await coordinator.accountStatusChanged(.logout(mcUid: "u1"))
+    await coordinator.accountStatusChanged(.logout(account: "u1"))
     #expect(await inner.model(for: u1) == old, "the removal failed: the store keeps it")
 
     #expect(try await coordinator.authModel(for: u1).accessToken == "new")

@@ -29,7 +29,7 @@ import Testing
       store: store,
       authorizer: ClosureAuthorizer { request in
         issued.increment()
-        return makeModel("new-\(issued.value)", mcUid: request.key.mcUid)
+        return makeModel("new-\(issued.value)", mcUid: request.key.account)
       },
       configuration: .init(authorizationTimeout: .seconds(5)))
     #expect(try await coordinator.authModel(for: u1).accessToken == "old", "read before the lock")
@@ -50,7 +50,7 @@ import Testing
     #expect(coordinator.statistics.storeFailures >= 1, "the stuck save is reported")
 
     let logoutStart = clock.now
-    await coordinator.accountStatusChanged(.logout(mcUid: "u1"))
+    await coordinator.accountStatusChanged(.logout(account: "u1"))
     #expect(clock.now - logoutStart < .seconds(30), "logout returns while the lock is held")
 
     close(holder)

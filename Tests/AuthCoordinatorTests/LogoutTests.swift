@@ -15,10 +15,10 @@ import Testing
     let events = EventRecorder(h.coordinator)
     let forced = h.request(refresh: .force(rejecting: "t1"))
     let inFlight = await h.authorizer.nextCall()
-    await h.coordinator.accountStatusChanged(.logout(mcUid: "u1"))
+    await h.coordinator.accountStatusChanged(.logout(account: "u1"))
     await expectFailure(forced, .signedOut)
     #expect(await store.inner.model(for: u1) == nil)
-    #expect(h.statusChanges.withLock { $0 } == [.logout(mcUid: "u1")])
+    #expect(h.statusChanges.withLock { $0 } == [.logout(account: "u1")])
 
     // The authorization that was in flight answers late: it must not resurrect the old login.
     inFlight.succeed(with: makeModel("late-old-user"))
@@ -39,7 +39,7 @@ import Testing
     let caller = h.request()
     await h.authorizer.nextCall().succeed(with: makeModel("t1"))
     await store.waitForHeldSaves(1)
-    let logout = Task { await h.coordinator.accountStatusChanged(.logout(mcUid: "u1")) }
+    let logout = Task { await h.coordinator.accountStatusChanged(.logout(account: "u1")) }
     await expectFailure(caller, .signedOut)
     store.releaseSaves()
     await logout.value
@@ -53,25 +53,25 @@ import Testing
     let h = Harness()
     for key in [u1, u2] {
       let warm = h.request(key)
-      await h.authorizer.nextCall().succeed(with: makeModel("t-\(key.mcUid)", mcUid: key.mcUid))
+      await h.authorizer.nextCall().succeed(with: makeModel("t-\(key.account)", mcUid: key.account))
       _ = try await warm.value
     }
-    await h.coordinator.accountStatusChanged(.unbind(mcUid: "u1"))
+    await h.coordinator.accountStatusChanged(.unbind(account: "u1"))
     #expect(try await h.coordinator.authModel(for: u2).accessToken == "t-u2")
     let again = h.request(u1)
     await h.authorizer.nextCall().succeed(with: makeModel("t-u1-again"))
     #expect(try await again.value.accessToken == "t-u1-again")
-    #expect(h.statusChanges.withLock { $0 } == [.unbind(mcUid: "u1")])
+    #expect(h.statusChanges.withLock { $0 } == [.unbind(account: "u1")])
   }
 
   @Test func logoutClearsEveryModeOfTheUser() async throws {
-    let other = AccountKey(mcUid: "u1", mode: "someFutureMode")
+    let other = AccountKey(account: "u1", mode: "someFutureMode")
     let store = InstrumentedStore([
       u1: makeModel("a"), other: makeModel("b"), u2: makeModel("c", mcUid: "u2"),
     ])
     let h = Harness(store: store)
     #expect(try await h.coordinator.authModel(for: other).accessToken == "b")
-    await h.coordinator.accountStatusChanged(.logout(mcUid: "u1"))
+    await h.coordinator.accountStatusChanged(.logout(account: "u1"))
     let remaining = store.inner.snapshot
     #expect(remaining[u1] == nil, "cleared though never loaded: .platformOnly is a configured mode")
     #expect(remaining[other] == nil, "cleared because the coordinator had seen it")
@@ -100,7 +100,7 @@ import Testing
     await h.authorizer.nextCall().succeed(with: makeModel("old"))
     _ = try await warm.value
     #expect(try await h.coordinator.authModel(for: u1).accessToken == "old")
-    await h.coordinator.accountStatusChanged(.logout(mcUid: "u1"))
+    await h.coordinator.accountStatusChanged(.logout(account: "u1"))
     let after = h.request()
     await h.authorizer.nextCall().succeed(with: makeModel("new"))
     #expect(try await after.value.accessToken == "new")

@@ -48,7 +48,7 @@ import Testing
     let h = Harness { $0.maxForcedAuthorizations = 1 }
     for key in [u1, u2] {
       let warm = h.request(key)
-      await h.authorizer.nextCall().succeed(with: makeModel("w-\(key.mcUid)", mcUid: key.mcUid))
+      await h.authorizer.nextCall().succeed(with: makeModel("w-\(key.account)", mcUid: key.account))
       _ = try await warm.value
     }
     let first = h.request(u1, refresh: .force(rejecting: nil))

@@ -7,16 +7,16 @@ import Testing
 @Suite(.timeLimit(.minutes(2))) struct MemoryAndTimeTests {
   func warm(_ h: Harness, _ key: AccountKey) async throws {
     let task = h.request(key)
-    await h.authorizer.nextCall().succeed(with: makeModel("t-\(key.mcUid)", mcUid: key.mcUid))
+    await h.authorizer.nextCall().succeed(with: makeModel("t-\(key.account)", mcUid: key.account))
     _ = try await task.value
   }
 
   // Rule 14
   @Test func idleKeysBeyondTheLimitAreEvictedLeastRecentlyUsedFirst() async throws {
     let h = Harness { $0.maxIdleKeys = 2 }
-    let a = AccountKey(mcUid: "a")
-    let b = AccountKey(mcUid: "b")
-    let c = AccountKey(mcUid: "c")
+    let a = AccountKey(account: "a")
+    let b = AccountKey(account: "b")
+    let c = AccountKey(account: "c")
     try await warm(h, a)
     try await warm(h, b)
     _ = try await h.coordinator.authModel(for: a)  // a is now more recent than b
@@ -39,7 +39,7 @@ import Testing
       $0.maxIdleKeys = 1
       $0.maxForcedAuthorizations = 1
     }
-    let looping = AccountKey(mcUid: "looping")
+    let looping = AccountKey(account: "looping")
     try await warm(h, looping)
     let forced = h.request(looping, refresh: .force(rejecting: nil))
     await h.authorizer.nextCall().succeed(with: makeModel("t2", mcUid: "looping"))
@@ -48,7 +48,7 @@ import Testing
       await expectFailure(h.request(looping, refresh: .force(rejecting: nil)), .refreshLoop)
     }
     #expect(h.stats.refreshLoopsStopped == 5)
-    for index in 0..<3 { try await warm(h, AccountKey(mcUid: "other-\(index)")) }
+    for index in 0..<3 { try await warm(h, AccountKey(account: "other-\(index)")) }
     // One idle key may stay; the looping key is kept while its authorizations are in the loop
     // window, so at most two keys are in memory.
     #expect(h.stats.keysInMemory <= 2, "\(h.stats.keysInMemory) keys in memory")
@@ -60,7 +60,7 @@ import Testing
     let busy = h.request(u1)
     let call = await h.authorizer.nextCall()
     for index in 0..<20 {
-      let key = AccountKey(mcUid: "idle-\(index)")
+      let key = AccountKey(account: "idle-\(index)")
       try await warm(h, key)
     }
     #expect(h.stats.evictions >= 20)
@@ -72,7 +72,7 @@ import Testing
   @Test func manyKeysStayBounded() async throws {
     let coordinator = AuthCoordinator(
       authorizer: ClosureAuthorizer { request in
-        AuthModel(uid: "2088", accessToken: "t", mcUid: request.key.mcUid)
+        AuthModel(uid: "2088", accessToken: "t", mcUid: request.key.account)
       },
       configuration: {
         var configuration = AuthCoordinator.Configuration()
@@ -80,7 +80,7 @@ import Testing
         return configuration
       }())
     for index in 0..<2_000 {
-      _ = try await coordinator.authModel(for: AccountKey(mcUid: "user-\(index)"))
+      _ = try await coordinator.authModel(for: AccountKey(account: "user-\(index)"))
     }
     #expect(coordinator.statistics.keysInMemory <= 100)
     #expect(coordinator.statistics.evictions >= 1_900)

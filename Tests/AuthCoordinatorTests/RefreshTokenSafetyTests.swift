@@ -74,7 +74,7 @@ import Testing
     let call = await rig.harness.authorizer.nextCall()
     rig.harness.clock.advance(by: .seconds(2))
     await expectFailure(first, .timedOut)
-    await rig.harness.coordinator.accountStatusChanged(.logout(mcUid: "u1"))
+    await rig.harness.coordinator.accountStatusChanged(.logout(account: "u1"))
 
     call.succeed(with: makeModel("late", clock: rig.harness.clock, expiresIn: 3600))
     try await rig.events.first { if case .lateResultDiscarded = $0 { true } else { false } }

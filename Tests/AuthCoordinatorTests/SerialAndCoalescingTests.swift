@@ -17,7 +17,7 @@ import Testing
     #expect(h.authorizer.callCount == 2, "u1 and u2 are authorized at the same time")
     #expect(Set([first.key, second.key]) == [u1, u2])
     for call in [first, second] {
-      call.succeed(with: makeModel("t-\(call.key.mcUid)", mcUid: call.key.mcUid))
+      call.succeed(with: makeModel("t-\(call.key.account)", mcUid: call.key.account))
     }
     #expect(try await a1.value.accessToken == "t-u1")
     #expect(try await a2.value.accessToken == "t-u1")

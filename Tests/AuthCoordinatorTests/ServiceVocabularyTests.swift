@@ -8,10 +8,10 @@ import Testing
 @Suite(.timeLimit(.minutes(1))) struct ServiceVocabularyTests {
   @Test func anAccountKeyIsTheSameKeyUnderEitherName() {
     var key = AccountKey(account: "billing-client")
-    #expect(key == AccountKey(mcUid: "billing-client"))
+    #expect(key == AccountKey(account: "billing-client"))
     #expect(key.account == "billing-client")
     key.account = "other"
-    #expect(key.mcUid == "other")
+    #expect(key.account == "other")
     #expect("\(key)" == "other/platformOnly")
   }
 
@@ -61,6 +61,6 @@ import Testing
     let next = h.request()
     await h.authorizer.nextCall().succeed(with: makeModel("t2"))
     #expect(try await next.value.accessToken == "t2", "authorized again from nothing")
-    #expect(h.statusChanges.withLock { $0.last } == .logout(mcUid: "u1"))
+    #expect(h.statusChanges.withLock { $0.last } == .logout(account: "u1"))
   }
 }

@@ -134,8 +134,8 @@ import Testing
     #expect(try await widget.authModel(for: u1) == rig.stored)
     let widgetEvents = EventRecorder(widget)
 
-    await app.accountStatusChanged(.logout(mcUid: "u1"))
-    try await widgetEvents.first { $0 == .signedOutElsewhere(mcUid: "u1") }
+    await app.accountStatusChanged(.logout(account: "u1"))
+    try await widgetEvents.first { $0 == .signedOutElsewhere(account: "u1") }
     let next = rig.request(widget)
     let call = await rig.authorizer.nextCall()
     #expect(call.request.replacing == nil, "the store was emptied; nothing to refresh")
@@ -152,7 +152,7 @@ import Testing
       configuration: Rig.configuration(rig.clock))
     let caller = rig.request(rig.processes[0])
     let call = await rig.authorizer.nextCall()
-    await other.accountStatusChanged(.logout(mcUid: "u1"))
+    await other.accountStatusChanged(.logout(account: "u1"))
     call.succeed(with: makeModel("stale-login", clock: rig.clock, expiresIn: 3600))
     await expectFailure(caller, .signedOut)
     #expect(await rig.store.model(for: u1) == nil)
@@ -180,7 +180,7 @@ import Testing
     call.succeed(with: makeModel("stale-login", clock: clock, expiresIn: 3600))
     // The save passed its checks and is in the store's hands when the other process logs out.
     await store.waitForHeldSaves(1)
-    await other.accountStatusChanged(.logout(mcUid: "u1"))
+    await other.accountStatusChanged(.logout(account: "u1"))
     store.failRemoves(true)
     store.releaseSaves()
     await expectFailure(caller, .signedOut)

@@ -117,7 +117,7 @@ import Testing
     let calls = h.authorizer.callCount
     let fourth = h.request(refresh: .force(rejecting: nil))
     try await h.waitForWaiters(1)
-    await h.coordinator.accountStatusChanged(.logout(mcUid: "u1"))
+    await h.coordinator.accountStatusChanged(.logout(account: "u1"))
     await expectFailure(fourth, .signedOut)
     h.clock.advance(by: .seconds(10))
     #expect(h.authorizer.callCount == calls)

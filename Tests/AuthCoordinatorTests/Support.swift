@@ -12,8 +12,8 @@ func makeModel(
   return AuthModel(uid: "2088000000000001", accessToken: token, mcUid: mcUid, expiresAt: expiresAt)
 }
 
-let u1 = AccountKey(mcUid: "u1")
-let u2 = AccountKey(mcUid: "u2")
+let u1 = AccountKey(account: "u1")
+let u2 = AccountKey(account: "u2")
 
 /// A coordinator wired to a manual clock and a scripted authorizer.
 struct Harness {

@@ -12,20 +12,20 @@ import Testing
   // MARK: Logout leaves no model of the user, in any mode
 
   @Test func logoutRemovesAnEvictedKeysModelAndTheNextRequestAuthorizes() async throws {
-    let key = AccountKey(mcUid: "u1", mode: Self.custom)
+    let key = AccountKey(account: "u1", mode: Self.custom)
     let h = Harness { $0.maxIdleKeys = 1 }
     let first = h.request(key)
     await h.authorizer.nextCall().succeed(with: makeModel("before-logout"))
     _ = try await first.value
     for other in 2...5 {
-      let otherKey = AccountKey(mcUid: "u\(other)")
+      let otherKey = AccountKey(account: "u\(other)")
       let warm = h.request(otherKey)
       await h.authorizer.nextCall().succeed(with: makeModel("t\(other)", mcUid: "u\(other)"))
       _ = try await warm.value
     }
     #expect(h.stats.evictions >= 1, "u1's custom key was evicted from memory")
 
-    await h.coordinator.accountStatusChanged(.logout(mcUid: "u1"))
+    await h.coordinator.accountStatusChanged(.logout(account: "u1"))
     #expect(try await h.store.model(for: key) == nil, "the evicted key's model left the store")
 
     let again = h.request(key)
@@ -36,13 +36,13 @@ import Testing
   }
 
   @Test func logoutAfterARelaunchRemovesModesThisProcessNeverSaw() async throws {
-    let key = AccountKey(mcUid: "u1", mode: Self.custom)
+    let key = AccountKey(account: "u1", mode: Self.custom)
     let store = InMemoryTokenStore([
       key: makeModel("stored"), u1: makeModel("stored-platform"), u2: makeModel("u2", mcUid: "u2"),
     ])
     let h = Harness(store: store)
-    await h.coordinator.accountStatusChanged(.logout(mcUid: "u1"))
-    #expect(store.snapshot.keys.filter { $0.mcUid == "u1" }.isEmpty)
+    await h.coordinator.accountStatusChanged(.logout(account: "u1"))
+    #expect(store.snapshot.keys.filter { $0.account == "u1" }.isEmpty)
     #expect(store.snapshot[u2] != nil, "other users stay signed in")
   }
 
@@ -78,18 +78,18 @@ import Testing
   }
 
   @Test func logoutReturnsWhileTheStoreIsStuckAndNoLaterLoadBringsTheModelBack() async throws {
-    let custom = AccountKey(mcUid: "u1", mode: Self.custom)
+    let custom = AccountKey(account: "u1", mode: Self.custom)
     let store = GatedStore([u1: makeModel("old"), custom: makeModel("old-custom")])
     let h = Harness(store: store) { $0.authorizationTimeout = .seconds(1) }
     #expect(try await h.coordinator.authModel(for: u1).accessToken == "old")
 
     store.hold(.remove)
-    let logout = Task { await h.coordinator.accountStatusChanged(.logout(mcUid: "u1")) }
+    let logout = Task { await h.coordinator.accountStatusChanged(.logout(account: "u1")) }
     await store.waitForHeld(.remove)
     await h.clock.waitForSleepers(1)
     h.clock.advance(by: .seconds(1))
     await logout.value  // returns although the removal has not finished
-    #expect(h.statusChanges.withLock { $0 } == [.logout(mcUid: "u1")])
+    #expect(h.statusChanges.withLock { $0 } == [.logout(account: "u1")])
     #expect(h.stats.storeFailures == 1, "the stuck removal is reported")
 
     // A mode this process never loaded must be read from the store: the load is ordered after
@@ -116,7 +116,7 @@ import Testing
     let h = Harness(store: store) { $0.maxIdleKeys = 0 }
     #expect(try await h.coordinator.authModel(for: u1).accessToken == "old")
     store.fail(.remove)
-    await h.coordinator.accountStatusChanged(.logout(mcUid: "u1"))
+    await h.coordinator.accountStatusChanged(.logout(account: "u1"))
     #expect(h.stats.storeFailures == 1)
     #expect(await store.inner.model(for: u1)?.accessToken == "old", "the store still has it")
 
@@ -190,7 +190,7 @@ import Testing
       _ = try await caller.value
     }
     for other in 2...4 {
-      let otherKey = AccountKey(mcUid: "u\(other)")
+      let otherKey = AccountKey(account: "u\(other)")
       let warm = h.request(otherKey)
       await h.authorizer.nextCall().succeed(with: makeModel("o\(other)", mcUid: "u\(other)"))
       _ = try await warm.value

@@ -69,7 +69,7 @@ import Testing
     _ = try await first.value
     try await rig.events.first { if case .modelUnsaved = $0 { true } else { false } }
 
-    await rig.harness.coordinator.accountStatusChanged(.logout(mcUid: "u1"))
+    await rig.harness.coordinator.accountStatusChanged(.logout(account: "u1"))
     rig.store.fail(.save, false)
     rig.harness.clock.advance(by: .seconds(1))
     try await rig.events.first { if case .unsavedModelDropped = $0 { true } else { false } }

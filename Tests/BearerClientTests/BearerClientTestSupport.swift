@@ -11,7 +11,7 @@ import RotatingTokenServer
 struct BearerHarness {
   let server: RotatingTokenServer
   let coordinator: AuthCoordinator
-  let key = AccountKey(mcUid: "u1")
+  let key = AccountKey(account: "u1")
   let session: URLSession
   let client: BearerClient
 
@@ -62,7 +62,7 @@ struct BearerHarness {
     }
     let expiresIn = (reply["expires_in"] as? NSNumber)?.doubleValue ?? 3600
     return AuthModel(
-      uid: reply["user_id"] as? String ?? "", accessToken: accessToken, mcUid: request.key.mcUid,
+      uid: reply["user_id"] as? String ?? "", accessToken: accessToken, mcUid: request.key.account,
       expiresAt: Date().addingTimeInterval(expiresIn),
       refreshToken: reply["refresh_token"] as? String)
   }

@@ -27,7 +27,7 @@ enum ChaosFault: String, CaseIterable, Sendable, Comparable {
 
 /// An ``Authorizer`` that injects faults and checks rule 1 from the inside.
 ///
-/// Every model it issues carries a global sequence number (in the token, `tok|<mcUid>|<seq>`,
+/// Every model it issues carries a global sequence number (in the token, `tok|<account>|<seq>`,
 /// and in `extraInfo["seq"]`), the key it was issued for (`extraInfo["key"]`), and is numbered in
 /// the order the authorizer returned it.
 ///
@@ -121,7 +121,7 @@ final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
   // MARK: - Authorizer
 
   func authorize(_ request: AuthorizationRequest) async throws -> AuthModel {
-    let call = CallState(key: request.key.mcUid)
+    let call = CallState(key: request.key.account)
     return try await withTaskCancellationHandler {
       let fault = register(call)
       defer { deregister(call) }
@@ -218,7 +218,7 @@ final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
       return issue(for: key, rng: &rng)
     case .wrongUser:
       var model = issue(for: key, rng: &rng)
-      model.mcUid = "not-" + key.mcUid
+      model.mcUid = "not-" + key.account
       state.withLock { _ = $0.misdirected.insert(UInt64(model.extraInfo["seq"]!)!) }
       return model
     }
@@ -235,7 +235,7 @@ final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
     let lifetime = Double(Int.random(in: 90...900, using: &rng))
     let expiresAt: Date? = rng.chance(35) ? nil : clock.date.addingTimeInterval(lifetime)
     return AuthModel(
-      uid: "2088" + String(seq), accessToken: "tok|\(key.mcUid)|\(seq)", mcUid: key.mcUid,
-      expiresAt: expiresAt, extraInfo: ["seq": String(seq), "key": key.mcUid])
+      uid: "2088" + String(seq), accessToken: "tok|\(key.account)|\(seq)", mcUid: key.account,
+      expiresAt: expiresAt, extraInfo: ["seq": String(seq), "key": key.account])
   }
 }

@@ -21,7 +21,7 @@ extension ConcurrencySuites {
       let coordinator = AuthCoordinator(
         store: store,
         authorizer: ClosureAuthorizer { request in
-          scaleModel(request.key.mcUid, 1, expiresAt: clock.date.addingTimeInterval(3600))
+          scaleModel(request.key.account, 1, expiresAt: clock.date.addingTimeInterval(3600))
         },
         configuration: configuration)
       let rounds = environmentInt("LOGOUT_ALL_ROUNDS", 300)
@@ -41,7 +41,7 @@ extension ConcurrencySuites {
         try await signal.waitUntil { finished.withLock { $0 } >= expected }
       }
       // And the store order is not stuck: a request loads and authorizes.
-      let key = AccountKey(mcUid: "after")
+      let key = AccountKey(account: "after")
       #expect(try await coordinator.authModel(for: key).mcUid == "after")
     }
   }

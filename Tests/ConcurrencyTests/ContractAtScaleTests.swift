@@ -45,7 +45,7 @@ extension ConcurrencySuites {
       }
     }
 
-    static let keys = (0..<1_000).map { AccountKey(mcUid: "key\($0)") }
+    static let keys = (0..<1_000).map { AccountKey(account: "key\($0)") }
 
     /// Rules 1 and 4 across keys: 1,000 keys x 20 callers; all 1,000 authorizations are in
     /// flight together (keys proceed in parallel), each key gets exactly one.
@@ -62,11 +62,11 @@ extension ConcurrencySuites {
       #expect(calls.count == Self.keys.count)
       #expect(Set(calls.map(\.key)).count == Self.keys.count, "one authorization per key")
       for call in calls.reversed() {
-        call.succeed(with: scaleModel(call.key.mcUid, call.index))
+        call.succeed(with: scaleModel(call.key.account, call.index))
       }
       for (key, task) in tasks {
         let model = try await task.value
-        #expect(model.mcUid == key.mcUid && model.accessToken.hasPrefix("tok|\(key.mcUid)|"))
+        #expect(model.mcUid == key.account && model.accessToken.hasPrefix("tok|\(key.account)|"))
       }
       #expect(s.authorizer.callCount == Self.keys.count)
       try await flightsEnded(s.coordinator, events)
@@ -77,7 +77,7 @@ extension ConcurrencySuites {
     /// naming none while it is cached) cause exactly one authorization, and none gets it back.
     @Test func forcedRefreshStormCausesOneAuthorization() async throws {
       let s = Setup()
-      let key = AccountKey(mcUid: "storm")
+      let key = AccountKey(account: "storm")
       let first = s.request(key)
       let call = await s.authorizer.nextCall()
       call.succeed(with: scaleModel("storm", 0))
@@ -134,18 +134,18 @@ extension ConcurrencySuites {
       let fresh = keys.map { s.request($0) }
       try await s.authorizer.waitForCalls(2 * keys.count)
       let events = EventRecorder(s.coordinator)
-      for call in oldCalls { call.succeed(with: scaleModel(call.key.mcUid, -1)) }
+      for call in oldCalls { call.succeed(with: scaleModel(call.key.account, -1)) }
       // Each discarded result emits `.lateResultDiscarded` after counting it.
       let coordinator = s.coordinator
       try await events.waitUntil {
         coordinator.statistics.lateResultsDiscarded == keys.count
       }
       for call in s.authorizer.calls.dropFirst(keys.count) {
-        call.succeed(with: scaleModel(call.key.mcUid, call.index))
+        call.succeed(with: scaleModel(call.key.account, call.index))
       }
       for (key, task) in zip(keys, fresh) {
         let model = try await task.value
-        #expect(model.mcUid == key.mcUid && !model.accessToken.hasSuffix("|-1"))
+        #expect(model.mcUid == key.account && !model.accessToken.hasSuffix("|-1"))
       }
       try await flightsEnded(s.coordinator, events)
       #expect(s.stats.flightsInProgress == 0 && s.stats.waitingCallers == 0)
@@ -173,12 +173,12 @@ extension ConcurrencySuites {
       let firstWaiter = Dictionary(waiters.map { ($0.0, $0.1) }, uniquingKeysWith: { a, _ in a })
       await withTaskGroup(of: Void.self) { group in
         for (index, call) in firstCalls.enumerated() {
-          group.addTask { call.succeed(with: scaleModel(call.key.mcUid, index)) }
+          group.addTask { call.succeed(with: scaleModel(call.key.account, index)) }
           guard loggingOut.contains(call.key) else { continue }
           let waiter = index.isMultiple(of: 4) ? nil : firstWaiter[call.key]
           group.addTask {
             _ = try? await waiter?.value
-            await coordinator.accountStatusChanged(.logout(mcUid: call.key.mcUid))
+            await coordinator.accountStatusChanged(.logout(account: call.key.account))
           }
         }
       }
@@ -187,7 +187,7 @@ extension ConcurrencySuites {
       for (key, task) in waiters {
         do {
           let model = try await task.value
-          #expect(model.mcUid == key.mcUid)
+          #expect(model.mcUid == key.account)
         } catch let error as AuthCoordinatorError {
           #expect(error.code == .signedOut && loggingOut.contains(key), "\(error)")
           signedOut += 1
@@ -195,13 +195,13 @@ extension ConcurrencySuites {
       }
       let oldTokens = Dictionary(
         uniqueKeysWithValues: firstCalls.enumerated().map {
-          ($0.element.key, "tok|\($0.element.key.mcUid)|\($0.offset)")
+          ($0.element.key, "tok|\($0.element.key.account)|\($0.offset)")
         })
       let after = keys.map { s.request($0) }
       try await s.authorizer.waitForCalls(keys.count + loggingOut.count)
       for call in s.authorizer.calls.dropFirst(keys.count) {
         #expect(loggingOut.contains(call.key), "only logged-out keys authorize again")
-        call.succeed(with: scaleModel(call.key.mcUid, 1_000_000 + call.index))
+        call.succeed(with: scaleModel(call.key.account, 1_000_000 + call.index))
       }
       for (key, task) in zip(keys, after) {
         let token = try await task.value.accessToken

@@ -28,11 +28,11 @@ extension ConcurrencySuites {
       // A store that answers at once, so a cold flight ends as fast as it can.
       let store = InMemoryTokenStore()
       for index in 0..<keys {
-        let key = AccountKey(mcUid: "k\(index)")
-        await store.save(scaleModel(key.mcUid, 0, expiresAt: .distantFuture), for: key)
+        let key = AccountKey(account: "k\(index)")
+        await store.save(scaleModel(key.account, 0, expiresAt: .distantFuture), for: key)
       }
       let authorizer = ClosureAuthorizer { request in
-        scaleModel(request.key.mcUid, 1, expiresAt: .distantFuture)
+        scaleModel(request.key.account, 1, expiresAt: .distantFuture)
       }
       let coordinator = AuthCoordinator(store: store, authorizer: authorizer)
       let log = LockedState<[AuthEvent]>([])
@@ -51,7 +51,7 @@ extension ConcurrencySuites {
         try await withThrowingTaskGroup(of: Void.self) { group in
           for index in 0..<keys {
             group.addTask {
-              let key = AccountKey(mcUid: "k\(index)")
+              let key = AccountKey(account: "k\(index)")
               let refresh: RefreshPolicy = round == 0 ? .ifNeeded : .force(rejecting: nil)
               _ = try await coordinator.authModel(for: key, refresh: refresh)
             }

@@ -22,7 +22,7 @@ extension ConcurrencySuites {
       configuration.now = clock.dateSource
       let coordinator = AuthCoordinator(authorizer: authorizer, configuration: configuration)
       let events = EventRecorder(coordinator)
-      let key = AccountKey(mcUid: "fan-in")
+      let key = AccountKey(account: "fan-in")
       let model = scaleModel("fan-in", 1)
       let began = ContinuousClock.now
       // Runs both groups, so that the test can await their children parking (which emits no

@@ -76,7 +76,7 @@ final class RecordingStore: TokenStore, @unchecked Sendable {
       state.models[key] = model
       if let seq = model.extraInfo["seq"].flatMap(UInt64.init) {
         state.saves[seq] = state.index
-        state.newestSaved[key.mcUid] = max(state.newestSaved[key.mcUid] ?? 0, seq)
+        state.newestSaved[key.account] = max(state.newestSaved[key.account] ?? 0, seq)
       }
       return false
     }
@@ -88,7 +88,7 @@ final class RecordingStore: TokenStore, @unchecked Sendable {
       $0.index += 1
       $0.removals += 1
       $0.models[key] = nil
-      $0.lastRemoval[key.mcUid] = $0.index
+      $0.lastRemoval[key.account] = $0.index
     }
   }
 

@@ -20,7 +20,7 @@ extension ConcurrencySuites {
     func aResultArrivingBetweenAnotherProcesssRemovalAndItsAnnouncementIsNeverStored()
       async throws
     {
-      let key = AccountKey(mcUid: "u1")
+      let key = AccountKey(account: "u1")
       let store = InMemoryTokenStore()
       let lease = InMemoryAuthorizationLease()
       let issuer = SharedLeaseIssuer()
@@ -33,7 +33,7 @@ extension ConcurrencySuites {
       let widget = AuthCoordinator(
         store: store, lease: SlowSignOutLease(inner: lease, gate: gate),
         authorizer: ClosureAuthorizer { request in
-          issuer.login(mcUid: request.key.mcUid, lifetime: 3600, by: "widget")
+          issuer.login(mcUid: request.key.account, lifetime: 3600, by: "widget")
         }, configuration: configuration)
 
       // The app refreshes the expired session; the token server rotates the refresh token.
@@ -45,7 +45,7 @@ extension ConcurrencySuites {
 
       // The widget logs the user out: it empties the store, then announces the sign-out in the
       // lease, which takes a moment (a file lease takes a lock and writes a file).
-      let logout = Task { await widget.accountStatusChanged(.logout(mcUid: "u1")) }
+      let logout = Task { await widget.accountStatusChanged(.logout(account: "u1")) }
       await gate.waitUntilEntered()
       #expect(await store.model(for: key) == nil, "the logout emptied the store first")
 

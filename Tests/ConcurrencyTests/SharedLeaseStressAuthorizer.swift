@@ -204,7 +204,7 @@ final class SharedStressAuthorizer: Authorizer {
     if let refreshToken, !(family.map(issuer.isRevoked) ?? false) {
       do {
         model = try issuer.refresh(
-          refreshToken, mcUid: request.key.mcUid, lifetime: lifetime, by: caller)
+          refreshToken, mcUid: request.key.account, lifetime: lifetime, by: caller)
       } catch {
         if let reuse = issuer.reuse(by: caller) {
           let first = reuse.firstSpentBy.split(separator: " ").dropFirst().first.flatMap {
@@ -220,7 +220,7 @@ final class SharedStressAuthorizer: Authorizer {
         throw error
       }
     } else {
-      model = issuer.login(mcUid: request.key.mcUid, lifetime: lifetime, by: caller)
+      model = issuer.login(mcUid: request.key.account, lifetime: lifetime, by: caller)
     }
     pauses.draw(.afterRequest, process: process)
     // The response reaches a paused process when the pause ends.

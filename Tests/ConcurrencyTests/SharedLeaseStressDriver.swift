@@ -110,7 +110,7 @@ final class SharedLeaseStressDriver {
     self.faults = faults
     let count = Int.random(in: 2...6, using: &rng)
     users = (0..<Int.random(in: parameters.pauses ? 2...4 : 1...3, using: &rng)).map {
-      AccountKey(mcUid: "u\($0)")
+      AccountKey(account: "u\($0)")
     }
     let deadlines = (0..<count).map { _ in
       parameters.pauses
@@ -200,7 +200,7 @@ final class SharedLeaseStressDriver {
     // is a refresh), the others with an empty store.
     if rng.chance(50) {
       for user in users {
-        let model = issuer.login(mcUid: user.mcUid, lifetime: -1, by: "setup")
+        let model = issuer.login(mcUid: user.account, lifetime: -1, by: "setup")
         await store.save(model, for: user)
       }
     }
@@ -249,7 +249,8 @@ final class SharedLeaseStressDriver {
     case ..<50:
       count("forced refresh of the token last seen")
       call(
-        process, user, .force(rejecting: ledger.lastSeen(process: process.index, mcUid: user.mcUid))
+        process, user,
+        .force(rejecting: ledger.lastSeen(process: process.index, mcUid: user.account))
       )
     case ..<60:
       count("request with its own short timeout")
@@ -285,7 +286,7 @@ final class SharedLeaseStressDriver {
         let process = processes[Int.random(in: 0..<processes.count, using: &rng)]
         let refresh: RefreshPolicy =
           forced
-          ? .force(rejecting: ledger.lastSeen(process: process.index, mcUid: user.mcUid))
+          ? .force(rejecting: ledger.lastSeen(process: process.index, mcUid: user.account))
           : .ifNeeded
         call(process, user, refresh)
       }
@@ -323,17 +324,17 @@ final class SharedLeaseStressDriver {
 
   private func logout(_ process: SharedStressProcess, _ user: AccountKey) {
     let issuedBefore = issuer.issued
-    ledger.logoutBegan(process: process.index, mcUid: user.mcUid, issuedBefore: issuedBefore)
+    ledger.logoutBegan(process: process.index, mcUid: user.account, issuedBefore: issuedBefore)
     let (coordinator, ledger, index) = (process.coordinator, ledger, process.index)
     let bound = process.authorizationTimeout + parameters.margin
     Task {
       let began = ContinuousClock.now
-      await coordinator.accountStatusChanged(.logout(mcUid: user.mcUid))
+      await coordinator.accountStatusChanged(.logout(account: user.account))
       let elapsed = began.duration(to: .now)
       if elapsed > bound {
         ledger.violation("late", "a logout in process \(index) took \(elapsed) (bound \(bound))")
       }
-      ledger.logoutReturned(process: index, mcUid: user.mcUid, issuedBefore: issuedBefore)
+      ledger.logoutReturned(process: index, mcUid: user.account, issuedBefore: issuedBefore)
     }
   }
 
@@ -370,7 +371,7 @@ final class SharedLeaseStressDriver {
     }
     guard settled() else {
       let stuck = ledger.unfinished(limit: 10).map {
-        "#\($0.id) process \($0.process) \($0.key.mcUid) \($0.refresh), started "
+        "#\($0.id) process \($0.process) \($0.key.account) \($0.refresh), started "
           + "\($0.started.duration(to: .now)) ago"
       }
       ledger.violation(
@@ -426,7 +427,7 @@ final class SharedLeaseStressDriver {
       if let problem = issuer.problem(withStored: model.refreshToken) {
         let family = model.refreshToken.flatMap(issuer.family(ofRefreshToken:))
         if let family, excused.contains(family), issuer.isRevoked(family) { continue }
-        ledger.violation("stale store", "at the end the store for \(user.mcUid) \(problem)")
+        ledger.violation("stale store", "at the end the store for \(user.account) \(problem)")
       }
     }
     for process in processes {

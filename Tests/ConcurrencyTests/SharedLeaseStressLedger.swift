@@ -107,7 +107,7 @@ final class SharedStressLedger: Sendable {
       let call = SharedStressCall(
         id: state.ends.count, process: process, key: key, refresh: refresh, timeout: timeout,
         deadline: deadline, started: .now, bound: bound,
-        logoutBarrier: state.barrier[process]?[key.mcUid] ?? 0)
+        logoutBarrier: state.barrier[process]?[key.account] ?? 0)
       state.ends.append(0)
       state.cancelledByDriver.append(false)
       state.calls[call.id] = call
@@ -127,13 +127,13 @@ final class SharedStressLedger: Sendable {
     let elapsed = call.started.duration(to: .now)
     var problems: [(String, String)] = []
     let outcome: String
-    let where_ = "call \(call.id) (process \(call.process), \(call.key.mcUid), \(call.refresh))"
+    let where_ = "call \(call.id) (process \(call.process), \(call.key.account), \(call.refresh))"
     var served: String?
     switch result {
     case .success(let model):
       outcome = "served"
       served = model.accessToken
-      if let (seq, family) = SharedLeaseIssuer.parse(model), model.mcUid == call.key.mcUid {
+      if let (seq, family) = SharedLeaseIssuer.parse(model), model.mcUid == call.key.account {
         if seq <= call.logoutBarrier {
           problems.append(
             (
@@ -186,7 +186,7 @@ final class SharedStressLedger: Sendable {
       if call.timeout == nil {
         state.worstInDeadlines = max(state.worstInDeadlines, elapsed / call.deadline)
       }
-      if let served { state.lastSeen[call.process, default: [:]][call.key.mcUid] = served }
+      if let served { state.lastSeen[call.process, default: [:]][call.key.account] = served }
       state.calls[call.id] = nil
       state.outcomes[outcome, default: 0] += 1
       Self.note(problems, in: &state)
@@ -225,7 +225,7 @@ final class SharedStressLedger: Sendable {
     }
   }
 
-  /// `process` emitted `.signedOutElsewhere(mcUid:)`: every sign-out of the user by another
+  /// `process` emitted `.signedOutElsewhere(account:)`: every sign-out of the user by another
   /// process recorded so far is known to it from now on.
   func heardSignOut(process: Int, mcUid: String) {
     state.withLock { state in
@@ -284,7 +284,7 @@ final class SharedStressLedger: Sendable {
           let holder = state.holders[key]
           let otherLive = holder.map { $0.process == other.process && $0.expiresAt > now } ?? false
           let text =
-            "process \(process) began refreshing family \(family) of \(key.mcUid) while process "
+            "process \(process) began refreshing family \(family) of \(key.account) while process "
             + "\(other.process)'s refresh of it (began \(other.began.duration(to: began)) earlier, "
             + "cancelled: \(other.cancelled)) was in flight"
           if other.hung {

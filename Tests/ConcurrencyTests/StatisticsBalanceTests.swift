@@ -39,7 +39,7 @@ extension ConcurrencySuites {
       let coordinator = AuthCoordinator(authorizer: authorizer, configuration: configuration)
       coordinatorBox.withLock { $0 = coordinator }
 
-      let caller = Task { try await coordinator.authModel(for: AccountKey(mcUid: "u1")) }
+      let caller = Task { try await coordinator.authModel(for: AccountKey(account: "u1")) }
       try await authorizerChanged.waitUntil { entered.withLock { $0 } }
       let events = EventRecorder(coordinator)
       caller.cancel()

@@ -153,7 +153,7 @@ final class StressDriver {
     coordinator = AuthCoordinator(
       store: store, authorizer: authorizer, configuration: configuration)
     ledger = StressLedger(expectedCalls: parameters.operations * 11 / 10)
-    keys = (0..<parameters.keys).map { AccountKey(mcUid: "k\($0)") }
+    keys = (0..<parameters.keys).map { AccountKey(account: "k\($0)") }
     ring = Array(repeating: nil, count: parameters.window)
     report = StressReport(parameters: parameters)
   }
@@ -215,7 +215,7 @@ final class StressDriver {
       started.task.cancel()
     case ..<81:
       count("logout")
-      logout(.logout(mcUid: key.mcUid))
+      logout(.logout(account: key.account))
     case ..<81.15:
       count("logoutAll")
       logout(.logoutAll)
@@ -231,7 +231,7 @@ final class StressDriver {
 
   /// The token last served for `key`, or one that was never valid.
   private func namedRejection(_ key: AccountKey) -> String {
-    ledger.lastToken(key.mcUid) ?? "tok|\(key.mcUid)|0"
+    ledger.lastToken(key.account) ?? "tok|\(key.account)|0"
   }
 
   @discardableResult
@@ -271,7 +271,7 @@ final class StressDriver {
     let (coordinator, ledger) = (coordinator, ledger)
     Task {
       await coordinator.accountStatusChanged(change)
-      ledger.logoutReturned(change.mcUid, issuedBefore: issuedBefore)
+      ledger.logoutReturned(change.account, issuedBefore: issuedBefore)
     }
   }
 
@@ -328,7 +328,7 @@ final class StressDriver {
     report.drainRounds = round
     guard !settled() else { return }
     let stuck = ledger.unfinished(limit: 10).map {
-      "#\($0.id) \($0.key.mcUid) \($0.refresh) timeout \(String(describing: $0.timeout))"
+      "#\($0.id) \($0.key.account) \($0.refresh) timeout \(String(describing: $0.timeout))"
     }
     ledger.violation(
       "hang: after \(maxRounds) rounds of yielding and moving the clock 20 s, "

@@ -64,12 +64,12 @@ final class StressLedger: @unchecked Sendable {
   ) -> StressCall {
     // The removal mark is read before the barrier is: both only grow, and either may be older
     // than the call's start, never newer, so neither check can raise a false alarm.
-    let removalMark = store.removalMark(for: key.mcUid)
+    let removalMark = store.removalMark(for: key.account)
     return state.withLock { state in
       let call = StressCall(
         id: state.ends.count, key: key, refresh: refresh, timeout: timeout,
         removalMark: removalMark,
-        logoutBarrier: max(state.barrier[key.mcUid] ?? 0, state.barrierAll))
+        logoutBarrier: max(state.barrier[key.account] ?? 0, state.barrierAll))
       state.ends.append(0)
       state.cancelledByDriver.append(false)
       state.calls.append(call)
@@ -107,7 +107,7 @@ final class StressLedger: @unchecked Sendable {
     var problems: [String] = []
     let outcome: String
     var servedToken: String?
-    let mcUid = call.key.mcUid
+    let mcUid = call.key.account
     switch result {
     case .success(let model):
       outcome = "served"

@@ -13,7 +13,7 @@ import Testing
       endpoint: URL(string: "https://127.0.0.1:9/token")!, now: { now })
     let body = Data(#"{"user_id":"2088","access_token":"t","expires_in":1e300}"#.utf8)
     let model = try exchanger.model(
-      from: body, status: 200, code: AuthCode("code"), key: AccountKey(mcUid: "u1"))
+      from: body, status: 200, code: AuthCode("code"), key: AccountKey(account: "u1"))
     let expiresAt = try #require(model.expiresAt)
     #expect(expiresAt == now.addingTimeInterval(Duration.saturationLimit.seconds))
   }

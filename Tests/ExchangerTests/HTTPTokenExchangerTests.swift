@@ -20,7 +20,7 @@ private func makeCode() -> AuthCode {
 
 private func request(_ mcUid: String = "merchant-1") -> AuthorizationRequest {
   AuthorizationRequest(
-    key: AccountKey(mcUid: mcUid), reason: .missing, requestID: UUID().uuidString)
+    key: AccountKey(account: mcUid), reason: .missing, requestID: UUID().uuidString)
 }
 
 private func exchanger(

@@ -10,7 +10,7 @@ import Testing
 /// answers): what it sends, and how each answer is classified.
 @Suite(.timeLimit(.minutes(1))) struct HTTPTokenRefresherTests {
   let now = Date(timeIntervalSince1970: 1_800_000_000)
-  let key = AccountKey(mcUid: "merchant-1")
+  let key = AccountKey(account: "merchant-1")
 
   func refresher(_ server: TokenServer, _ path: String) -> HTTPTokenRefresher {
     let now = self.now

@@ -39,7 +39,7 @@ import Testing
       }
       let reply = try JSONDecoder().decode(Reply.self, from: data)
       return AuthModel(
-        uid: clientID, accessToken: reply.access_token, mcUid: request.key.mcUid,
+        uid: clientID, accessToken: reply.access_token, mcUid: request.key.account,
         expiresAt: Date().addingTimeInterval(reply.expires_in),
         refreshToken: reply.refresh_token ?? request.replacing?.refreshToken)
     }
@@ -54,7 +54,7 @@ import Testing
     let coordinator = AuthCoordinator(
       authorizer: RefreshingAuthorizer(endpoint: server.url("/token"), clientID: "readme"),
       configuration: configuration)
-    let key = AccountKey(mcUid: "service")
+    let key = AccountKey(account: "service")
     var token = try await coordinator.authModel(for: key).accessToken
     for _ in 0..<20 {
       let fresh = try await coordinator.authModel(for: key, refresh: .force(rejecting: token))

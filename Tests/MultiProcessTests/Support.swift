@@ -28,7 +28,7 @@ import TokenStore
 let fullRun = ProcessInfo.processInfo.environment["MULTIPROCESS_FULL"] == "1"
 
 /// The key every test uses.
-let testKey = AccountKey(mcUid: "u1")
+let testKey = AccountKey(account: "u1")
 
 enum WorkerLocation {
   static let url: URL? = {
@@ -254,7 +254,7 @@ final class Rig: @unchecked Sendable {
     let model = AuthModel(
       uid: reply["user_id"] as? String ?? "2088000000000000",
       accessToken: try #require(reply["access_token"] as? String),
-      mcUid: testKey.mcUid,
+      mcUid: testKey.account,
       expiresAt: Date().addingTimeInterval(expired ? -3600 : 3600),
       refreshToken: try #require(reply["refresh_token"] as? String))
     try await FileTokenStore(url: storeURL).save(model, for: testKey)

@@ -20,7 +20,7 @@ import Testing
     let model = try await oauth.authorize(request())
     #expect(model.accessToken.hasPrefix("at-1-"))
     #expect(model.refreshToken?.hasPrefix("rt-1-") == true)
-    #expect(model.mcUid == serviceKey.mcUid)
+    #expect(model.mcUid == serviceKey.account)
     #expect(model.uid == "2088000000000001")  // the reply's user_id
     #expect(model.expiresAt == date.date.addingTimeInterval(1800))
     #expect(model.extraInfo["token_type"] == "Bearer")

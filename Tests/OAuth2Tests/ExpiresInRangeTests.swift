@@ -13,7 +13,7 @@ import Testing
     .init(
       sentAt: now,
       request: AuthorizationRequest(
-        key: AccountKey(mcUid: "u1"), reason: .missing, requestID: "1"))
+        key: AccountKey(account: "u1"), reason: .missing, requestID: "1"))
   }
 
   private func authorizer() -> OAuth2Authorizer {
@@ -25,7 +25,7 @@ import Testing
   @Test func aLifetimeBeyondACenturyIsCutToOne() throws {
     let model = try authorizer().model(
       from: ["access_token": "t", "expires_in": 1e300], form: .clientCredentials,
-      key: AccountKey(mcUid: "u1"), clock: clock)
+      key: AccountKey(account: "u1"), clock: clock)
     let expiresAt = try #require(model.expiresAt)
     #expect(expiresAt == now.addingTimeInterval(Duration.saturationLimit.seconds))
   }
@@ -35,7 +35,7 @@ import Testing
     #expect(throws: AuthCoordinatorError.self) {
       try authorizer().model(
         from: ["access_token": "t", "expires_in": text], form: .clientCredentials,
-        key: AccountKey(mcUid: "u1"), clock: clock)
+        key: AccountKey(account: "u1"), clock: clock)
     }
   }
 
@@ -44,7 +44,7 @@ import Testing
     #expect(throws: AuthCoordinatorError.self) {
       try authorizer().model(
         from: ["access_token": "t", "expires_at": text], form: .clientCredentials,
-        key: AccountKey(mcUid: "u1"), clock: clock)
+        key: AccountKey(account: "u1"), clock: clock)
     }
   }
 }

@@ -14,7 +14,7 @@ import Testing
 // stand-in for an OAuth 2 authorization server on 127.0.0.1.
 
 /// The account every test authorizes.
-let serviceKey = AccountKey(mcUid: "reports-service")
+let serviceKey = AccountKey(account: "reports-service")
 
 /// A request for ``serviceKey``, replacing `model` when given.
 func request(replacing model: AuthModel? = nil, interactive: Bool = true) -> AuthorizationRequest {
@@ -26,7 +26,7 @@ func request(replacing model: AuthModel? = nil, interactive: Bool = true) -> Aut
 /// An expired model that holds `refreshToken`, as the store would hand it to a refresh.
 func expiredModel(refreshToken: String) -> AuthModel {
   AuthModel(
-    uid: "", accessToken: "at-expired", mcUid: serviceKey.mcUid,
+    uid: "", accessToken: "at-expired", mcUid: serviceKey.account,
     expiresAt: Date(timeIntervalSince1970: 0), refreshToken: refreshToken)
 }
 

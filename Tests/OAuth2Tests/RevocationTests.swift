@@ -55,7 +55,7 @@ import Testing
     // The sign-out was announced before the revocation was reported.
     let events = recorder.events
     let signedOut = try #require(
-      events.firstIndex(of: .accountStatusChanged(.logout(mcUid: serviceKey.account))))
+      events.firstIndex(of: .accountStatusChanged(.logout(account: serviceKey.account))))
     let revoked = try #require(events.firstIndex(where: Self.isRevocation))
     #expect(signedOut < revoked)
   }
@@ -131,7 +131,7 @@ import Testing
     let store = InMemoryTokenStore()
     await store.save(
       AuthModel(
-        uid: "", accessToken: reply["access_token"] as? String ?? "", mcUid: serviceKey.mcUid,
+        uid: "", accessToken: reply["access_token"] as? String ?? "", mcUid: serviceKey.account,
         expiresAt: Date().addingTimeInterval(3600), refreshToken: stored), for: serviceKey)
     let coordinator = Self.coordinator(server, store: store)
     let recorder = EventRecorder(coordinator)

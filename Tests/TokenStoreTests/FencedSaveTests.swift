@@ -45,7 +45,7 @@ import Testing
     #expect(await store.save(models[1], for: key(1), fence: 5))
     #expect(await !store.save(models[2], for: key(1), fence: 4))
     #expect(await store.model(for: key(1)) == models[1])
-    await store.removeModels(forAccount: key(1).mcUid)
+    await store.removeModels(forAccount: key(1).account)
     #expect(await store.save(models[2], for: key(1), fence: 4))
   }
 }

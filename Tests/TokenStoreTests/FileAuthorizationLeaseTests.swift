@@ -21,8 +21,8 @@ import Testing
 // `synchronize()` returns once its watch is in place, before the change is made.
 
 @Suite(.timeLimit(.minutes(5))) struct FileAuthorizationLeaseTests {
-  private let user = AccountKey(mcUid: "u1")
-  private let other = AccountKey(mcUid: "u2")
+  private let user = AccountKey(account: "u1")
+  private let other = AccountKey(account: "u2")
 
   @Test func acquireGrantsOneHolderAndTellsOthersWhoHoldsIt() async throws {
     let dir = try TemporaryDirectory()
@@ -202,7 +202,7 @@ import Testing
     try await a.revokeAllGrants()
     #expect(try await !b.isCurrent(otherGrant))
     let after = try #require(
-      try await b.acquire(AccountKey(mcUid: "u3"), owner: "B", timeToLive: .seconds(60)).grant)
+      try await b.acquire(AccountKey(account: "u3"), owner: "B", timeToLive: .seconds(60)).grant)
     #expect(try await a.isCurrent(after), "grants taken after a revocation are current")
   }
 
@@ -295,7 +295,7 @@ import Testing
     defer { dir.remove() }
     let path = leaseURL(dir).path(percentEncoded: false)
     let run = Unchecked(
-      try CrasherRun(crasher, ["lease-hold", path, "--key", user.mcUid, "--ttl-ms", "500"]))
+      try CrasherRun(crasher, ["lease-hold", path, "--key", user.account, "--ttl-ms", "500"]))
     let line = await run.value.nextLine()
     let fence = try #require(line.flatMap { UInt64($0.dropFirst("held ".count)) }, "\(line ?? "")")
     #expect(canLockExclusively(dir.file("tokens.store.lease.lock")))

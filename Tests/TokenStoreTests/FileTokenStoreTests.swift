@@ -23,7 +23,7 @@ import Testing
       expected[key(n)] = sampleModel(n, expires: n != 3)
       try await store.save(expected[key(n)]!, for: key(n))
     }
-    let otherMode = AccountKey(mcUid: "u1", mode: "another-mode")
+    let otherMode = AccountKey(account: "u1", mode: "another-mode")
     expected[otherMode] = sampleModel(7)
     try await store.save(expected[otherMode]!, for: otherMode)
     #expect(try await store.model(for: key(2)) == expected[key(2)])

@@ -10,7 +10,7 @@ import Testing
 // accounts grew without bound. Each test moves the lease's injected wall clock by hand.
 
 @Suite(.timeLimit(.minutes(2))) struct InMemoryLeaseHistoryTests {
-  private let user = AccountKey(mcUid: "u1")
+  private let user = AccountKey(account: "u1")
 
   /// Longer than any grant is kept after it lapsed, and than the history the lease keeps.
   private let pastEveryBound = LeaseRecord.historyRetention + 1
@@ -51,12 +51,12 @@ import Testing
     // Two keys of one account: one granted before its sign-out, one after.
     let before = try #require(
       await lease.acquire(
-        AccountKey(mcUid: "u1", mode: "read"), owner: "A", timeToLive: .seconds(30)
+        AccountKey(account: "u1", mode: "read"), owner: "A", timeToLive: .seconds(30)
       ).grant)
     await lease.signOut(account: "u1", by: "B")
     let after = try #require(
       await lease.acquire(
-        AccountKey(mcUid: "u1", mode: "write"), owner: "A", timeToLive: .seconds(30)
+        AccountKey(account: "u1", mode: "write"), owner: "A", timeToLive: .seconds(30)
       ).grant)
     #expect(await !lease.isCurrent(before))
     #expect(await lease.isCurrent(after))
@@ -82,7 +82,7 @@ import Testing
     #expect(await !lease.isCurrent(renewed))
     let next = try #require(
       await lease.acquire(
-        AccountKey(mcUid: "u1", mode: "write"), owner: "A", timeToLive: .seconds(30)
+        AccountKey(account: "u1", mode: "write"), owner: "A", timeToLive: .seconds(30)
       )
       .grant)
     #expect(await lease.isCurrent(next))
@@ -94,7 +94,7 @@ import Testing
     for index in 0..<200 {
       let grant = try #require(
         await lease.acquire(
-          AccountKey(mcUid: "user-\(index)"), owner: "A", timeToLive: .seconds(30)
+          AccountKey(account: "user-\(index)"), owner: "A", timeToLive: .seconds(30)
         ).grant)
       await lease.release(
         grant, backingOff: LeaseBackOff(duration: .seconds(10), failures: 1, code: "network_error"))
@@ -137,7 +137,7 @@ import Testing
     let live = try #require(
       await lease.acquire(user, owner: "A", timeToLive: .seconds(10 * 86_400 * 366)).grant)
     let signedOut = try #require(
-      await lease.acquire(AccountKey(mcUid: "u2"), owner: "A", timeToLive: .seconds(30)).grant)
+      await lease.acquire(AccountKey(account: "u2"), owner: "A", timeToLive: .seconds(30)).grant)
     await lease.signOut(account: "u2", by: "B")
     let count = 2 * InMemoryAuthorizationLease.compactionThreshold
     for index in 0..<count {

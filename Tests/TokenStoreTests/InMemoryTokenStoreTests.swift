@@ -26,10 +26,10 @@ import Testing
   @Test func keysAreIndependentAndRemoveAllClearsEverything() async {
     let store = InMemoryTokenStore([key(9): sampleModel(9)])
     await store.save(sampleModel(1), for: key(1))
-    await store.save(sampleModel(2), for: AccountKey(mcUid: "u1", mode: "other"))
+    await store.save(sampleModel(2), for: AccountKey(account: "u1", mode: "other"))
     #expect(store.snapshot.count == 3)
     await store.removeModel(for: key(1))
-    #expect(await store.model(for: AccountKey(mcUid: "u1", mode: "other")) != nil)
+    #expect(await store.model(for: AccountKey(account: "u1", mode: "other")) != nil)
     await store.removeAll()
     #expect(store.snapshot.isEmpty)
   }

@@ -11,7 +11,7 @@ import Testing
 // file lease (two instances on one file: two processes) on an injected host clock.
 
 @Suite(.timeLimit(.minutes(2))) struct LeaseBackOffTests {
-  private let user = AccountKey(mcUid: "u1")
+  private let user = AccountKey(account: "u1")
   private let backOff = LeaseBackOff(duration: .seconds(3), failures: 2, code: "network_error")
 
   /// The two kinds under test, as two participants on one lease, and the clock that moves them.
@@ -146,7 +146,7 @@ import Testing
     let dir = try TemporaryDirectory()
     defer { dir.remove() }
     let lease = participants(kind, in: dir)
-    let otherUser = AccountKey(mcUid: "u2")
+    let otherUser = AccountKey(account: "u2")
     let long = LeaseBackOff(duration: .seconds(3600), failures: 3, code: "network_error")
     for key in [user, otherUser] {
       let grant = try #require(
@@ -154,9 +154,9 @@ import Testing
       try await lease.a.release(grant, backingOff: long)
     }
     switch revocation {
-    case .revokeAccount: try await lease.a.revokeGrants(ofAccount: user.mcUid)
+    case .revokeAccount: try await lease.a.revokeGrants(ofAccount: user.account)
     case .revokeAll: try await lease.a.revokeAllGrants()
-    case .signOut: try await lease.a.signOut(account: user.mcUid, by: "A")
+    case .signOut: try await lease.a.signOut(account: user.account, by: "A")
     case .signOutAll: try await lease.a.signOutAll(by: "A")
     }
     let attempt = try await lease.b.acquire(user, owner: "B", timeToLive: .seconds(30))

@@ -11,7 +11,7 @@ import Testing
 // backward step kept a dead holder's grant for an hour more.
 
 @Suite(.timeLimit(.minutes(5))) struct LeaseClockStepTests {
-  private let user = AccountKey(mcUid: "u1")
+  private let user = AccountKey(account: "u1")
 
   @Test(arguments: [3600.0, -3600.0])
   func aWallClockStepNeitherHastensNorDelaysATakeover(_ step: TimeInterval) async throws {

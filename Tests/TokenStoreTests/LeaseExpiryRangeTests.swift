@@ -7,7 +7,7 @@ import Testing
 // corrupt record: reported, replaced, and never a holder anyone waits for.
 
 @Suite(.timeLimit(.minutes(2))) struct LeaseExpiryRangeTests {
-  private let user = AccountKey(mcUid: "u1")
+  private let user = AccountKey(account: "u1")
 
   /// A consistent lease record whose one holder of `u1` expires `expiresAt` (seconds since
   /// 2001-01-01, as written in the file).

@@ -11,7 +11,7 @@ import Testing
 // moves by hand.
 
 @Suite(.timeLimit(.minutes(5))) struct LeaseHistoryTests {
-  private let user = AccountKey(mcUid: "u1")
+  private let user = AccountKey(account: "u1")
 
   /// Longer than any grant's time to live, and than the history the lease keeps.
   private let pastEveryBound = LeaseRecord.maximumTimeToLive + 1
@@ -56,12 +56,12 @@ import Testing
     // Two keys of one account: one granted before its sign-out, one after.
     let before = try #require(
       try await a.acquire(
-        AccountKey(mcUid: "u1", mode: "read"), owner: "A", timeToLive: .seconds(30)
+        AccountKey(account: "u1", mode: "read"), owner: "A", timeToLive: .seconds(30)
       ).grant)
     try await b.signOut(account: "u1", by: "B")
     let after = try #require(
       try await a.acquire(
-        AccountKey(mcUid: "u1", mode: "write"), owner: "A", timeToLive: .seconds(Int64.max)
+        AccountKey(account: "u1", mode: "write"), owner: "A", timeToLive: .seconds(Int64.max)
       ).grant)
     #expect(try await !a.isCurrent(before))
     #expect(try await a.isCurrent(after))
@@ -89,7 +89,7 @@ import Testing
     for index in 0..<200 {
       let grant = try #require(
         try await lease.acquire(
-          AccountKey(mcUid: "user-\(index)"), owner: "A", timeToLive: .seconds(30)
+          AccountKey(account: "user-\(index)"), owner: "A", timeToLive: .seconds(30)
         ).grant)
       try await lease.release(
         grant, backingOff: LeaseBackOff(duration: .seconds(10), failures: 1, code: "network_error"))

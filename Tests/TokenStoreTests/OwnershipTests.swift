@@ -18,7 +18,7 @@ import Testing
 // (On iOS, tvOS, watchOS and visionOS the same finding is reported to `onIssue` instead.)
 
 @Suite(.timeLimit(.minutes(5))) struct OwnershipTests {
-  private let user = AccountKey(mcUid: "u1")
+  private let user = AccountKey(account: "u1")
   private let refused = TokenStoreError(.insecurePermissions, "")
 
   private static let model = AuthModel(

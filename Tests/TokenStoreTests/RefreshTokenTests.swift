@@ -205,11 +205,11 @@ import Testing
 
   /// What `Fixtures/version1.store` holds (written by the version-1 code at commit 4d32f54).
   static let version1Models: [AccountKey: AuthModel] = [
-    AccountKey(mcUid: "u1"): AuthModel(
+    AccountKey(account: "u1"): AuthModel(
       uid: "2088000000000001", accessToken: "v1-access-token-1", mcUid: "u1",
       expiresAt: Date(timeIntervalSinceReferenceDate: 812_345_678.123_456_7),
       extraInfo: ["scene": "pay"]),
-    AccountKey(mcUid: "u2", mode: "other"): AuthModel(
+    AccountKey(account: "u2", mode: "other"): AuthModel(
       uid: "2088000000000002", accessToken: "v1-access-token-2", mcUid: "u2"),
   ]
 

@@ -28,7 +28,7 @@ import Testing
       uid: "1", accessToken: "secret-token", mcUid: "u",
       expiresAt: Date(timeIntervalSinceReferenceDate: seconds))
     do {
-      _ = try StoreFileFormat.encode([AccountKey(mcUid: "u"): model])
+      _ = try StoreFileFormat.encode([AccountKey(account: "u"): model])
       Issue.record("encoding an expiry of \(seconds) s succeeded")
     } catch {
       #expect(error.code == .encodingFailed)

@@ -7,8 +7,8 @@ import Testing
   let models: [AccountKey: AuthModel] = [
     key(1): sampleModel(1),
     key(2): sampleModel(2, expires: false),
-    AccountKey(mcUid: "u1", mode: "future-mode"): sampleModel(3),
-    AccountKey(mcUid: "üñí\"\n\\/", mode: "platformOnly"): AuthModel(
+    AccountKey(account: "u1", mode: "future-mode"): sampleModel(3),
+    AccountKey(account: "üñí\"\n\\/", mode: "platformOnly"): AuthModel(
       uid: "2088", accessToken: "a\"b\\c\n\u{0}", mcUid: "x", extraInfo: ["k\n": "v\u{1F600}"]),
   ]
 

@@ -33,7 +33,7 @@ import Testing
     var generator = SeededGenerator(seed: testSeed("sigkillAtRandomMomentsNeverLeavesATornFile"))
     let dir = try TemporaryDirectory()
     defer { dir.remove() }
-    let key = AccountKey(mcUid: "crash")
+    let key = AccountKey(account: "crash")
     let path = dir.file().path(percentEncoded: false)
     let clock = ContinuousClock()
     let began = clock.now
@@ -42,7 +42,7 @@ import Testing
     var kills = 0
     var sawEveryCase = (none: false, first: false, later: false)
     for iteration in 0..<120 {
-      var arguments = ["write", path, "--key", key.mcUid, "--start", String(start)]
+      var arguments = ["write", path, "--key", key.account, "--start", String(start)]
       let selfKill = iteration.isMultiple(of: 2)
       let reportsBeforeKill = Int.random(in: 0...5, using: &generator)
       if selfKill {
@@ -75,7 +75,7 @@ import Testing
       #expect(
         allowed.contains(found),
         "iteration \(iteration): file holds \(String(describing: found)), reported \(saved)")
-      if let found { #expect(models[key] == crasherModel(found, mcUid: key.mcUid)) }
+      if let found { #expect(models[key] == crasherModel(found, mcUid: key.account)) }
       #expect(try !dir.contents().contains { $0.contains(".corrupt-") })
       if saved.isEmpty && found == inFile { sawEveryCase.none = true }
       if let last = saved.last, found == last { sawEveryCase.first = true }
@@ -84,7 +84,7 @@ import Testing
       start = max(saved.last ?? start, found ?? start) + 2
     }
     // A clean run removes the temporary files the killed writers left behind.
-    let clean = try CrasherRun(crasher, ["write", path, "--key", key.mcUid, "--count", "1"])
+    let clean = try CrasherRun(crasher, ["write", path, "--key", key.account, "--count", "1"])
     #expect(await clean.remainingLines().last == "done")
     #expect(await clean.wait().status == 0)
     #expect(try dir.contents() == ["tokens.store", "tokens.store.lock"])
@@ -117,8 +117,8 @@ import Testing
     let models = try StoreFileFormat.decode(
       try #require(FileManager.default.contents(atPath: path)))
     #expect(models.count == 2)
-    #expect(models[AccountKey(mcUid: "a")] == crasherModel(count - 1, mcUid: "a"))
-    #expect(models[AccountKey(mcUid: "b")] == crasherModel(count - 1, mcUid: "b"))
+    #expect(models[AccountKey(account: "a")] == crasherModel(count - 1, mcUid: "a"))
+    #expect(models[AccountKey(account: "b")] == crasherModel(count - 1, mcUid: "b"))
     print("two writers, different keys: \(reads) concurrent reads, all whole")
   }
 
@@ -142,7 +142,7 @@ import Testing
     }
     let models = try StoreFileFormat.decode(
       try #require(FileManager.default.contents(atPath: path)))
-    let last = crasherIndex(models[AccountKey(mcUid: "same")])
+    let last = crasherIndex(models[AccountKey(account: "same")])
     #expect(last == count - 1 || last == 100_000 + count - 1)
     #expect(models.count == 1)
     #expect(try dir.contents() == ["tokens.store", "tokens.store.lock"])

@@ -80,7 +80,7 @@ func sampleModel(_ n: Int = 1, expires: Bool = true) -> AuthModel {
   )
 }
 
-func key(_ n: Int) -> AccountKey { AccountKey(mcUid: "u\(n)") }
+func key(_ n: Int) -> AccountKey { AccountKey(account: "u\(n)") }
 
 /// The permission bits of the file at `url` (not following a symbolic link).
 func permissions(_ url: URL) -> mode_t? {

@@ -5,5 +5,5 @@
 
 /// Stand-in for `AccountKey` (used by an `AuthCoordinatorError` helper).
 public struct AccountKey {
-  public var mcUid: String
+  public var account: String
 }

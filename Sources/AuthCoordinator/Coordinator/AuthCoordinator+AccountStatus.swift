@@ -18,7 +18,7 @@ extension AuthCoordinator {
   /// (reported as a `storeFailed` event), ahead of any later load of the user.
   ///
   /// ```swift
-  /// await coordinator.accountStatusChanged(.logout(mcUid: currentUser.id))
+  /// await coordinator.accountStatusChanged(.logout(account: currentUser.id))
   /// ```
   ///
   /// - Parameter change: What happened to the host app's account.
@@ -36,13 +36,13 @@ extension AuthCoordinator {
     // authorizer revokes nothing.
     var revocations: SignOutRevocations? = authorizer.revokesOnSignOut ? .init() : nil
     switch change {
-    case .logout(let mcUid), .unbind(let mcUid):
-      let stripe = table.stripe(forUser: mcUid)
+    case .logout(let account), .unbind(let account):
+      let stripe = table.stripe(forUser: account)
       stripe.lock.lock()
       let known = signOut(
-        in: stripe, where: { $0.mcUid == mcUid }, into: &closings, revocations: &revocations)
-      if !known { revocations?.accountUnknownInMemory(mcUid) }
-      turn = stripe.storeOperations.reserveUser(mcUid)
+        in: stripe, where: { $0.account == account }, into: &closings, revocations: &revocations)
+      if !known { revocations?.accountUnknownInMemory(account) }
+      turn = stripe.storeOperations.reserveUser(account)
       stripe.lock.unlock()
       operation = .remove
     case .logoutAll:
@@ -103,7 +103,7 @@ extension AuthCoordinator {
   }
 
   /// Forgets a service's account: the service spelling of
-  /// `accountStatusChanged(.logout(mcUid: account))`, with the same guarantees.
+  /// `accountStatusChanged(.logout(account: account))`, with the same guarantees.
   ///
   /// Every mode of the account is removed from memory and the store (its refresh token
   /// included), its flight in progress is stopped (its callers get
@@ -122,7 +122,7 @@ extension AuthCoordinator {
   ///
   /// - Parameter account: The account or client id (``AccountKey/account``).
   public func invalidate(account: String) async {
-    await accountStatusChanged(.logout(mcUid: account))
+    await accountStatusChanged(.logout(account: account))
   }
 
   /// Signs out the keys of `stripe` that `matches` selects (under the stripe's lock), and adds
@@ -210,7 +210,8 @@ extension AuthCoordinator {
     async throws
   {
     switch change {
-    case .logout(let mcUid), .unbind(let mcUid): try await store.removeModels(forAccount: mcUid)
+    case .logout(let account), .unbind(let account):
+      try await store.removeModels(forAccount: account)
     case .logoutAll: try await store.removeAll()
     }
   }
@@ -220,7 +221,8 @@ extension AuthCoordinator {
     guard let lease else { return }
     do {
       switch change {
-      case .logout(let mcUid), .unbind(let mcUid): try await lease.revokeGrants(ofAccount: mcUid)
+      case .logout(let account), .unbind(let account):
+        try await lease.revokeGrants(ofAccount: account)
       case .logoutAll: try await lease.revokeAllGrants()
       }
     } catch {
@@ -233,8 +235,8 @@ extension AuthCoordinator {
     guard let lease else { return }
     do {
       switch change {
-      case .logout(let mcUid), .unbind(let mcUid):
-        try await lease.signOut(account: mcUid, by: leaseOwner)
+      case .logout(let account), .unbind(let account):
+        try await lease.signOut(account: account, by: leaseOwner)
       case .logoutAll:
         try await lease.signOutAll(by: leaseOwner)
       }
@@ -247,8 +249,8 @@ extension AuthCoordinator {
   /// finds for the user is not served.
   func removalFinished(_ change: AccountStatusChange, failure: (any Error)?) {
     switch change {
-    case .logout(let mcUid), .unbind(let mcUid):
-      let stripe = table.stripe(forUser: mcUid)
+    case .logout(let account), .unbind(let account):
+      let stripe = table.stripe(forUser: account)
       stripe.lock.withLock { stripe.unremoved.removal(of: change, succeeded: failure == nil) }
       if let failure { reportStoreFailure(nil, .remove, failure, stripe: stripe) }
     case .logoutAll:

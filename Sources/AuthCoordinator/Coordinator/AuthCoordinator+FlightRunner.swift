@@ -140,7 +140,7 @@ extension AuthCoordinator {
     let action: KeyMachine.AdvanceAction
     if let slot = stripe.accounts[key] {
       action = slot.machine.advance(
-        id, outcome, date: date, now: now, removalFailed: stripe.unremoved.covers(key.mcUid))
+        id, outcome, date: date, now: now, removalFailed: stripe.unremoved.covers(key.account))
     } else if case .authorized = outcome {
       action = .discardLateResult
     } else {

@@ -253,7 +253,7 @@ extension AuthCoordinator {
       return .failed(error)
     }
     guard await isCurrent(grant) else {
-      await removeAndAnnounce(.logout(mcUid: key.account))
+      await removeAndAnnounce(.logout(account: key.account))
       return .signedOut
     }
     return .saved

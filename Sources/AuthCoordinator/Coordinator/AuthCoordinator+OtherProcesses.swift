@@ -9,12 +9,12 @@ extension AuthCoordinator {
   func leaseChanged(_ change: LeaseChange) {
     leaseWatch.changed()
     switch change {
-    case .signedOut(let mcUid, let owner) where owner != leaseOwner:
-      signOutElsewhere(in: [table.stripe(forUser: mcUid)]) { $0.mcUid == mcUid }
-      broadcaster.emit(.signedOutElsewhere(mcUid: mcUid))
+    case .signedOut(let account, let owner) where owner != leaseOwner:
+      signOutElsewhere(in: [table.stripe(forUser: account)]) { $0.account == account }
+      broadcaster.emit(.signedOutElsewhere(account: account))
     case .signedOutAll(let owner) where owner != leaseOwner:
       signOutElsewhere(in: table.stripes) { _ in true }
-      broadcaster.emit(.signedOutElsewhere(mcUid: nil))
+      broadcaster.emit(.signedOutElsewhere(account: nil))
     case .released, .unknown, .signedOut, .signedOutAll:
       // A release needs nothing more: a flight of this process that waits reads the store;
       // a model cached here stays valid until it expires or a container rejects it.

@@ -274,11 +274,11 @@ struct AccountStateMachine<Effects: FlightEffects> {
       }
     }
     switch outcome {
-    case .loaded(let model?) where model.mcUid != key.mcUid:
+    case .loaded(let model?) where model.account != key.account:
       return .loaded(nil)
-    case .leaseAttempted(.acquiredWithRead(let model?)) where model.mcUid != key.mcUid:
+    case .leaseAttempted(.acquiredWithRead(let model?)) where model.account != key.account:
       return .leaseAttempted(.acquiredWithRead(nil))
-    case .authorized(.success(let model)) where model.mcUid != key.mcUid:
+    case .authorized(.success(let model)) where model.account != key.account:
       return .authorized(
         .failure(
           AuthCoordinatorError(

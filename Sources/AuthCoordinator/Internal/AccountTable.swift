@@ -43,20 +43,20 @@ final class AccountTable: Sendable {
     min(max(ProcessInfo.processInfo.activeProcessorCount * 4, 8), 64)
   }
 
-  /// The stripe that holds every key of `key.mcUid`.
+  /// The stripe that holds every key of `key.account`.
   @inline(__always)
-  func stripe(for key: AccountKey) -> Stripe { stripe(forUser: key.mcUid) }
+  func stripe(for key: AccountKey) -> Stripe { stripe(forUser: key.account) }
 
-  /// The stripe that holds every key of the user `mcUid`.
+  /// The stripe that holds every key of the user `account`.
   ///
   /// A cheap hash of the id's last bytes (FNV-1a): it runs on every request, and user ids differ
   /// most at their end (sequence numbers, random suffixes).
-  func stripe(forUser mcUid: String) -> Stripe {
+  func stripe(forUser account: String) -> Stripe {
     // One function for both representations: a user id must land in the same stripe whether
     // its bytes are contiguous (native strings) or not (some bridged strings on Apple systems).
     let hash =
-      mcUid.utf8.withContiguousStorageIfAvailable { Self.stripeHash(of: $0) }
-      ?? Self.stripeHash(of: mcUid.utf8)
+      account.utf8.withContiguousStorageIfAvailable { Self.stripeHash(of: $0) }
+      ?? Self.stripeHash(of: account.utf8)
     return stripes[Int(hash >> 8) & mask]
   }
 

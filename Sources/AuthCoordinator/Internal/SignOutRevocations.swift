@@ -35,7 +35,7 @@ struct SignOutRevocations: Sendable {
 
   /// A logout of `account` that found none of its keys in memory: its default key is read.
   mutating func accountUnknownInMemory(_ account: String) {
-    keysToRead.append(AccountKey(mcUid: account))
+    keysToRead.append(AccountKey(account: account))
   }
 
   /// What the store held for a key of ``keysToRead``.

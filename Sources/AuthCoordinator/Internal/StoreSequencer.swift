@@ -20,25 +20,25 @@ struct StoreSequencer {
   mutating func reserve(_ key: AccountKey) -> StoreTurn {
     if barrier?.isOpen == true { barrier = nil }
     let previous = tails[key].flatMap { $0.isOpen ? nil : $0 }
-    let user = pendingUserBarrier(key.mcUid)
+    let user = pendingUserBarrier(key.account)
     let latch = Latch()
     tails[key] = latch
     return StoreTurn(after: [previous, user, barrier].compactMap { $0 }, done: latch)
   }
 
-  /// Reserves an operation on every key of `mcUid`: after every operation issued so far for
+  /// Reserves an operation on every key of `account`: after every operation issued so far for
   /// any of them, and before every later one.
-  mutating func reserveUser(_ mcUid: String) -> StoreTurn {
+  mutating func reserveUser(_ account: String) -> StoreTurn {
     if barrier?.isOpen == true { barrier = nil }
     var after: [Latch] = []
-    for (key, latch) in tails where key.mcUid == mcUid {
+    for (key, latch) in tails where key.account == account {
       if !latch.isOpen { after.append(latch) }
       tails.removeValue(forKey: key)
     }
-    if let user = pendingUserBarrier(mcUid) { after.append(user) }
+    if let user = pendingUserBarrier(account) { after.append(user) }
     if let barrier { after.append(barrier) }
     let latch = Latch()
-    userBarriers[mcUid] = latch
+    userBarriers[account] = latch
     return StoreTurn(after: after, done: latch)
   }
 
@@ -61,14 +61,14 @@ struct StoreSequencer {
   /// Forgets `key`'s finished operations, so that idle and evicted keys cost nothing here.
   mutating func forget(_ key: AccountKey) {
     if tails[key]?.isOpen == true { tails.removeValue(forKey: key) }
-    _ = pendingUserBarrier(key.mcUid)
+    _ = pendingUserBarrier(key.account)
   }
 
   /// The user's removal if it has not finished; forgets it once it has.
-  private mutating func pendingUserBarrier(_ mcUid: String) -> Latch? {
-    guard let latch = userBarriers[mcUid] else { return nil }
+  private mutating func pendingUserBarrier(_ account: String) -> Latch? {
+    guard let latch = userBarriers[account] else { return nil }
     if latch.isOpen {
-      userBarriers.removeValue(forKey: mcUid)
+      userBarriers.removeValue(forKey: account)
       return nil
     }
     return latch

@@ -7,14 +7,14 @@ struct UnremovedUsers {
   private var users: Set<String> = []
   private var everyone = false
 
-  /// Whether the store may still hold a pre-logout model of `mcUid`.
-  func covers(_ mcUid: String) -> Bool { everyone || users.contains(mcUid) }
+  /// Whether the store may still hold a pre-logout model of `account`.
+  func covers(_ account: String) -> Bool { everyone || users.contains(account) }
 
   /// Records the outcome of the removal an account status change asked for.
   mutating func removal(of change: AccountStatusChange, succeeded: Bool) {
     switch change {
-    case .logout(let mcUid), .unbind(let mcUid):
-      if succeeded { users.remove(mcUid) } else { users.insert(mcUid) }
+    case .logout(let account), .unbind(let account):
+      if succeeded { users.remove(account) } else { users.insert(account) }
     case .logoutAll:
       if succeeded {
         users.removeAll()

@@ -275,7 +275,7 @@ final class FleetWorld: @unchecked Sendable {
     let log = ledger
     let index = log.logoutStarted(user.account)
     Task {
-      await coordinator.accountStatusChanged(.logout(mcUid: user.account))
+      await coordinator.accountStatusChanged(.logout(account: user.account))
       log.logoutReturned(index)
       log.note("p\(process)'s logout of \(user.account) returned")
     }

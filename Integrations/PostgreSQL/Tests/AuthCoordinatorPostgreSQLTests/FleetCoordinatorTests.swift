@@ -108,7 +108,7 @@ struct FleetCoordinatorTests {
     #expect(try await replicas[1].coordinator.authModel(for: key) == old)
     let events = replicas[1].coordinator.events
     let started = ContinuousClock.now
-    await replicas[0].coordinator.accountStatusChanged(.logout(mcUid: "carol"))
+    await replicas[0].coordinator.accountStatusChanged(.logout(account: "carol"))
     let heard = await first(of: events) {
       if case .signedOutElsewhere(let account) = $0 { return account == "carol" }
       return false
