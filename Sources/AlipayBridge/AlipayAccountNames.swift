@@ -1,8 +1,10 @@
 import AuthCoordinator
 
-// The core names the host app's user an account; an Alipay app knows the same value as
-// `mcUid` (the "merchant" user id of the Inside SDK's model). These are its spellings.
-
+/// The Alipay spellings of a key's account.
+///
+/// The core names the host app's user an account; an Alipay app knows the same value as
+/// `mcUid` (the "merchant" user id, `extraInfo["mcUid"]` in the container's model). These are
+/// two names of one value: `AccountKey(mcUid: "u1") == AccountKey(account: "u1")`.
 extension AccountKey {
   /// Creates a key for the host app's own user: the Alipay name of `init(account:mode:)`.
   ///
@@ -20,6 +22,10 @@ extension AccountKey {
   }
 }
 
+/// The Alipay spellings of an account status change (`MCAccountLogout`, `MCAccountUnbind`).
+///
+/// `.logout(mcUid: id)` is `.logout(account: id)`, and so for unbind. A `switch` matches the
+/// core's cases: `case .logout(let mcUid)` binds the same value.
 extension AccountStatusChange {
   /// The app's user `mcUid` logged out (`MCAccountLogout`): the Alipay spelling of
   /// `logout(account:)`.
