@@ -213,6 +213,19 @@ import Testing
     #expect(machine.servableModel(at: date.addingTimeInterval(4)) == nil)
   }
 
+  /// Found by the fleet simulation (seed 0x2320): a 20-second token obtained before a long
+  /// pause had expired when the save's deadline passed, and the deadline served it.
+  @Test func theSaveDeadlineNeverServesAModelThatExpiredMeanwhile() {
+    var machine = self.machine(holding: nil)
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+    _ = machine.advance(2, .loaded(nil), date: date, now: .zero)
+    let short = model("t2", expiresIn: 20)
+    _ = machine.advance(2, .authorized(.success(short)), date: date, now: .zero)
+    #expect(machine.deadlineReached(2, phase: .save, date: date.addingTimeInterval(20)) == nil)
+    #expect(machine.flightID == 2, "the save goes on, with its waiters")
+    #expect(machine.cachedModel == nil)
+  }
+
   @Test func aSavePastItsDeadlineThatLandsKeepsTheModel() {
     var machine = self.machine(holding: nil)
     _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)

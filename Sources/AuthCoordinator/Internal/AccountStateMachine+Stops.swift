@@ -105,6 +105,11 @@ extension AccountStateMachine {
       // predates it: the model may be the signed-out session's. The waiters wait for the save,
       // which checks the grant itself, or for the answer.
       return nil
+    case (.save, .persisting(_, let model, _)) where model.expiresAt.map({ $0 <= date }) ?? false:
+      // The model expired while the flight paused and saved: it is never served. The waiters
+      // wait for the save (their own deadlines bound it), which goes on: it stores the
+      // rotated refresh token.
+      return nil
     case (.save, .persisting(_, let model, _)):
       // Rule 10: the waiters get the model and it is cached; the save goes on.
       adopt(model, obtainedAt: date)

@@ -329,6 +329,24 @@ final class FleetLedger: @unchecked Sendable {
     }
   }
 
+  /// Whether the session of `access` was born during a logout of `account` that was stopped
+  /// between its revocation and its announcement while another process was granted the lease:
+  /// the open race of docs/reliability.md. Such a session is signed out by the announcement
+  /// (its grants taken before it are not current), so the rotation of a process that refreshed
+  /// it under one of those grants is refused, and the store keeps the spent token.
+  func bornDuringAStoppedLogout(_ account: String, access: String) -> Bool {
+    lock.withLock {
+      guard let birth = births[access] else { return false }
+      return logouts.contains { logout in
+        guard logout.account == account, birth >= logout.started,
+          let revoked = signedOut[account]?.first(where: { $0.began > logout.mark })?.ended,
+          let announce = announcedMarks[account]?.first(where: { $0 > logout.mark })
+        else { return false }
+        return grantMarks[account]?.contains(where: { $0 > revoked && $0 < announce }) == true
+      }
+    }
+  }
+
   /// What serving a token of a signed-out session was.
   enum SignedOutServing {
     /// A violation: served after this logout had ended.
