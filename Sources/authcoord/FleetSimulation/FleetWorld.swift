@@ -38,6 +38,9 @@ final class FleetWorld: @unchecked Sendable {
   let clock: VirtualClock
   let ledger: FleetLedger
   private var rng: FleetRandom
+  /// The spellings callers use, drawn apart from the schedule so that adding them changed no
+  /// seed's interleaving.
+  private var spellings: FleetRandom
   private let lock = NSLock()
   private var calls: [Int: Call] = [:]
   private var nextCall = 0
@@ -62,6 +65,7 @@ final class FleetWorld: @unchecked Sendable {
     self.options = options
     self.clock = clock
     rng = FleetRandom.derived(seed, 1)
+    spellings = FleetRandom.derived(seed, 3)
     let base = baseDate
     let world = clock.world
     let date: @Sendable () -> Date = { base.addingTimeInterval(world.now.seconds) }
@@ -74,7 +78,11 @@ final class FleetWorld: @unchecked Sendable {
     let faults = options.faultsOff ? FleetFaults() : FleetFaults.draw(&rng)
     self.faults = faults
     let count = Int.random(in: 2...4, using: &rng)
-    users = (1...Int.random(in: 1...3, using: &rng)).map { AccountKey(account: "user-\($0)") }
+    // user-2 is "usér-2": callers spell it precomposed or decomposed (``spelled(_:)``), and one
+    // account must stay one key in memory, the store and the lease.
+    users = (1...Int.random(in: 1...3, using: &rng)).map {
+      AccountKey(account: $0 == 2 ? "us\u{E9}r-2" : "user-\($0)")
+    }
     let shared = InMemoryAuthorizationLease(now: date, historyBounds: Self.historyBounds)
     leases = [shared]
     for index in 0..<count {
@@ -274,8 +282,9 @@ final class FleetWorld: @unchecked Sendable {
     let coordinator = processes[process].coordinator
     let log = ledger
     let index = log.logoutStarted(user.account)
+    let spelling = spelled(user).account
     Task {
-      await coordinator.accountStatusChanged(.logout(account: user.account))
+      await coordinator.accountStatusChanged(.logout(account: spelling))
       log.logoutReturned(index)
       log.note("p\(process)'s logout of \(user.account) returned")
     }
@@ -305,11 +314,12 @@ final class FleetWorld: @unchecked Sendable {
     let state = processes[process].state
     let base = baseDate
     let world = clock.world
+    let key = spelled(user)
     let task = Task { [self] in
       let result: Result<AuthModel, any Error>
       do {
         result = .success(
-          try await coordinator.authModel(for: user, refresh: refresh, timeout: timeout))
+          try await coordinator.authModel(for: key, refresh: refresh, timeout: timeout))
       } catch {
         result = .failure(error)
       }
@@ -317,6 +327,17 @@ final class FleetWorld: @unchecked Sendable {
       finished(id, result, date: date)
     }
     lock.withLock { calls[id]?.task = task }
+  }
+
+  /// `user` as a caller spells it: an account with an accent half the time decomposed (NFD),
+  /// as another keyboard or platform may type it. The key normalizes it; what it must not do
+  /// is split the account in two.
+  private func spelled(_ user: AccountKey) -> AccountKey {
+    guard !user.account.utf8.allSatisfy({ $0 < 0x80 }), spellings.chance(50) else { return user }
+    ledger.count("fault: account in its decomposed spelling")
+    var key = user
+    key.account = user.account.decomposedStringWithCanonicalMapping
+    return key
   }
 
   private func finished(_ id: Int, _ result: Result<AuthModel, any Error>, date: Date) {
