@@ -226,6 +226,30 @@ import Testing
     #expect(machine.cachedModel == nil)
   }
 
+  /// Seed 0x2320 once the deadline waited: the save then landed after the token's expiry, and
+  /// its waiters were served it. They get a transient error now; the model is stored and kept
+  /// (it holds the rotated refresh token), and the next request refreshes it.
+  @Test(arguments: [false, true])
+  func aModelThatExpiredBeforeItsSaveEndedIsNotServed(_ saveFails: Bool) {
+    var machine = self.machine(holding: nil)
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+    _ = machine.advance(2, .loaded(nil), date: date, now: .zero)
+    let short = model("t2", expiresIn: 20)
+    _ = machine.advance(2, .authorized(.success(short)), date: date, now: .zero)
+    let later = date.addingTimeInterval(25)
+    let action = machine.advance(
+      2, saveFails ? .saveFailed(short) : .saved, date: later, now: .seconds(25))
+    guard case .end(let ending) = action, case .failed(let error) = ending.result else {
+      Issue.record("expected the flight to fail, got \(action)")
+      return
+    }
+    #expect(error.code == .timedOut && error.isTransient)
+    #expect(machine.cachedModel == short, "kept: its refresh token is the newest")
+    #expect(machine.servableModel(at: later) == nil)
+    let next = machine.request(.ifNeeded, date: later, now: .seconds(25), newFlightID: 3)
+    #expect(next != .serve(short))
+  }
+
   @Test func aSavePastItsDeadlineThatLandsKeepsTheModel() {
     var machine = self.machine(holding: nil)
     _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)

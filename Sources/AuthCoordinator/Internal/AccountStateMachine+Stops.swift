@@ -105,7 +105,7 @@ extension AccountStateMachine {
       // predates it: the model may be the signed-out session's. The waiters wait for the save,
       // which checks the grant itself, or for the answer.
       return nil
-    case (.save, .persisting(_, let model, _)) where model.expiresAt.map({ $0 <= date }) ?? false:
+    case (.save, .persisting(_, let model, _)) where Self.expired(model, at: date):
       // The model expired while the flight paused and saved: it is never served. The waiters
       // wait for the save (their own deadlines bound it), which goes on: it stores the
       // rotated refresh token.

@@ -321,6 +321,10 @@ struct AccountStateMachine<Effects: FlightEffects> {
       return authorizationFailed(authorizing, error, date: date, now: now)
     case (.persisting(_, let model, let holdsLease), .saved):
       adopt(model, obtainedAt: date)
+      guard !Self.expired(model, at: date) else {
+        return releasing(
+          Ending(flight: id, result: .failed(expiredBeforeServed())), holdsLease: holdsLease)
+      }
       return releasing(Ending(flight: id, result: .succeeded(model)), holdsLease: holdsLease)
     case (.persisting, .leaseLost):
       // Lost already: nothing to give back. Never served (rule 16): the store is read.
@@ -333,7 +337,9 @@ struct AccountStateMachine<Effects: FlightEffects> {
       // while the save is retried, so that no other process spends that refresh token.
       adopt(model, obtainedAt: date, unsaved: true)
       state = .idle
-      var ending = Ending(flight: id, result: .succeeded(model))
+      var ending = Ending(
+        flight: id,
+        result: Self.expired(model, at: date) ? .failed(expiredBeforeServed()) : .succeeded(model))
       ending.saveRetry = beginSaveRetry(id, model, now: now)
       return .end(ending)
     case (.persisting(_, _, let holdsLease), .signedOutElsewhere):
@@ -341,6 +347,22 @@ struct AccountStateMachine<Effects: FlightEffects> {
     default:
       preconditionFailure("Internal inconsistency: \(outcome) reported in phase \(state)")
     }
+  }
+
+  /// Whether `model` has expired at `date`: a flight that stalled (a process paused, a store
+  /// that took its time) past a short token's life never serves it (rule 10).
+  static func expired(_ model: AuthModel, at date: Date) -> Bool {
+    model.expiresAt.map { $0 <= date } ?? false
+  }
+
+  /// What the waiters of a flight get whose model expired before it could be served: a
+  /// transient error. The model is stored and cached all the same (it holds the rotated
+  /// refresh token), and the next request refreshes it.
+  func expiredBeforeServed() -> AuthCoordinatorError {
+    AuthCoordinatorError(
+      .timedOut,
+      "the token obtained for \(key) expired before it could be served (the flight stalled "
+        + "past its lifetime); ask again to refresh it", transient: true)
   }
 
   /// Ends the flight with `ending`, after giving the lease back when it holds one. A failure

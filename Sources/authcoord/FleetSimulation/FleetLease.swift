@@ -70,7 +70,7 @@ struct FleetLease: AuthorizationLease {
     let began = ledger.mark()
     await inner.signOut(account: account, by: owner)
     ledger.leaseSignedOut(account, began: began)
-    ledger.signOutAnnounced(account)
+    ledger.signOutAnnounced(account, by: process.index)
   }
 
   func signOutAll(by owner: String) async {

@@ -35,6 +35,8 @@ final class FleetLedger: @unchecked Sendable {
   private(set) var trace: [String] = []
   private var spends: [String: Send] = [:]
   private var successor: [String: String] = [:]
+  /// Refresh tokens issued in replies that reached their client garbled.
+  private var garbled: Set<String> = []
   private(set) var reuses: [Reuse] = []
   private var stored: [String: Duration] = [:]
   private var holders: [AccountKey: Holding] = [:]
@@ -184,6 +186,17 @@ final class FleetLedger: @unchecked Sendable {
   /// Whether `token` is the last of its chain: no refresh of it was ever granted.
   func isNewest(_ token: String) -> Bool { lock.withLock { successor[token] == nil } }
 
+  /// The server issued `token` in a reply that reached its client garbled: no client learns it.
+  func undelivered(_ token: String) { lock.withLock { _ = garbled.insert(token) } }
+
+  /// Whether the rotation of `token` (its successor) reached no client: the server rotated and
+  /// the reply was garbled on its way back. A store that keeps `token` then lost nothing any
+  /// client could have kept; the next refresh presents it again (a reuse the server answers by
+  /// revoking the family).
+  func rotationUndelivered(after token: String) -> Bool {
+    lock.withLock { successor[token].map { garbled.contains($0) } ?? false }
+  }
+
   // MARK: - Logouts and back-offs
 
   /// The world's date now (the lease's clock).
@@ -283,14 +296,17 @@ final class FleetLedger: @unchecked Sendable {
     lock.withLock { logouts[index].returned = at }
   }
 
-  /// The lease announced `account`'s sign-out to the fleet.
-  func signOutAnnounced(_ account: String) {
+  /// The lease announced `account`'s sign-out to the fleet, for `process`: a logout's
+  /// announcement, or the end of that process's undo of a late save (which removed the model
+  /// first). Another process's announcement (a logout stopped before it, announcing late)
+  /// ends no undo.
+  func signOutAnnounced(_ account: String, by process: Int) {
     let at = now()
     lock.withLock {
       announced[account, default: []].append(at)
       leaseSequence += 1
       announcedMarks[account, default: []].append(leaseSequence)
-      pendingUndo[account] = pendingUndo[account]?.filter { !$0.value }
+      if pendingUndo[account]?[process] == true { pendingUndo[account]?[process] = nil }
       if pendingUndo[account]?.isEmpty == true { pendingUndo[account] = nil }
     }
   }

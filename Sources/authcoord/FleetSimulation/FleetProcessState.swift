@@ -10,6 +10,9 @@ final class FleetProcessState: @unchecked Sendable {
   private var pausedUntil: Duration = .zero
   private var wallOffset: TimeInterval = 0
   private var rng: FleetRandom
+  /// The draws of faults added after the first, from a stream of their own, so that adding
+  /// them changed no seed's schedule.
+  private var laterRNG: FleetRandom
   private let drawn: FleetFaults
   private var calm = false
   private var afterRemoval: Duration?
@@ -27,6 +30,7 @@ final class FleetProcessState: @unchecked Sendable {
     self.index = index
     self.timeToLive = timeToLive
     rng = FleetRandom.derived(seed, 100 + UInt64(index))
+    laterRNG = FleetRandom.derived(seed, 300 + UInt64(index))
     drawn = faults
   }
 
@@ -86,6 +90,9 @@ final class FleetProcessState: @unchecked Sendable {
 
   /// A draw of this process's own generator.
   func draw<T>(_ body: (inout FleetRandom) -> T) -> T { lock.withLock { body(&rng) } }
+
+  /// A draw of the generator of the faults added later (``laterRNG``).
+  func drawLater<T>(_ body: (inout FleetRandom) -> T) -> T { lock.withLock { body(&laterRNG) } }
 }
 
 /// The faults a seed draws: how often each fires (percent of the operations it applies to).
@@ -99,6 +106,9 @@ struct FleetFaults: Sendable, CustomStringConvertible {
   var seamPauses = 0.0
   /// Token-server outages (``FleetOutage``), per operation.
   var outages = 0.0
+  /// Replies garbled after the server answered 200 (it rotated; the client cannot read the new
+  /// tokens), per token request.
+  var garbledReplies = 0.0
 
   static func draw(_ rng: inout FleetRandom) -> FleetFaults {
     func maybe(_ percent: Double) -> Double { rng.chance(60) ? percent : 0 }
@@ -115,6 +125,6 @@ struct FleetFaults: Sendable, CustomStringConvertible {
   var description: String {
     "saves \(Int(failedSaves))%, renewals \(Int(failedRenewals))%, 503 \(Int(unavailable))%, "
       + "dropped \(Int(dropped))%, slow \(Int(slowReplies))%, pauses at seams \(Int(seamPauses))%, "
-      + "outages \(Int(outages))%"
+      + "outages \(Int(outages))%, garbled \(Int(garbledReplies))%"
   }
 }

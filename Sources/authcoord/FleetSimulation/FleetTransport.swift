@@ -52,7 +52,7 @@ final class FleetCounter: @unchecked Sendable {
 /// revokes a family on reuse). It adds the network's and the process's faults: the process's
 /// pauses hold a request at its send and its response on its way back; some requests are
 /// dropped before they reach the server, some answered 503 with `Retry-After`, some answered
-/// late. It records, for the reuse classification, every refresh-token spend and reuse with
+/// late, some garbled after the server answered 200 (it rotated; the reply is cut short). It records, for the reuse classification, every refresh-token spend and reuse with
 /// whether the process held a live grant for the key when the request was handed over and when
 /// it left.
 struct FleetTransport: HTTPTransport {
@@ -113,6 +113,19 @@ struct FleetTransport: HTTPTransport {
       }
     } else if refreshToken == nil {
       ledger.note("\(caller): client_credentials grant for \(key?.account ?? "?")")
+    }
+    if faults.garbledReplies > 0, case .complete(let response, let body) = outcome,
+      (response as? HTTPURLResponse)?.statusCode == 200,
+      process.drawLater({ $0.chance(faults.garbledReplies) })
+    {
+      // The server rotated and answered; what reaches the client is cut short (a proxy, a
+      // broken connection mid-body): the new tokens are lost to it, as with a lost reply.
+      ledger.count("fault: garbled reply after the server answered")
+      ledger.note("\(caller): the reply was garbled on its way back")
+      let reply = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
+      if let lost = reply?["refresh_token"] as? String { ledger.undelivered(lost) }
+      await process.gate(clock)
+      return .complete(response, Data(#"{"access_token":"simulated-acc"#.utf8))
     }
     if process.draw({ $0.chance(faults.slowReplies) }) {
       ledger.count("fault: slow reply")

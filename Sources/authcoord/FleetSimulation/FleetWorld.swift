@@ -75,7 +75,12 @@ final class FleetWorld: @unchecked Sendable {
     server = SimulatedTokenServer(
       clock: clock, responseDelay: .milliseconds(Int.random(in: 50...400, using: &rng)),
       tokenLifetime: lifetime, date: date)
-    let faults = options.faultsOff ? FleetFaults() : FleetFaults.draw(&rng)
+    var faults = options.faultsOff ? FleetFaults() : FleetFaults.draw(&rng)
+    if !options.faultsOff {
+      // Drawn from a stream of its own, so that adding it changed no seed's schedule.
+      var extra = FleetRandom.derived(seed, 4)
+      faults.garbledReplies = extra.chance(40) ? Double.random(in: 2...8, using: &extra) : 0
+    }
     self.faults = faults
     let count = Int.random(in: 2...4, using: &rng)
     // user-2 is "usér-2": callers spell it precomposed or decomposed (``spelled(_:)``), and one
@@ -445,7 +450,10 @@ final class FleetWorld: @unchecked Sendable {
       guard !ledger.isNewest(token), server.status(of: model.accessToken) != .revoked,
         !excusedFamilies.contains(Self.family(token))
       else { continue }
-      if ledger.bornDuringAStoppedLogout(user.account, access: model.accessToken) {
+      if ledger.rotationUndelivered(after: token) {
+        // The server rotated and the reply was garbled: no client could keep the rotation.
+        ledger.count("stale store after a garbled reply (the rotation reached no client)")
+      } else if ledger.bornDuringAStoppedLogout(user.account, access: model.accessToken) {
         // The open race: see ``FleetLedger/bornDuringAStoppedLogout(_:access:)``.
         ledger.count("stale store of a session born during a stopped logout (open race)")
       } else {
