@@ -37,6 +37,8 @@ final class FleetLedger: @unchecked Sendable {
   private var successor: [String: String] = [:]
   /// Refresh tokens issued in replies that reached their client garbled.
   private var garbled: Set<String> = []
+  /// When each process index crashed (a restarted process keeps its index).
+  private var crashes: [Int: [Duration]] = [:]
   private(set) var reuses: [Reuse] = []
   private var stored: [String: Duration] = [:]
   private var holders: [AccountKey: Holding] = [:]
@@ -185,6 +187,24 @@ final class FleetLedger: @unchecked Sendable {
 
   /// Whether `token` is the last of its chain: no refresh of it was ever granted.
   func isNewest(_ token: String) -> Bool { lock.withLock { successor[token] == nil } }
+
+  /// Process `index` crashed now.
+  func crashed(_ index: Int) {
+    let at = now()
+    lock.withLock { crashes[index, default: []].append(at) }
+  }
+
+  /// Whether the rotation of `token` went to a process that crashed after it sent the request:
+  /// the new tokens died with it, before any save (a crash between the server's answer and the
+  /// store, which no client survives).
+  func rotationDiedInACrash(after token: String) -> Bool {
+    lock.withLock {
+      guard let next = successor[token], stored[next] == nil, let send = spends[token] else {
+        return false
+      }
+      return crashes[send.process]?.contains { $0 >= send.at } ?? false
+    }
+  }
 
   /// The server issued `token` in a reply that reached its client garbled: no client learns it.
   func undelivered(_ token: String) { lock.withLock { _ = garbled.insert(token) } }

@@ -69,6 +69,16 @@ final class FleetProcessState: @unchecked Sendable {
     }
   }
 
+  /// The process crashed: it runs nothing more in the run (its gate opens only when the run's
+  /// end winds the world down, and then nothing it does is looked at).
+  func crash() {
+    lock.withLock {
+      pausedUntil = .seconds(1_000_000_000)
+      crashed = true
+    }
+  }
+  private var crashed = false
+
   /// Pauses the process from `now` until `now + length` (a later pause end wins).
   func pause(from now: Duration, for length: Duration) {
     lock.withLock { pausedUntil = max(pausedUntil, now + length) }
@@ -81,10 +91,12 @@ final class FleetProcessState: @unchecked Sendable {
   /// cancellable wait would throw at once for a cancelled task, and the loop would spin.)
   func gate(_ clock: VirtualClock) async {
     while true {
-      let until = lock.withLock { pausedUntil }
+      let (until, crashed) = lock.withLock { (pausedUntil, self.crashed) }
       guard clock.world.now < until else { return }
       let world = clock.world
       await Task { try? await world.sleep(until: until) }.value
+      // Only the run's end wakes a crashed process: what it does then is not looked at.
+      if crashed { return }
     }
   }
 

@@ -41,6 +41,15 @@ final class FleetWorld: @unchecked Sendable {
   /// The spellings callers use, drawn apart from the schedule so that adding them changed no
   /// seed's interleaving.
   private var spellings: FleetRandom
+  /// Crashes and restarts: drawn from a stream of their own (as ``spellings``), in 30 % of the
+  /// seeds, at 2 % of the operations.
+  private var crashes: FleetRandom
+  private var crashRate = 0.0
+  /// Calls of processes that crashed: they never end, and are not waited for.
+  private var crashedCalls: Set<Int> = []
+  /// The coordinators of crashed processes, for the summary's counts.
+  private var crashedCoordinators: [AuthCoordinator] = []
+  private var worldDate: @Sendable () -> Date = { Date() }
   private let lock = NSLock()
   private var calls: [Int: Call] = [:]
   private var nextCall = 0
@@ -66,9 +75,11 @@ final class FleetWorld: @unchecked Sendable {
     self.clock = clock
     rng = FleetRandom.derived(seed, 1)
     spellings = FleetRandom.derived(seed, 3)
+    crashes = FleetRandom.derived(seed, 5)
     let base = baseDate
     let world = clock.world
     let date: @Sendable () -> Date = { base.addingTimeInterval(world.now.seconds) }
+    worldDate = date
     ledger = FleetLedger(now: { world.now }, date: date, keepsTrace: options.trace)
     timeToLive = .seconds([2, 3, 5][Int.random(in: 0..<3, using: &rng)])
     let lifetime = Duration.seconds(Int.random(in: 20...120, using: &rng))
@@ -80,6 +91,7 @@ final class FleetWorld: @unchecked Sendable {
       // Drawn from a stream of its own, so that adding it changed no seed's schedule.
       var extra = FleetRandom.derived(seed, 4)
       faults.garbledReplies = extra.chance(40) ? Double.random(in: 2...8, using: &extra) : 0
+      if options.plant != .noLease, crashes.chance(30) { crashRate = 2 }
     }
     self.faults = faults
     let count = Int.random(in: 2...4, using: &rng)
@@ -183,7 +195,7 @@ final class FleetWorld: @unchecked Sendable {
         coverage[name, default: 0] += value
       }
     }
-    for (_, coordinator) in processes {
+    for coordinator in processes.map(\.coordinator) + crashedCoordinators {
       let stats = coordinator.statistics
       for (name, value) in [
         ("flights", stats.flightsStarted), ("authorizations", stats.authorizationsStarted),
@@ -253,8 +265,35 @@ final class FleetWorld: @unchecked Sendable {
       ledger.note("p\(process)'s wall clock steps \(String(format: "%+.2f", step)) s")
       processes[process].state.stepWallClock(by: step)
     default:
-      break
+      if crashRate > 0, crashes.chance(crashRate * 100 / 14) { crash(process) }
     }
+  }
+
+  /// Process `index` crashes: it stops for good at once (every store, lease and token-server
+  /// operation it begins, and every reply it awaits, waits past the end of the run), its
+  /// memory is gone and its callers never hear back; its grants lapse with their time to live.
+  /// A new process takes its place, with empty memory and an owner of its own, on the same
+  /// store and lease.
+  private func crash(_ index: Int) {
+    let old = processes[index]
+    ledger.count("fault: crash and restart")
+    ledger.note("p\(index) crashed; a new p\(index) starts with empty memory")
+    old.state.crash()
+    ledger.crashed(index)
+    let lost = lock.withLock { () -> Int in
+      let ids = calls.values.filter { $0.process == index }.map(\.id)
+      for id in ids {
+        calls.removeValue(forKey: id)
+        crashedCalls.insert(id)
+      }
+      return ids.count
+    }
+    if lost > 0 { ledger.count("calls lost with a crashed process", lost) }
+    crashedCoordinators.append(old.coordinator)
+    let state = FleetProcessState(
+      index: index, seed: seed &+ UInt64(crashedCoordinators.count) &* 0x9E37, faults: faults,
+      timeToLive: timeToLive)
+    processes[index] = (state, makeCoordinator(state, lease: leases[0], date: worldDate))
   }
 
   /// A logout of `user`, or, aimed at a phase, of a user whose key backs off (a failure
@@ -347,6 +386,8 @@ final class FleetWorld: @unchecked Sendable {
 
   private func finished(_ id: Int, _ result: Result<AuthModel, any Error>, date: Date) {
     guard let call = lock.withLock({ calls.removeValue(forKey: id) }) else {
+      // A call of a crashed process: the run's end woke it; nobody heard.
+      if lock.withLock({ crashedCalls.contains(id) }) { return }
       ledger.violation("resumed twice", "call #\(id) ended a second time")
       return
     }
@@ -450,7 +491,9 @@ final class FleetWorld: @unchecked Sendable {
       guard !ledger.isNewest(token), server.status(of: model.accessToken) != .revoked,
         !excusedFamilies.contains(Self.family(token))
       else { continue }
-      if ledger.rotationUndelivered(after: token) {
+      if ledger.rotationDiedInACrash(after: token) {
+        ledger.count("stale store after a crash (the rotation died with its process)")
+      } else if ledger.rotationUndelivered(after: token) {
         // The server rotated and the reply was garbled: no client could keep the rotation.
         ledger.count("stale store after a garbled reply (the rotation reached no client)")
       } else if ledger.bornDuringAStoppedLogout(user.account, access: model.accessToken) {
