@@ -455,6 +455,7 @@ final class FleetWorld: @unchecked Sendable {
   }
 
   private func finalChecks() async {
+    checkNothingLeftBehind()
     // A reuse is inside the contract's stated window when the first spend left under a live
     // grant, the reuse left under a live grant, and the rotation was not stored under a live
     // grant before the reuse left: the first spender's grant ended after its request left and
@@ -504,6 +505,37 @@ final class FleetWorld: @unchecked Sendable {
           "stale store",
           "at the end the store holds \(FleetTransport.short(token)) for \(user.account), whose "
             + "rotation exists and whose family is live: a rotation was lost")
+      }
+    }
+  }
+
+  /// Once the storm passed and the calls ended, nothing grows or lingers: no flight or
+  /// waiting caller in a live process, at most one key in memory per account (no state per
+  /// spelling, per flight or per failure left behind), and the lease keeping at most one
+  /// sign-out mark and one holder per account and key.
+  private func checkNothingLeftBehind() {
+    let accounts = users.count
+    for (index, process) in processes.enumerated() {
+      let stats = process.coordinator.statistics
+      if stats.flightsInProgress > 0 || stats.waitingCallers > 0 {
+        ledger.violation(
+          "state left behind",
+          "p\(index) still has \(stats.flightsInProgress) flights and "
+            + "\(stats.waitingCallers) waiting callers after the run")
+      }
+      if stats.keysInMemory > accounts {
+        ledger.violation(
+          "state left behind", "p\(index) holds \(stats.keysInMemory) keys for \(accounts) accounts"
+        )
+      }
+    }
+    for lease in leases {
+      let history = lease.history
+      if history.signOuts > accounts || history.holders > accounts {
+        ledger.violation(
+          "state left behind",
+          "the lease keeps \(history.signOuts) sign-out marks and \(history.holders) holders for "
+            + "\(accounts) accounts")
       }
     }
   }
