@@ -206,7 +206,7 @@ public struct SilentRefreshPolicy: Sendable, Hashable {
       && lhs.values.masked(lhs.changed) == rhs.values.masked(rhs.changed)
   }
 
-  /// Hashes what ``==`` compares.
+  /// Hashes what ``==(_:_:)`` compares.
   ///
   /// - Parameter hasher: The hasher.
   public func hash(into hasher: inout Hasher) {
