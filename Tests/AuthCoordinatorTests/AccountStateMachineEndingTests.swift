@@ -250,6 +250,20 @@ import Testing
     #expect(next != .serve(short))
   }
 
+  @Test func aLateAnswerForgetsOnlyTheModelItsFlightLeft() {
+    var (machine, id) = self.machine(in: .persisting)
+    #expect(machine.signOutAnnounced(flightHoldsGrant: true) == .checkGrant(flight: id))
+    _ = machine.advance(id, .saveFailed(model("t2")), date: date, now: .seconds(1))
+    // A later flight, under a grant of its own, replaces the model before the answer comes.
+    _ = machine.request(.force(rejecting: "t2"), date: date, now: .seconds(2), newFlightID: 9)
+    _ = machine.advance(9, .loaded(model("t2")), date: date, now: .seconds(2))
+    _ = machine.advance(9, .authorized(.success(model("t3"))), date: date, now: .seconds(3))
+    _ = machine.advance(9, .saved, date: date, now: .seconds(3))
+    #expect(machine.cachedModel == model("t3"))
+    #expect(machine.signOutChecked(flight: id, grantCurrent: false) == nil)
+    #expect(machine.cachedModel == model("t3"), "not the checked flight's: kept")
+  }
+
   @Test func aSavePastItsDeadlineThatLandsKeepsTheModel() {
     var machine = self.machine(holding: nil)
     _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)

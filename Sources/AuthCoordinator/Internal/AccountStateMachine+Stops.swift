@@ -100,7 +100,7 @@ extension AccountStateMachine {
       // lease goes back in the background.
       state = .idle
       return ending
-    case (.save, .persisting(let flight, _, _)) where signOutCheck == flight:
+    case (.save, .persisting(let flight, _, _)) where signOutCheck?.flight == flight:
       // A sign-out was announced and the lease has not said yet whether this flight's grant
       // predates it: the model may be the signed-out session's. The waiters wait for the save,
       // which checks the grant itself, or for the answer.
@@ -183,7 +183,7 @@ extension AccountStateMachine {
     loopGuardStarts.removeAll()
     cooldown = nil
     transientFailures = 0
-    signOutCheck = id
+    signOutCheck = (id, nil)
     return .checkGrant(flight: id)
   }
 
@@ -197,16 +197,14 @@ extension AccountStateMachine {
   ///     save checks again, and a fenced store refuses a deposed holder's save).
   /// - Returns: How the flight ends, if it is still in progress and its grant is not current.
   mutating func signOutChecked(flight id: UInt64, grantCurrent: Bool) -> Ending? {
-    if signOutCheck == id { signOutCheck = nil }
+    let left = signOutCheck?.flight == id ? signOutCheck?.model : nil
+    if signOutCheck?.flight == id { signOutCheck = nil }
     guard !grantCurrent else { return nil }
     if flightID == id { return signOut(elsewhere: true) }
-    // The flight ended before the answer: what it left in memory (a model whose save failed,
-    // and is retried) is the signed-out session's. A later flight has a grant of its own.
-    if flightID == nil {
-      _ = signedOut(elsewhere: true)
-    } else if case .model = cache {
-      cache = .unknown
-    }
+    // The flight ended before the answer: the model it left in memory (served, its save
+    // failed and retried) is the signed-out session's, and memory forgets it. Anything else
+    // (a later flight, its stopped refresh, the model it left) has a grant of its own.
+    if let left, case .model(let cached) = cache, cached.model == left { cache = .unknown }
     return nil
   }
 

@@ -82,8 +82,9 @@ struct AccountStateMachine<Effects: FlightEffects> {
   /// memory forget the model too.
   var savesPastDeadline: [UInt64: AuthModel] = [:]
   /// The flight that goes on after a sign-out announcement until the lease says whether its
-  /// grant predates the sign-out (``signOutAnnounced(flightHoldsGrant:)``).
-  var signOutCheck: UInt64?
+  /// grant predates the sign-out (``signOutAnnounced(flightHoldsGrant:)``), and the model it
+  /// left in memory if it ended first.
+  var signOutCheck: (flight: UInt64, model: AuthModel?)?
   /// The jitter source, a number in `0..<1` (the configuration's `random`).
   let random: @Sendable () -> Double
 
@@ -321,6 +322,7 @@ struct AccountStateMachine<Effects: FlightEffects> {
       return authorizationFailed(authorizing, error, date: date, now: now)
     case (.persisting(_, let model, let holdsLease), .saved):
       adopt(model, obtainedAt: date)
+      if signOutCheck?.flight == id { signOutCheck?.model = model }
       guard !Self.expired(model, at: date) else {
         return releasing(
           Ending(flight: id, result: .failed(expiredBeforeServed())), holdsLease: holdsLease)
@@ -336,6 +338,7 @@ struct AccountStateMachine<Effects: FlightEffects> {
       // whose refresh token the authorizer may have spent (rule 21). The lease is kept, renewed,
       // while the save is retried, so that no other process spends that refresh token.
       adopt(model, obtainedAt: date, unsaved: true)
+      if signOutCheck?.flight == id { signOutCheck?.model = model }
       state = .idle
       var ending = Ending(
         flight: id,
