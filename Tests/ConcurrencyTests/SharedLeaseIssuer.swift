@@ -2,7 +2,7 @@ import AuthCoordinator
 import Foundation
 import SyncPrimitives
 
-/// SIMULATED TOKEN SERVER for ``SharedLeaseStressDriver``, in memory. The rules of
+/// SIMULATED TOKEN SERVER for ``SharedLeaseLogoutWindowTests``, in memory. The rules of
 /// `Tests/AuthCoordinatorTests/RotatingTokenIssuer.swift` (a copy, so that the two test targets
 /// stay independent): every refresh rotates the refresh token; reusing a spent one revokes its
 /// whole family (later refreshes of it fail) and is recorded.
