@@ -40,33 +40,33 @@ final class FleetWorld: @unchecked Sendable {
   private var rng: FleetRandom
   /// The spellings callers use, drawn apart from the schedule so that adding them changed no
   /// seed's interleaving.
-  private var spellings: FleetRandom
+  var spellings: FleetRandom
   /// Crashes and restarts: drawn from a stream of their own (as ``spellings``), in 30 % of the
   /// seeds, at 2 % of the operations.
-  private var crashes: FleetRandom
-  private var crashRate = 0.0
+  var crashes: FleetRandom
+  var crashRate = 0.0
   /// Calls of processes that crashed: they never end, and are not waited for.
-  private var crashedCalls: Set<Int> = []
+  var crashedCalls: Set<Int> = []
   /// The coordinators of crashed processes, for the summary's counts.
-  private var crashedCoordinators: [AuthCoordinator] = []
-  private var worldDate: @Sendable () -> Date = { Date() }
-  private let lock = NSLock()
-  private var calls: [Int: Call] = [:]
+  var crashedCoordinators: [AuthCoordinator] = []
+  var worldDate: @Sendable () -> Date = { Date() }
+  let lock = NSLock()
+  var calls: [Int: Call] = [:]
   private var nextCall = 0
   private var lastSeen: [Int: [AccountKey: String]] = [:]
   private var worstInBounds = 0.0
 
   private let baseDate = Date(timeIntervalSince1970: 1_800_000_000)
-  private var processes: [(state: FleetProcessState, coordinator: AuthCoordinator)] = []
-  private var users: [AccountKey] = []
-  private let server: SimulatedTokenServer
-  private let store = InMemoryTokenStore()
-  private var leases: [InMemoryAuthorizationLease] = []
+  var processes: [(state: FleetProcessState, coordinator: AuthCoordinator)] = []
+  var users: [AccountKey] = []
+  let server: SimulatedTokenServer
+  let store = InMemoryTokenStore()
+  var leases: [InMemoryAuthorizationLease] = []
   private let outage = FleetOutage()
-  private var faults = FleetFaults()
-  private let timeToLive: Duration
+  var faults = FleetFaults()
+  let timeToLive: Duration
   private let authorizationTimeout: Duration = .seconds(20)
-  private let storeTimeout: Duration = .seconds(2)
+  let storeTimeout: Duration = .seconds(2)
   private var shape = ""
 
   init(seed: UInt64, options: FleetSimulation.Options, clock: VirtualClock) {
@@ -135,7 +135,7 @@ final class FleetWorld: @unchecked Sendable {
     return bounds
   }()
 
-  private func makeCoordinator(
+  func makeCoordinator(
     _ state: FleetProcessState, lease: InMemoryAuthorizationLease,
     date: @escaping @Sendable () -> Date
   ) -> AuthCoordinator {
@@ -269,33 +269,6 @@ final class FleetWorld: @unchecked Sendable {
     }
   }
 
-  /// Process `index` crashes: it stops for good at once (every store, lease and token-server
-  /// operation it begins, and every reply it awaits, waits past the end of the run), its
-  /// memory is gone and its callers never hear back; its grants lapse with their time to live.
-  /// A new process takes its place, with empty memory and an owner of its own, on the same
-  /// store and lease.
-  private func crash(_ index: Int) {
-    let old = processes[index]
-    ledger.count("fault: crash and restart")
-    ledger.note("p\(index) crashed; a new p\(index) starts with empty memory")
-    old.state.crash()
-    ledger.crashed(index)
-    let lost = lock.withLock { () -> Int in
-      let ids = calls.values.filter { $0.process == index }.map(\.id)
-      for id in ids {
-        calls.removeValue(forKey: id)
-        crashedCalls.insert(id)
-      }
-      return ids.count
-    }
-    if lost > 0 { ledger.count("calls lost with a crashed process", lost) }
-    crashedCoordinators.append(old.coordinator)
-    let state = FleetProcessState(
-      index: index, seed: seed &+ UInt64(crashedCoordinators.count) &* 0x9E37, faults: faults,
-      timeToLive: timeToLive)
-    processes[index] = (state, makeCoordinator(state, lease: leases[0], date: worldDate))
-  }
-
   /// A logout of `user`, or, aimed at a phase, of a user whose key backs off (a failure
   /// recorded at the lease) or whose lease is held (a flight under way).
   private func logout(_ process: Int, _ user: AccountKey) {
@@ -373,17 +346,6 @@ final class FleetWorld: @unchecked Sendable {
     lock.withLock { calls[id]?.task = task }
   }
 
-  /// `user` as a caller spells it: an account with an accent half the time decomposed (NFD),
-  /// as another keyboard or platform may type it. The key normalizes it; what it must not do
-  /// is split the account in two.
-  private func spelled(_ user: AccountKey) -> AccountKey {
-    guard !user.account.utf8.allSatisfy({ $0 < 0x80 }), spellings.chance(50) else { return user }
-    ledger.count("fault: account in its decomposed spelling")
-    var key = user
-    key.account = user.account.decomposedStringWithCanonicalMapping
-    return key
-  }
-
   private func finished(_ id: Int, _ result: Result<AuthModel, any Error>, date: Date) {
     guard let call = lock.withLock({ calls.removeValue(forKey: id) }) else {
       // A call of a crashed process: the run's end woke it; nobody heard.
@@ -453,103 +415,4 @@ final class FleetWorld: @unchecked Sendable {
           + "ended (started at \(call.started))")
     }
   }
-
-  private func finalChecks() async {
-    checkNothingLeftBehind()
-    // A reuse is inside the contract's stated window when the first spend left under a live
-    // grant, the reuse left under a live grant, and the rotation was not stored under a live
-    // grant before the reuse left: the first spender's grant ended after its request left and
-    // before its result was stored. A request whose grant was live when it was handed to the
-    // transport and had lapsed when it left (the gap between the last check and the send) is
-    // counted apart. Every other reuse breaks rule 16.
-    var excusedFamilies: Set<String> = []
-    for reuse in ledger.reuses {
-      let stored = ledger.rotationStored(after: reuse.token)
-      let afterRotationStored = stored.map { $0 < reuse.second.at } ?? false
-      let gap = [reuse.first, reuse.second].contains { $0.liveAtEntry && !$0.liveAtLeft }
-      let text =
-        "\(FleetTransport.short(reuse.token)) spent by \(reuse.first.caller) at "
-        + "\(reuse.first.at) (live grant \(reuse.first.liveAtLeft)), presented again by "
-        + "\(reuse.second.caller) at \(reuse.second.at) (live grant \(reuse.second.liveAtLeft))"
-      if !afterRotationStored, reuse.first.liveAtLeft, reuse.second.liveAtLeft {
-        ledger.count("reuse inside the stated window")
-        excusedFamilies.insert(Self.family(reuse.token))
-      } else if gap {
-        // Stopped between the coordinator's last check of its grant and the send: a successor
-        // may even have rotated and stored meanwhile. No client closes that gap.
-        ledger.count("reuse in the gap at the send")
-        excusedFamilies.insert(Self.family(reuse.token))
-      } else {
-        ledger.violation(
-          "refresh token reuse",
-          text + (afterRotationStored ? "; its rotation was stored before" : ""))
-      }
-    }
-    for user in users {
-      guard let model = await store.model(for: user), let token = model.refreshToken else {
-        continue
-      }
-      guard !ledger.isNewest(token), server.status(of: model.accessToken) != .revoked,
-        !excusedFamilies.contains(Self.family(token))
-      else { continue }
-      if ledger.rotationDiedInACrash(after: token) {
-        ledger.count("stale store after a crash (the rotation died with its process)")
-      } else if ledger.rotationUndelivered(after: token) {
-        // The server rotated and the reply was garbled: no client could keep the rotation.
-        ledger.count("stale store after a garbled reply (the rotation reached no client)")
-      } else if ledger.bornDuringAStoppedLogout(user.account, access: model.accessToken) {
-        // The open race: see ``FleetLedger/bornDuringAStoppedLogout(_:access:)``.
-        ledger.count("stale store of a session born during a stopped logout (open race)")
-      } else {
-        ledger.violation(
-          "stale store",
-          "at the end the store holds \(FleetTransport.short(token)) for \(user.account), whose "
-            + "rotation exists and whose family is live: a rotation was lost")
-      }
-    }
-  }
-
-  /// Once the storm passed and the calls ended, nothing grows or lingers: no flight or
-  /// waiting caller in a live process, at most one key in memory per account (no state per
-  /// spelling, per flight or per failure left behind), and the lease keeping at most one
-  /// sign-out mark and one holder per account and key.
-  private func checkNothingLeftBehind() {
-    let accounts = users.count
-    for (index, process) in processes.enumerated() {
-      let stats = process.coordinator.statistics
-      if stats.flightsInProgress > 0 || stats.waitingCallers > 0 {
-        ledger.violation(
-          "state left behind",
-          "p\(index) still has \(stats.flightsInProgress) flights and "
-            + "\(stats.waitingCallers) waiting callers after the run")
-      }
-      if stats.keysInMemory > accounts {
-        ledger.violation(
-          "state left behind", "p\(index) holds \(stats.keysInMemory) keys for \(accounts) accounts"
-        )
-      }
-    }
-    for lease in leases {
-      let history = lease.history
-      if history.signOuts > accounts || history.holders > accounts {
-        ledger.violation(
-          "state left behind",
-          "the lease keeps \(history.signOuts) sign-out marks and \(history.holders) holders for "
-            + "\(accounts) accounts")
-      }
-    }
-  }
-
-  /// `simulated-refresh-<family>-<n>` → `<family>`.
-  static func family(_ token: String) -> String {
-    token.split(separator: "-").dropLast().last.map(String.init) ?? token
-  }
-}
-
-/// The coordinators' jitter source, seeded.
-final class FleetJitter: @unchecked Sendable {
-  private let lock = NSLock()
-  private var rng: FleetRandom
-  init(_ rng: FleetRandom) { self.rng = rng }
-  func next() -> Double { lock.withLock { Double.random(in: 0..<1, using: &rng) } }
 }
