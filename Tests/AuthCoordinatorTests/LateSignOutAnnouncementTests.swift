@@ -75,12 +75,39 @@ import Testing
     await call.waitUntilCancelled()
     #expect(await store.model(for: u1) == nil)
   }
+
+  // In doubt, a logout wins: the lease cannot say whether the grant predates the sign-out
+  // (its check throws), and the flight stops as it would have without the check.
+  @Test func aGrantCheckThatFailsStopsTheFlight() async throws {
+    await inner.revokeGrants(ofAccount: "u1")
+    await inner.signOut(account: "u1", by: "other")
+    let newer = makeModel("newer", clock: clock, expiresIn: 10)
+    await store.save(newer, for: u1)
+    let caller = Task { try await coordinator.authModel(for: u1) }
+    let call = await authorizer.nextCall()
+    lease.failsChecks = true
+    let events = coordinator.events
+    await announce(.signedOut(account: "u1", by: "other"))
+    // The failed check is reported; then the authorizer answers. Had the flight gone on, its
+    // caller would get this model.
+    _ = await events.first { if case .storeFailed(_, .lease, _) = $0 { true } else { false } }
+    call.succeed(with: makeModel("rotated", clock: clock, expiresIn: 3600))
+    let error = await #expect(throws: AuthCoordinatorError.self) { try await caller.value }
+    #expect(error?.code == .signedOut)
+    #expect(await store.model(for: u1) == newer, "nothing of the stopped flight is stored")
+  }
 }
 
 /// An in-memory lease whose change notices arrive only when the test delivers them.
 final class LateLease: AuthorizationLease, @unchecked Sendable {
   let inner: InMemoryAuthorizationLease
   private let subscribers = LockedState<[AsyncStream<LeaseChange>.Continuation]>([])
+  private let failing = LockedState(false)
+  /// Whether `isCurrent` throws (a lease that cannot be read).
+  var failsChecks: Bool {
+    get { failing.withLock { $0 } }
+    set { failing.withLock { $0 = newValue } }
+  }
 
   init(_ inner: InMemoryAuthorizationLease) { self.inner = inner }
 
@@ -104,7 +131,10 @@ final class LateLease: AuthorizationLease, @unchecked Sendable {
     await inner.revokeGrants(ofAccount: account)
   }
   func revokeAllGrants() async { await inner.revokeAllGrants() }
-  func isCurrent(_ grant: LeaseGrant) async -> Bool { await inner.isCurrent(grant) }
+  func isCurrent(_ grant: LeaseGrant) async throws -> Bool {
+    if failsChecks { throw CocoaError(.fileReadUnknown) }
+    return await inner.isCurrent(grant)
+  }
   func changes() -> AsyncStream<LeaseChange> {
     let (stream, continuation) = AsyncStream<LeaseChange>.makeStream()
     subscribers.withLock { $0.append(continuation) }

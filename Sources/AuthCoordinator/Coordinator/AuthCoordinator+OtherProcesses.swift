@@ -22,6 +22,18 @@ extension AuthCoordinator {
     }
   }
 
+  /// Whether `grant` was taken after the announced sign-out. In doubt (the lease cannot be
+  /// read), no: the flight stops as it would have without the check, since a logout is never
+  /// undone on a guess; what is lost then is a refresh at worst, never a signed-out session
+  /// brought back.
+  private func grantOutlivesAnnouncement(_ grant: LeaseGrant) async -> Bool {
+    guard let lease else { return true }
+    do { return try await lease.isCurrent(grant) } catch {
+      reportStoreFailure(grant.key, .lease, error)
+      return false
+    }
+  }
+
   /// Forgets the selected keys' models (the store is read again on the next request) and stops
   /// their flights: their callers get ``AuthCoordinatorError/Code-swift.struct/signedOut``. A
   /// flight that holds a lease grant stops only once the lease says the grant is not current:
@@ -49,7 +61,7 @@ extension AuthCoordinator {
     Task { [weak self] in
       for check in checks {
         guard let self else { return }
-        let current = await self.isCurrent(check.grant)
+        let current = await self.grantOutlivesAnnouncement(check.grant)
         let stripe = self.table.stripe(for: check.key)
         stripe.lock.lock()
         let closing = stripe.accounts[check.key]?.machine

@@ -193,8 +193,8 @@ extension AccountStateMachine {
   ///
   /// - Parameters:
   ///   - id: The flight ``signOutAnnounced(flightHoldsGrant:)`` named.
-  ///   - grantCurrent: Whether the lease says its grant is current (in doubt, `true`: the
-  ///     save checks again, and a fenced store refuses a deposed holder's save).
+  ///   - grantCurrent: Whether the lease says its grant is current (in doubt, `false`: a
+  ///     logout is never undone on a guess).
   /// - Returns: How the flight ends, if it is still in progress and its grant is not current.
   mutating func signOutChecked(flight id: UInt64, grantCurrent: Bool) -> Ending? {
     let left = signOutCheck?.flight == id ? signOutCheck?.model : nil
