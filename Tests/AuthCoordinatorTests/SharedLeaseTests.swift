@@ -169,7 +169,7 @@ import Testing
     let authorizer = ScriptedAuthorizer()
     try await store.save(makeModel("old", clock: clock, expiresIn: -7200), for: u1)
     let deaf = AuthCoordinator(
-      store: store, lease: DeafLease(lease), authorizer: authorizer,
+      store: store, lease: LateLease(lease), authorizer: authorizer,
       configuration: Rig.configuration(clock))
     let other = AuthCoordinator(
       store: store, lease: lease, authorizer: authorizer, configuration: Rig.configuration(clock))
@@ -228,7 +228,7 @@ import Testing
       if state != nil { await store.save(stored, for: u1) }
       var configuration = Self.configuration(clock)
       configure(&configuration)
-      let shared: any AuthorizationLease = deafToChanges ? DeafLease(lease) : lease
+      let shared: any AuthorizationLease = deafToChanges ? LateLease(lease) : lease
       processes = (0..<count).map { [store, authorizer] _ in
         AuthCoordinator(
           store: store, lease: shared, authorizer: authorizer, configuration: configuration)
@@ -278,28 +278,4 @@ private struct CountingLease: AuthorizationLease {
   func revokeAllGrants() async { await inner.revokeAllGrants() }
   func isCurrent(_ grant: LeaseGrant) async -> Bool { await inner.isCurrent(grant) }
   func changes() -> AsyncStream<LeaseChange> { inner.changes() }
-}
-
-/// A lease whose announcements never arrive: a process that has not heard of a change yet.
-private struct DeafLease: AuthorizationLease {
-  let inner: InMemoryAuthorizationLease
-  init(_ inner: InMemoryAuthorizationLease) { self.inner = inner }
-
-  func acquire(_ key: AccountKey, owner: String, timeToLive: Duration) async -> LeaseAttempt {
-    await inner.acquire(key, owner: owner, timeToLive: timeToLive)
-  }
-  func renew(_ grant: LeaseGrant, timeToLive: Duration) async -> LeaseGrant? {
-    await inner.renew(grant, timeToLive: timeToLive)
-  }
-  func release(_ grant: LeaseGrant) async { await inner.release(grant) }
-  func signOut(account: String, by owner: String) async {
-    await inner.signOut(account: account, by: owner)
-  }
-  func signOutAll(by owner: String) async { await inner.signOutAll(by: owner) }
-  func revokeGrants(ofAccount account: String) async {
-    await inner.revokeGrants(ofAccount: account)
-  }
-  func revokeAllGrants() async { await inner.revokeAllGrants() }
-  func isCurrent(_ grant: LeaseGrant) async -> Bool { await inner.isCurrent(grant) }
-  func changes() -> AsyncStream<LeaseChange> { AsyncStream { _ in } }
 }
