@@ -823,6 +823,40 @@ import Testing
     #expect(machine.signOutChecked(flight: id, grantCurrent: false) == nil)
   }
 
+  // Fleet simulation, seed 0x490: a process read the store under its new grant, paused
+  // before renewing it, and a sign-out landed meanwhile. The announcement reached it during
+  // the pause; the flight then served what it had read (its callers asked before the
+  // sign-out) and ended before the lease answered. The answer, "not current", found no model
+  // recorded for the flight, and memory went on serving the signed-out session's token to
+  // callers who asked after the sign-out.
+  @Test(arguments: [false, true])
+  func aModelReadUnderAGrantLaterFoundNotCurrentIsForgotten(_ readWithGrant: Bool) {
+    var machine = leaseMachine(holding: model("t0", expiresIn: 10))
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+    let stored = model("t4")
+    if readWithGrant {
+      #expect(machine.signOutAnnounced(flightHoldsGrant: true) == .checkGrant(flight: 2))
+      #expect(
+        machine.advance(2, .leaseAttempted(.acquiredWithRead(stored)), date: date, now: .zero)
+          == .next(Machine.Step(kind: .releaseLease, deadline: nil)))
+    } else {
+      #expect(
+        machine.advance(2, .leaseAttempted(.acquired), date: date, now: .zero)
+          == .next(confirm(by: .seconds(7))))
+      #expect(machine.signOutAnnounced(flightHoldsGrant: true) == .checkGrant(flight: 2))
+      #expect(
+        machine.advance(2, .loaded(stored), date: date, now: .zero)
+          == .next(Machine.Step(kind: .releaseLease, deadline: nil)))
+    }
+    #expect(
+      machine.advance(2, .leaseReleased, date: date, now: .zero)
+        == .end(Ending(flight: 2, result: .succeeded(stored), adoptedFromStore: true)))
+    #expect(machine.cachedModel == stored)
+    #expect(machine.signOutChecked(flight: 2, grantCurrent: false) == nil)
+    #expect(machine.cachedModel == nil, "the signed-out session's model is forgotten")
+    #expect(machine.servableModel(at: date) == nil)
+  }
+
   @Test(arguments: [FlightInProgress.loading, .rereading, .authorizing])
   func aFlightWithoutAGrantStopsAtTheAnnouncement(_ phase: FlightInProgress) {
     var (machine, id) = self.machine(in: phase)

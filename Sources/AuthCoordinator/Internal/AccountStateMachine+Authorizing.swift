@@ -142,6 +142,9 @@ extension AccountStateMachine {
       !preparing.rejectedTokens.contains(model.accessToken)
     {
       recovered()
+      // Read under a grant whose sign-out check is pending: an answer that the grant predates
+      // the sign-out, arriving after the flight ended, makes memory forget this model.
+      if signOutCheck?.flight == preparing.id { signOutCheck?.model = model }
       guard preparing.holdsLease else {
         state = .idle
         return .end(
