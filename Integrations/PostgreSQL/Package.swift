@@ -30,6 +30,8 @@ let package = Package(
       dependencies: [
         "AuthCoordinatorPostgreSQL",
         .product(name: "AuthCoordinator", package: "AuthCoordinator"),
+        // The simulated identity provider's rotation rules (RotatingTokenIssuer).
+        .product(name: "AuthCoordinatorTestKit", package: "AuthCoordinator"),
       ]),
     .testTarget(
       name: "AuthCoordinatorPostgreSQLTests",

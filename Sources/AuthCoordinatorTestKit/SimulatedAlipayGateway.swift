@@ -61,31 +61,20 @@ public final class SimulatedAlipayGateway: HTTPTransport, @unchecked Sendable {
   }
 
   /// Whether an access token may be used.
-  public enum TokenStatus: Sendable, Equatable {
-    /// Issued, not expired, not revoked.
-    case active
-    /// Past its expiry.
-    case expired
-    /// Revoked (a rotation replaced it, its family was revoked, or the user cancelled).
-    case revoked
-    /// Never issued.
-    case unknown
-  }
-
-  private struct Family {
-    let user: String
-    let endsAt: Date
-    var revoked = false
-  }
+  public typealias TokenStatus = RotatingTokenIssuer.AccessStatus
 
   private struct State {
     var outage: Failure?
     var failures: [Failure] = []
     var counters = Counters()
     var codes: [String: (user: String, expiresAt: Date)] = [:]
-    var families: [Int: Family] = [:]
-    var accessTokens: [String: (family: Int, expiresAt: Date, revoked: Bool)] = [:]
-    var refreshTokens: [String: (family: Int, spent: Bool)] = [:]
+    /// Each family's user.
+    var users: [Int: String] = [:]
+    /// The rotation rules, shared with every simulated server here; a rotation revokes the
+    /// family's earlier access tokens.
+    var issuer = RotatingTokenIssuer(
+      accessTokenPrefix: "sim-access", refreshTokenPrefix: "sim-refresh",
+      rotationRevokesAccessTokens: true)
     var serial = 0
   }
 
@@ -161,8 +150,8 @@ public final class SimulatedAlipayGateway: HTTPTransport, @unchecked Sendable {
   /// - Parameter user: The Alipay user id.
   public func cancelAuthorization(ofUser user: String) {
     state.withLock { state in
-      for (id, family) in state.families where family.user == user {
-        state.families[id]?.revoked = true
+      for (family, owner) in state.users where owner == user {
+        state.issuer.revoke(family: family)
       }
     }
   }
@@ -173,11 +162,7 @@ public final class SimulatedAlipayGateway: HTTPTransport, @unchecked Sendable {
   /// - Returns: Its status.
   public func status(ofAccessToken accessToken: String) -> TokenStatus {
     let now = date()
-    return state.withLock { state in
-      guard let record = state.accessTokens[accessToken] else { return .unknown }
-      if record.revoked || state.families[record.family]?.revoked != false { return .revoked }
-      return record.expiresAt > now ? .active : .expired
-    }
+    return state.withLock { $0.issuer.status(ofAccessToken: accessToken, at: now) }
   }
 
   /// The gateway over HTTP: answers a `POST` of a form (and query) for
@@ -278,70 +263,49 @@ public final class SimulatedAlipayGateway: HTTPTransport, @unchecked Sendable {
     }
     switch parameters["grant_type"] {
     case "authorization_code":
-      guard let code = parameters["code"], let issued = state.codes.removeValue(forKey: code),
-        issued.expiresAt > now
+      guard let code = parameters["code"], let redeemed = state.codes.removeValue(forKey: code),
+        redeemed.expiresAt > now
       else {
         return refuse("40002", "Invalid Arguments", "isv.code-invalid", "授权码(auth_code)错误、状态不对或过期")
       }
-      state.serial += 1
-      let family = state.serial
-      state.families[family] = Family(
-        user: issued.user,
-        endsAt: now.addingTimeInterval(Double(gateway.familyLifetime.components.seconds)))
+      let issued = state.issuer.startFamily(
+        at: now, lifetime: gateway.accessTokenLifetime, familyLifetime: gateway.familyLifetime)
+      state.users[issued.family] = redeemed.user
       state.counters.codeGrants += 1
-      return Reply(
-        response: tokens(for: family, in: &state, now: now, gateway: gateway), isError: false)
+      return Reply(response: tokens(issued, user: redeemed.user, now: now), isError: false)
     case "refresh_token":
-      guard let token = parameters["refresh_token"], let record = state.refreshTokens[token],
-        let family = state.families[record.family]
-      else {
-        return refuse(
-          "40002", "Invalid Arguments", "isv.refresh-token-invalid", "刷新令牌(refresh_token)错误或状态不对")
-      }
-      if record.spent {
-        state.counters.reuses += 1
-        state.families[record.family]?.revoked = true
-        return refuse(
-          "40002", "Invalid Arguments", "isv.refresh-token-invalid", "刷新令牌(refresh_token)错误或状态不对")
-      }
-      if family.revoked {
-        return refuse(
-          "40002", "Invalid Arguments", "isv.refresh-token-invalid", "刷新令牌(refresh_token)错误或状态不对")
-      }
-      if family.endsAt <= now {
+      let reuses = state.issuer.counters.reuses
+      let rotation = state.issuer.rotate(
+        parameters["refresh_token"] ?? "", at: now, lifetime: gateway.accessTokenLifetime)
+      state.counters.reuses += state.issuer.counters.reuses - reuses
+      switch rotation {
+      case .success(let issued):
+        state.counters.refreshGrants += 1
+        return Reply(
+          response: tokens(issued, user: state.users[issued.family] ?? "", now: now),
+          isError: false)
+      case .failure(.familyEnded):
         return refuse(
           "40002", "Invalid Arguments", "isv.refresh-token-time-out", "刷新令牌(refresh_token)过期")
+      case .failure:
+        return refuse(
+          "40002", "Invalid Arguments", "isv.refresh-token-invalid", "刷新令牌(refresh_token)错误或状态不对")
       }
-      state.refreshTokens[token]?.spent = true
-      for (access, value) in state.accessTokens where value.family == record.family {
-        state.accessTokens[access]?.revoked = true
-      }
-      state.counters.refreshGrants += 1
-      return Reply(
-        response: tokens(for: record.family, in: &state, now: now, gateway: gateway), isError: false
-      )
     default:
       return refuse("40002", "Invalid Arguments", "isv.grant-type-invalid", "grant_type参数不正确")
     }
   }
 
   private static func tokens(
-    for family: Int, in state: inout State, now: Date, gateway: SimulatedAlipayGateway
+    _ issued: RotatingTokenIssuer.Issued, user: String, now: Date
   ) -> LoopbackHTTPResponse {
-    guard let record = state.families[family] else {
-      preconditionFailure("Internal inconsistency: tokens for an unknown family")
-    }
-    state.serial += 1
-    let access = "sim-access-\(family)-\(state.serial)"
-    let refresh = "sim-refresh-\(family)-\(state.serial)"
-    let lifetime = gateway.accessTokenLifetime.components.seconds
-    state.accessTokens[access] = (family, now.addingTimeInterval(Double(lifetime)), false)
-    state.refreshTokens[refresh] = (family, false)
-    let familyLeft = max(0, Int64(record.endsAt.timeIntervalSince(now).rounded(.down)))
+    let lifetime = Int64(issued.expiresAt.timeIntervalSince(now).rounded(.down))
+    let familyLeft = max(
+      0, Int64((issued.familyEndsAt ?? now).timeIntervalSince(now).rounded(.down)))
     return json([
       "alipay_system_oauth_token_response": [
-        "user_id": record.user, "access_token": access, "expires_in": lifetime,
-        "refresh_token": refresh, "re_expires_in": familyLeft,
+        "user_id": user, "access_token": issued.accessToken, "expires_in": lifetime,
+        "refresh_token": issued.refreshToken, "re_expires_in": familyLeft,
       ] as [String: Any],
       "sign": "simulated-response-signature",
     ])

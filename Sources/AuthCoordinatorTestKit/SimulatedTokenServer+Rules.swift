@@ -3,18 +3,8 @@ import Foundation
 
 // The SIMULATED token server's state and its rules: what each grant (client credentials, refresh
 // with rotation and reuse detection, token exchange, JWT bearer) does to it, decided on arrival.
+// The tokens and their rotation are the shared `RotatingTokenIssuer`'s.
 extension SimulatedTokenServer {
-  struct AccessRecord {
-    let family: Int
-    let expiresAt: Date
-    var revoked = false
-  }
-
-  struct RefreshRecord {
-    let family: Int
-    var spent = false
-  }
-
   struct State {
     var acceptedSubjectTokens: Set<String> = []
     var assertionValidator: @Sendable (String) -> Bool = { !$0.isEmpty }
@@ -26,11 +16,8 @@ extension SimulatedTokenServer {
     var delay: Duration
     var statesAbsoluteExpiry = false
     var counters = Counters()
-    var accessTokens: [String: AccessRecord] = [:]
-    var refreshTokens: [String: RefreshRecord] = [:]
-    var revokedFamilies: Set<Int> = []
-    var families = 0
-    var issued = 0
+    /// The rotation rules, shared with every simulated server here.
+    var issuer = RotatingTokenIssuer()
   }
 
   /// What one token request did, decided on arrival.
@@ -46,14 +33,8 @@ extension SimulatedTokenServer {
   static func apply(
     _ form: [String: String], to state: inout State, date: Date, lifetime: Duration
   ) -> Answer {
-    func issue(family: Int) -> (String, String) {
-      state.issued += 1
-      let access = "simulated-access-\(family)-\(state.issued)"
-      let refresh = "simulated-refresh-\(family)-\(state.issued)"
-      let expiresAt = date.addingTimeInterval(TimeInterval(lifetime.components.seconds))
-      state.accessTokens[access] = AccessRecord(family: family, expiresAt: expiresAt)
-      state.refreshTokens[refresh] = RefreshRecord(family: family)
-      return (access, refresh)
+    func family(_ issued: RotatingTokenIssuer.Issued) -> String {
+      "new token family #\(issued.family)"
     }
     func invalidGrant(_ description: String) -> Answer {
       state.counters.invalidGrants += 1
@@ -62,46 +43,35 @@ extension SimulatedTokenServer {
     switch form["grant_type"] {
     case "client_credentials":
       state.counters.clientCredentialsGrants += 1
-      state.families += 1
-      let (access, refresh) = issue(family: state.families)
+      let issued = state.issuer.startFamily(at: date, lifetime: lifetime)
       return .tokens(
-        access: access, refresh: refresh, family: "new token family #\(state.families)",
+        access: issued.accessToken, refresh: issued.refreshToken, family: family(issued),
         grant: "client_credentials")
     case "refresh_token":
-      guard let token = form["refresh_token"], var record = state.refreshTokens[token] else {
-        return invalidGrant("unknown refresh token")
-      }
-      guard !state.revokedFamilies.contains(record.family) else {
-        return invalidGrant("token family #\(record.family) is revoked")
-      }
-      guard !record.spent else {
-        // A reuse: someone holds a copy of a spent token. Revoke the whole family.
-        state.counters.reuses += 1
-        state.counters.familiesRevoked += 1
-        state.revokedFamilies.insert(record.family)
-        for (key, access) in state.accessTokens where access.family == record.family {
-          state.accessTokens[key]?.revoked = true
+      let reuses = state.issuer.counters.reuses
+      switch state.issuer.rotate(form["refresh_token"] ?? "", at: date, lifetime: lifetime) {
+      case .failure(let refusal):
+        if state.issuer.counters.reuses > reuses {
+          state.counters.reuses += 1
+          state.counters.familiesRevoked += 1
         }
-        return invalidGrant("refresh token reused: token family #\(record.family) revoked")
+        return invalidGrant(refusal.description)
+      case .success(let issued):
+        state.counters.refreshTokenGrants += 1
+        return .tokens(
+          access: issued.accessToken, refresh: issued.refreshToken,
+          family: "rotated (family #\(issued.family); the old refresh token is spent)",
+          grant: "refresh_token")
       }
-      record.spent = true
-      state.refreshTokens[token] = record
-      state.counters.refreshTokenGrants += 1
-      let (access, refresh) = issue(family: record.family)
-      return .tokens(
-        access: access, refresh: refresh,
-        family: "rotated (family #\(record.family); the old refresh token is spent)",
-        grant: "refresh_token")
     case "urn:ietf:params:oauth:grant-type:token-exchange":
       switch exchange(form, state: &state, date: date) {
       case .refused(let answer): return answer
       case .invalid(let description): return invalidGrant(description)
       case .accepted(let extra):
         state.counters.tokenExchangeGrants += 1
-        state.families += 1
-        let (access, refresh) = issue(family: state.families)
+        let issued = state.issuer.startFamily(at: date, lifetime: lifetime)
         return .tokens(
-          access: access, refresh: refresh, family: "new token family #\(state.families)",
+          access: issued.accessToken, refresh: issued.refreshToken, family: family(issued),
           grant: "token-exchange", extra: extra)
       }
     case "urn:ietf:params:oauth:grant-type:jwt-bearer":
@@ -116,10 +86,9 @@ extension SimulatedTokenServer {
       }
       guard state.assertionValidator(assertion) else { return invalidGrant("assertion refused") }
       state.counters.jwtBearerGrants += 1
-      state.families += 1
-      let (access, refresh) = issue(family: state.families)
+      let issued = state.issuer.startFamily(at: date, lifetime: lifetime)
       return .tokens(
-        access: access, refresh: refresh, family: "new token family #\(state.families)",
+        access: issued.accessToken, refresh: issued.refreshToken, family: family(issued),
         grant: "jwt-bearer")
     default:
       return .error(
@@ -162,15 +131,7 @@ extension SimulatedTokenServer {
       return malformed("no actor_token_type")
     }
     func accepts(_ token: String) -> Bool {
-      if state.acceptedSubjectTokens.contains(token) { return true }
-      if let access = state.accessTokens[token] {
-        return !access.revoked && !state.revokedFamilies.contains(access.family)
-          && date < access.expiresAt
-      }
-      if let refresh = state.refreshTokens[token] {
-        return !refresh.spent && !state.revokedFamilies.contains(refresh.family)
-      }
-      return false
+      state.acceptedSubjectTokens.contains(token) || state.issuer.isLive(token, at: date)
     }
     guard accepts(subject) else { return .invalid("subject token not accepted") }
     if let actor = form["actor_token"], !accepts(actor) {

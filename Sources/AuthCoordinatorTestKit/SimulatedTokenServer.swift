@@ -142,16 +142,7 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
   }
 
   /// Whether an access token may be used.
-  public enum TokenStatus: Sendable {
-    /// Issued, not expired, not revoked.
-    case active
-    /// Past its expiry.
-    case expired
-    /// Revoked (``SimulatedTokenServer/revokeAccessTokens()``, or its family after a reuse).
-    case revoked
-    /// Never issued by this server.
-    case unknown
-  }
+  public typealias TokenStatus = RotatingTokenIssuer.AccessStatus
 
   private let clock: any Clock<Duration>
   private let tokenLifetime: Duration
@@ -277,7 +268,7 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
       ]
       for (name, value) in extra { tokens[name] = value }
       let (absolute, expiresAt) = state.withLock {
-        ($0.statesAbsoluteExpiry, $0.accessTokens[access]?.expiresAt)
+        ($0.statesAbsoluteExpiry, $0.issuer.expiry(ofAccessToken: access))
       }
       if absolute, let expiresAt {
         tokens["expires_at"] = expiresAt.timeIntervalSince1970
@@ -340,14 +331,7 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
     let outage: Outage? = state.withLock { state in
       if let outage = state.outage { return outage }
       state.counters.revocations += 1
-      if let family = state.refreshTokens[token]?.family {
-        state.revokedFamilies.insert(family)
-        for (key, access) in state.accessTokens where access.family == family {
-          state.accessTokens[key]?.revoked = true
-        }
-      } else if state.accessTokens[token] != nil {
-        state.accessTokens[token]?.revoked = true
-      }
+      state.issuer.revoke(token)
       return nil
     }
     if let outage {
@@ -367,11 +351,7 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
   /// - Returns: Its status at the server's date.
   public func status(of accessToken: String) -> TokenStatus {
     let now = date()
-    return state.withLock { state in
-      guard let record = state.accessTokens[accessToken] else { return .unknown }
-      if record.revoked { return .revoked }
-      return now < record.expiresAt ? .active : .expired
-    }
+    return state.withLock { $0.issuer.status(ofAccessToken: accessToken, at: now) }
   }
 
   /// Revokes every access token issued so far; refresh tokens stay valid.
@@ -379,14 +359,7 @@ public final class SimulatedTokenServer: HTTPTransport, @unchecked Sendable {
   /// - Returns: How many active access tokens were revoked.
   @discardableResult public func revokeAccessTokens() -> Int {
     let now = date()
-    return state.withLock { state in
-      var count = 0
-      for (key, record) in state.accessTokens where !record.revoked {
-        if now < record.expiresAt { count += 1 }
-        state.accessTokens[key]?.revoked = true
-      }
-      return count
-    }
+    return state.withLock { $0.issuer.revokeAllAccessTokens(at: now) }
   }
 
   /// The fields of a form body (`application/x-www-form-urlencoded`).

@@ -18,7 +18,7 @@ import Testing
   {
     let rig = try Rig()
     defer { rig.remove() }
-    let issuer = RotatingTokenIssuer()
+    let issuer = TestTokenIssuer()
     let stored = issuer.login(mcUid: "u1", at: rig.wall().addingTimeInterval(-4 * 3600))
     try await rig.store(stored)
     let a = rig.process("A")

@@ -42,7 +42,7 @@ import Testing
       $0.authorizationTimeout = .seconds(1)
       $0.maximumHold = .seconds(2)
     }
-    let issuer = RotatingTokenIssuer()
+    let issuer = TestTokenIssuer()
     await store.save(
       issuer.login(mcUid: "u1", at: harness.clock.date.addingTimeInterval(-7200)), for: u1)
     let events = EventRecorder(harness.coordinator)
@@ -78,7 +78,7 @@ import Testing
       $0.authorizationTimeout = .seconds(1)
       $0.maximumHold = .seconds(60)
     }
-    let issuer = RotatingTokenIssuer()
+    let issuer = TestTokenIssuer()
     await store.save(
       issuer.login(mcUid: "u1", at: harness.clock.date.addingTimeInterval(-7200)), for: u1)
     let first = harness.request()

@@ -39,7 +39,7 @@ import Testing
     let lease: InMemoryAuthorizationLease
     let faulty: FaultyLease
     let authorizer = ScriptedAuthorizer()
-    let issuer = RotatingTokenIssuer()
+    let issuer = TestTokenIssuer()
     let callers = CallerTracker()
     let a: AuthCoordinator
     let b: AuthCoordinator

@@ -5,7 +5,7 @@ import Testing
 
 /// Rule 16 (Sources/AuthCoordinator/Documentation.docc/Semantics.md): a refresh token is never lost and never spent twice. Against a
 /// simulated token server that rotates refresh tokens and revokes the family on reuse
-/// (``RotatingTokenIssuer``), in one process.
+/// (``TestTokenIssuer``), in one process.
 @Suite(.timeLimit(.minutes(2))) struct RefreshTokenSafetyTests {
   /// The report, tried as a new user would: the refresh took longer than the deadline,
   /// the server rotated the token, and the coordinator threw the result away, so the store
@@ -106,7 +106,7 @@ import Testing
   /// authorization deadline, and the token server that issued the model.
   struct Rig {
     let harness: Harness
-    let issuer = RotatingTokenIssuer()
+    let issuer = TestTokenIssuer()
     let expired: AuthModel
     let events: EventRecorder
 

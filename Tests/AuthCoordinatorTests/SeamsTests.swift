@@ -7,7 +7,7 @@ import Testing
 /// The seams issue: breaks found where two features meet, reproduced through the public API.
 /// SIMULATED PROCESSES: coordinators in this test process share one store and one
 /// ``InMemoryAuthorizationLease`` on a manual clock; the token server is the
-/// ``RotatingTokenIssuer`` (rotation, reuse revokes the family). Each test failed on the main
+/// ``TestTokenIssuer`` (rotation, reuse revokes the family). Each test failed on the main
 /// of 2026-12-04 (4ba0ba1).
 @Suite(.timeLimit(.minutes(1))) struct SeamsTests {
   /// A silent (service) authorizer over the scripted one: transient failures are retried.

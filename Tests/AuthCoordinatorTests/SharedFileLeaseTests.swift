@@ -13,7 +13,7 @@ import Testing
       .appendingPathComponent("shared-lease-\(UUID().uuidString)")
     defer { try? FileManager.default.removeItem(at: directory) }
     let url = directory.appendingPathComponent("tokens.store")
-    let issuer = RotatingTokenIssuer()
+    let issuer = TestTokenIssuer()
     let expired = issuer.login(mcUid: "u1", at: Date().addingTimeInterval(-7200))
     try await FileTokenStore(url: url).save(expired, for: u1)
 

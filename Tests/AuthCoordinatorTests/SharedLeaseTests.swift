@@ -213,7 +213,7 @@ import Testing
     let store = InMemoryTokenStore()
     let lease: InMemoryAuthorizationLease
     let authorizer = ScriptedAuthorizer()
-    let issuer = RotatingTokenIssuer()
+    let issuer = TestTokenIssuer()
     let processes: [AuthCoordinator]
     let callers = CallerTracker()
     let stored: AuthModel

@@ -4,7 +4,7 @@ import Foundation
 import Testing
 
 /// Rule 21 (Sources/AuthCoordinator/Documentation.docc/Semantics.md): a model that was served but not stored is not forgotten. Against
-/// a simulated token server that rotates refresh tokens (``RotatingTokenIssuer``) and a store
+/// a simulated token server that rotates refresh tokens (``TestTokenIssuer``) and a store
 /// whose saves fail on demand (``GatedStore``), in one process, on a manual clock.
 @Suite(.timeLimit(.minutes(1))) struct UnsavedResultTests {
   /// The faults issue's first reproduction: the refresh to RT1 is served but its save fails;
@@ -79,7 +79,7 @@ import Testing
   struct Rig {
     let harness: Harness
     let store: GatedStore
-    let issuer = RotatingTokenIssuer()
+    let issuer = TestTokenIssuer()
     let events: EventRecorder
 
     init() async {

@@ -5,9 +5,9 @@ import SyncPrimitives
 import Testing
 
 extension ConcurrencySuites {
-  /// Found by ``SharedLeaseStressTests`` (seeds `0x6a76fec7b0e904ad`, `0x15bcfa5b1ed31426`,
-  /// `0x649f4e20fbf6130b` with `SHARED_STRESS_STORE_LATENCY_US=20000`), reproduced here
-  /// deterministically; this test failed before the fix.
+  /// Found by the real-clock shared-lease stress this package once ran (since replaced by the
+  /// deterministic fleet simulation), reproduced here deterministically; this test failed
+  /// before the fix.
   ///
   /// A logout used to empty the store, then record the sign-out in the lease (rule 19). A
   /// holder in another process whose result arrived between the two checked `isCurrent` before
@@ -23,8 +23,9 @@ extension ConcurrencySuites {
       let key = AccountKey(account: "u1")
       let store = InMemoryTokenStore()
       let lease = InMemoryAuthorizationLease()
-      let issuer = SharedLeaseIssuer()
-      await store.save(issuer.login(mcUid: "u1", lifetime: -1, by: "setup"), for: key)
+      // SIMULATED token server: the TestKit's shared rotation rules.
+      let issuer = LockedState(RotatingTokenIssuer())
+      await store.save(Self.login(issuer, lifetime: .seconds(-1)), for: key)
       let configuration = AuthCoordinator.Configuration(authorizationTimeout: .seconds(60))
       let appAuthorizer = ScriptedAuthorizer()
       let app = AuthCoordinator(
@@ -32,16 +33,15 @@ extension ConcurrencySuites {
       let gate = SignOutGate()
       let widget = AuthCoordinator(
         store: store, lease: SlowSignOutLease(inner: lease, gate: gate),
-        authorizer: ClosureAuthorizer { request in
-          issuer.login(mcUid: request.key.account, lifetime: 3600, by: "widget")
-        }, configuration: configuration)
+        authorizer: ClosureAuthorizer { _ in Self.login(issuer, lifetime: .seconds(3600)) },
+        configuration: configuration)
 
       // The app refreshes the expired session; the token server rotates the refresh token.
       let refreshing = Task { try await app.authModel(for: key) }
       let call = await appAuthorizer.nextCall()
-      let rotated = try issuer.refresh(
-        try #require(call.request.replacing?.refreshToken), mcUid: "u1", lifetime: 3600,
-        by: "app")
+      let spent = try #require(call.request.replacing?.refreshToken)
+      let rotation = issuer.withLock { $0.rotate(spent, at: Date(), lifetime: .seconds(3600)) }
+      let rotated = Self.model(try rotation.get())
 
       // The widget logs the user out: it empties the store, then announces the sign-out in the
       // lease, which takes a moment (a file lease takes a lock and writes a file).
@@ -66,7 +66,17 @@ extension ConcurrencySuites {
       #expect(await store.model(for: key) == nil)
       let served = try await widget.authModel(for: key)
       #expect(served != rotated)
-      #expect(issuer.reuses.isEmpty)
+      #expect(issuer.withLock { $0.counters.reuses } == 0)
+    }
+
+    static func login(_ issuer: LockedState<RotatingTokenIssuer>, lifetime: Duration) -> AuthModel {
+      model(issuer.withLock { $0.startFamily(at: Date(), lifetime: lifetime) })
+    }
+
+    static func model(_ issued: RotatingTokenIssuer.Issued) -> AuthModel {
+      AuthModel(
+        uid: "2088000000000001", accessToken: issued.accessToken, mcUid: "u1",
+        expiresAt: issued.expiresAt, refreshToken: issued.refreshToken)
     }
   }
 }

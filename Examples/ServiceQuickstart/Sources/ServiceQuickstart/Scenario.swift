@@ -11,7 +11,7 @@ import Foundation
 /// tokens, which the refresh-loop guard does not count, while right after the storm's six
 /// forced refreshes the guard would delay the next one by 8 s.
 struct Scenario {
-  let server: SimulatedTokenServer
+  let server: SimulatedServerAdmin
   /// The quick start's client.
   let client: BearerClient
   /// One call of the quick start's `fetch`: its HTTP status.
@@ -26,7 +26,7 @@ struct Scenario {
   /// service's configuration.
   static let clientSecret = "quickstart-secret"
 
-  init(server: SimulatedTokenServer) async throws {
+  init(server: SimulatedServerAdmin) async throws {
     self.server = server
     // From now on the simulated server checks the client's credentials (HTTP Basic).
     try await server.configure([

@@ -5,7 +5,7 @@
 //
 // (scripts/ci-example.sh starts the server and runs this). The service's side goes through the
 // quick start's two functions only. The driver also talks to the simulated server's ADMIN
-// routes (`/config`, `/revoke-access`, `/stats`: SimulatedTokenServer.swift), which exist only
+// routes (`/config`, `/revoke-access`, `/stats`: SimulatedServerAdmin.swift), which exist only
 // to script the simulation and to count what the server saw; a real service never calls them.
 // Each phase (Scenario.swift) prints one line with its measured numbers; the run exits 1 at
 // the first phase whose expectations fail, or when the server cannot be reached.
@@ -20,7 +20,7 @@ else {
 }
 
 do {
-  var scenario = try await Scenario(server: SimulatedTokenServer(base: base))
+  var scenario = try await Scenario(server: SimulatedServerAdmin(base: base))
   try await scenario.coldStart()
   try await scenario.expiries()
   try await scenario.slowEndpoint()

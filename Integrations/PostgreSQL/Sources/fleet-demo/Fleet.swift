@@ -43,12 +43,9 @@ enum Fleet {
     // The model every replica finds: expired, with the refresh token the provider issued last.
     let database = try await PostgresDatabase(
       PostgresConfiguration(connectionString: options.connection, schema: schema, poolSize: 1))
-    try await PostgresTokenStore(database: database).save(
-      AuthModel(
-        accessToken: "AT-0", account: options.account, expiresAt: Date(timeIntervalSinceNow: -60),
-        refreshToken: "RT-0"), for: key)
+    let first = try SimulatedIdentityProvider.reset(in: directory, account: options.account)
+    try await PostgresTokenStore(database: database).save(first, for: key)
     database.close()
-    try SimulatedIdentityProvider.reset(in: directory)
 
     let epoch = Date()
     let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()

@@ -1,4 +1,5 @@
 import AuthCoordinator
+import AuthCoordinatorTestKit
 import Foundation
 
 #if canImport(Glibc)
@@ -7,23 +8,25 @@ import Foundation
   import Darwin
 #endif
 
-/// A SIMULATED identity provider shared by the demo's replica processes: a JSON state file in
-/// the run's directory, changed under `flock(2)`. It issues rotating refresh tokens, counts the
-/// authorizations it completed, and records every refresh token spent. It accepts only the
-/// newest refresh token it issued: a second spend of one token is a reuse, and any refresh with
-/// another token revokes the family (as a real provider with rotation does), after which every
-/// refresh fails. It stands in for the integrator's token endpoint, which the demo does not
-/// have.
+/// A SIMULATED identity provider shared by the demo's replica processes: the TestKit's
+/// ``RotatingTokenIssuer`` (the rotation rules every simulated server here shares) in a JSON
+/// state file in the run's directory, changed under `flock(2)`. Every refresh rotates the
+/// refresh token; a spent one presented again is a reuse and revokes the family, after which
+/// every refresh of it fails. It counts the authorizations it completed and records every
+/// refresh token spent. It stands in for the integrator's token endpoint, which the demo does
+/// not have.
 struct SimulatedIdentityProvider: Sendable {
   struct State: Codable {
+    var issuer = RotatingTokenIssuer(accessTokenPrefix: "AT", refreshTokenPrefix: "RT")
+    /// Authorizations completed.
     var issued = 0
     var spent: [String] = []
-    var reuses = 0
-    /// 1 once a refresh presented a token other than the newest (the family is revoked).
-    var revokedFamilies = 0
     /// Seconds since the run's start at which each authorization began and ended.
     var started: [Double] = []
     var finished: [Double] = []
+
+    var reuses: Int { issuer.counters.reuses }
+    var revokedFamilies: Int { issuer.counters.familiesRevoked }
   }
 
   let directory: URL
@@ -35,8 +38,13 @@ struct SimulatedIdentityProvider: Sendable {
 
   private var stateURL: URL { directory.appending(path: "idp.json") }
 
-  static func reset(in directory: URL) throws {
-    try JSONEncoder().encode(State()).write(to: directory.appending(path: "idp.json"))
+  /// Starts the run's state: one family, whose first model (expired a minute ago, for
+  /// `account`) every replica finds in the store.
+  static func reset(in directory: URL, account: String) throws -> AuthModel {
+    var state = State()
+    let issued = state.issuer.startFamily(at: Date(), lifetime: .seconds(-60))
+    try JSONEncoder().encode(state).write(to: directory.appending(path: "idp.json"))
+    return model(issued, account: account)
   }
 
   static func read(in directory: URL) throws -> State {
@@ -53,27 +61,38 @@ struct SimulatedIdentityProvider: Sendable {
       _ = FileManager.default.createFile(
         atPath: directory.appending(path: "authorizing-\(replica)").path, contents: Data())
       if delay > .zero { try await Task.sleep(for: delay) }
-      let issued = try update { state -> Int? in
+      let date = Date()
+      let rotation = try update { state in
+        let result: Result<RotatingTokenIssuer.Issued, RotatingTokenIssuer.Refusal>
         if let token = request.replacing?.refreshToken {
-          if state.spent.contains(token) { state.reuses += 1 }
-          if token != "RT-\(state.issued)" { state.revokedFamilies = 1 }
           state.spent.append(token)
+          result = state.issuer.rotate(token, at: date, lifetime: .seconds(lifetime))
+        } else {
+          result = .success(state.issuer.startFamily(at: date, lifetime: .seconds(lifetime)))
         }
-        guard state.revokedFamilies == 0 else { return nil }
-        state.issued += 1
-        state.finished.append(Date().timeIntervalSince(epoch))
-        return state.issued
+        if case .success = result {
+          state.issued += 1
+          state.finished.append(Date().timeIntervalSince(epoch))
+        }
+        return result
       }
-      guard let issued else { throw RevokedFamily() }
-      return AuthModel(
-        accessToken: "AT-\(issued)", account: request.key.account,
-        expiresAt: Date(timeIntervalSinceNow: lifetime), refreshToken: "RT-\(issued)")
+      switch rotation {
+      case .success(let issued): return Self.model(issued, account: request.key.account)
+      case .failure(let refusal): throw RevokedFamily(refusal: refusal)
+      }
     }
   }
 
-  /// The provider's answer once the family is revoked (`invalid_grant` at a real one).
+  static func model(_ issued: RotatingTokenIssuer.Issued, account: String) -> AuthModel {
+    AuthModel(
+      accessToken: issued.accessToken, account: account, expiresAt: issued.expiresAt,
+      refreshToken: issued.refreshToken)
+  }
+
+  /// The provider's refusal of a refresh token (`invalid_grant` at a real one).
   struct RevokedFamily: Error, CustomStringConvertible {
-    var description: String { "invalid_grant: the refresh-token family was revoked" }
+    let refusal: RotatingTokenIssuer.Refusal
+    var description: String { "invalid_grant: \(refusal)" }
   }
 
   private func update<T>(_ change: (inout State) -> T) throws -> T {

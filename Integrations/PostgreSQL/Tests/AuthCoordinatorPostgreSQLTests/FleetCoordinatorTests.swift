@@ -1,4 +1,5 @@
 import AuthCoordinator
+import AuthCoordinatorTestKit
 import Foundation
 import Testing
 
@@ -47,7 +48,8 @@ struct FleetCoordinatorTests {
       for replica in replicas { replica.database.close() }
     }
     let key = AccountKey(account: "alice")
-    try await replicas[0].store.save(issuer.expiredModel(for: "alice"), for: key)
+    let expired = issuer.expiredModel(for: "alice")
+    try await replicas[0].store.save(expired, for: key)
     let tokens = try await withThrowingTaskGroup(of: String.self) { group in
       for replica in replicas {
         for _ in 0..<250 {
@@ -58,7 +60,7 @@ struct FleetCoordinatorTests {
     }
     #expect(tokens.count == 1000)
     #expect(Set(tokens).count == 1)
-    #expect(issuer.spent == ["RT-0"])
+    #expect(issuer.spent == [try #require(expired.refreshToken)])
     #expect(issuer.reuses == 0)
   }
 
@@ -143,47 +145,65 @@ struct FleetCoordinatorTests {
   }
 }
 
-/// A SIMULATED identity provider, in memory: it issues rotating refresh tokens, counts
-/// authorizations, and records every refresh token spent (a second spend is a reuse, which a
-/// real provider answers by revoking the family).
+/// A SIMULATED identity provider, in memory: the TestKit's ``RotatingTokenIssuer`` (the
+/// rotation rules every simulated server here shares) behind a lock. It counts authorizations
+/// and records every refresh token spent; a second spend is a reuse, which revokes the family.
 final class SimulatedIssuer: @unchecked Sendable {
-  private let lock = NSLock()
+  struct InvalidGrant: Error, CustomStringConvertible {
+    let refusal: RotatingTokenIssuer.Refusal
+    var description: String { "invalid_grant: \(refusal)" }
+  }
+
+  private struct State {
+    var issuer = RotatingTokenIssuer(accessTokenPrefix: "AT", refreshTokenPrefix: "RT")
+    var authorizations = 0
+    var spent: [String] = []
+  }
+
   private let delay: Duration
-  private var issued = 0
-  private var spentTokens: [String] = []
-  private var reuseCount = 0
+  private let lock = NSLock()
+  private var state = State()
 
   init(delay: Duration) { self.delay = delay }
 
+  /// A new family's first model, expired a minute ago: what every replica finds at the start.
   func expiredModel(for account: String) -> AuthModel {
-    AuthModel(
-      accessToken: "AT-0", account: account, expiresAt: Date(timeIntervalSinceNow: -60),
-      refreshToken: "RT-0")
+    let issued = locked { $0.issuer.startFamily(at: Date(), lifetime: .seconds(-60)) }
+    return Self.model(issued, account: account)
   }
 
-  var authorizations: Int { locked { issued } }
-  var spent: [String] { locked { spentTokens } }
-  var reuses: Int { locked { reuseCount } }
+  var authorizations: Int { locked { $0.authorizations } }
+  var spent: [String] { locked { $0.spent } }
+  var reuses: Int { locked { $0.issuer.counters.reuses } }
 
   var authorizer: any Authorizer {
     ClosureAuthorizer(isInteractive: false) { [self] request in
       if delay > .zero { try await Task.sleep(for: delay) }
-      return locked {
-        if let token = request.replacing?.refreshToken {
-          if spentTokens.contains(token) { reuseCount += 1 }
-          spentTokens.append(token)
+      let result: Result<RotatingTokenIssuer.Issued, RotatingTokenIssuer.Refusal> =
+        locked { state in
+          state.authorizations += 1
+          guard let token = request.replacing?.refreshToken else {
+            return .success(state.issuer.startFamily(at: Date(), lifetime: .seconds(3600)))
+          }
+          state.spent.append(token)
+          return state.issuer.rotate(token, at: Date(), lifetime: .seconds(3600))
         }
-        issued += 1
-        return AuthModel(
-          accessToken: "AT-\(issued)", account: request.key.account,
-          expiresAt: Date(timeIntervalSinceNow: 3600), refreshToken: "RT-\(issued)")
+      switch result {
+      case .success(let issued): return Self.model(issued, account: request.key.account)
+      case .failure(let refusal): throw InvalidGrant(refusal: refusal)
       }
     }
   }
 
-  private func locked<T>(_ body: () -> T) -> T {
+  private func locked<T>(_ body: (inout State) -> T) -> T {
     lock.lock()
     defer { lock.unlock() }
-    return body()
+    return body(&state)
+  }
+
+  private static func model(_ issued: RotatingTokenIssuer.Issued, account: String) -> AuthModel {
+    AuthModel(
+      accessToken: issued.accessToken, account: account, expiresAt: issued.expiresAt,
+      refreshToken: issued.refreshToken)
   }
 }

@@ -9,7 +9,7 @@ import Foundation
 /// scenario uses them to script the server (token lifetime, a slow endpoint, a key rotation
 /// that revokes every access token) and to count what it saw. The quick start itself never
 /// calls them.
-struct SimulatedTokenServer: Sendable {
+struct SimulatedServerAdmin: Sendable {
   /// What the simulated server counted (`GET /stats`).
   struct Stats: Decodable, Sendable {
     /// Token requests received, by grant type.
