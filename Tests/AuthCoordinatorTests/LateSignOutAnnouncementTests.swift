@@ -96,4 +96,47 @@ import Testing
     #expect(error?.code == .signedOut)
     #expect(await store.model(for: u1) == newer, "nothing of the stopped flight is stored")
   }
+
+  // Found by the fleet simulation once store and lease operations could hang (seed 0x855): a
+  // save's check of its grant after the write hung, and it held the account's store turn. A
+  // logout in the same process waited behind it for the removal (and for the revocation and the
+  // announcement that come with it), returned after the store timeout with nothing removed, and
+  // other processes went on reading the signed-out session from the store and refreshing it.
+  @Test func aHungGrantCheckAfterASaveDoesNotHoldBackALogout() async throws {
+    let caller = Task { try await coordinator.authModel(for: u1) }
+    let call = await authorizer.nextCall()
+    lease.hangChecks(after: 1)
+    call.succeed(with: makeModel("fresh", clock: clock, expiresIn: 3600))
+    // The check before the write answers; the one after it hangs.
+    try await lease.checkHangs.waitUntil { lease.hungChecks == 1 }
+    #expect(await store.model(for: u1) != nil, "written; its check after the write hangs")
+    // The logout's removal, revocation and announcement do not wait for that check, nor for
+    // the clock, which never moves here.
+    let changes = inner.changes()
+    let ended = LockedState(false)
+    let logoutEnded = ChangeSignal()
+    Task {
+      await coordinator.accountStatusChanged(.logout(account: "u1"))
+      ended.withLock { $0 = true }
+      logoutEnded.changed()
+    }
+    do {
+      try await logoutEnded.waitUntil { ended.withLock { $0 } }
+    } catch {
+      // Before the fix: the logout waits for its store timeout, which this clock never reaches.
+      Issue.record("the logout waited for the hung check after another process's write")
+      lease.releaseChecks()
+      clock.advance(by: .seconds(3600))
+      _ = try? await caller.value
+      return
+    }
+    #expect(await store.model(for: u1) == nil, "before the fix: the removal waited for the check")
+    let announced = await changes.first { change in
+      if case .signedOut(account: "u1", by: _) = change { true } else { false }
+    }
+    #expect(announced != nil, "the sign-out is announced to the other processes")
+    lease.releaseChecks()
+    _ = try? await caller.value
+    #expect(await store.model(for: u1) == nil)
+  }
 }

@@ -39,9 +39,11 @@ struct SimulateFleetTests {
       "phase: sign-out during a back-off", "lease: back-offs ended by a sign-out",
       "operation: logout aimed at a flight", "fault: logout stopped before its announcement",
       // Added later, each from a stream of its own: garbled replies after a rotation, an
-      // account in its other Unicode spelling, a process that crashes and restarts.
+      // account in its other Unicode spelling, a process that crashes and restarts, store
+      // and lease operations that hang.
       "fault: garbled reply after the server answered", "fault: account in its decomposed spelling",
-      "fault: crash and restart",
+      "fault: crash and restart", "fault: hung store read", "fault: hung save",
+      "fault: hung lease acquire", "fault: hung lease renewal", "fault: hung grant check",
     ] {
       let line = run.out.split(separator: "\n").first { $0.contains("  \(exercised) ..") }
       let count = line.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0

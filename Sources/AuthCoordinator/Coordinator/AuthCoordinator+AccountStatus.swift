@@ -86,7 +86,7 @@ extension AuthCoordinator {
         // The coordinator is gone: the user's models still leave the store.
         try? await Self.remove(change, from: store)
       }
-      turn.done.open()
+      turn.finish()
       // The sign-out has taken effect (memory at once, the store now): only then is the server
       // told, in the background, bounded, and nothing waits for it.
       if let plan { await revoker.revoke(plan) }

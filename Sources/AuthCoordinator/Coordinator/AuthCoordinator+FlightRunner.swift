@@ -196,11 +196,13 @@ extension AuthCoordinator {
     }
     var prepared = FlightStep(kind: step.kind)
     switch step.kind {
-    case .load, .confirmLease, .acquireLease, .persist, .persistLateResult:
+    case .load, .confirmLease, .acquireLease:
       prepared.turn = stripe.storeOperations.reserve(key)
+    case .persist, .persistLateResult:
+      prepared.turn = stripe.storeOperations.reserve(key, writes: true)
     case .retrySave:
       stripe.counters.update { $0.saveRetries += 1 }
-      prepared.turn = stripe.storeOperations.reserve(key)
+      prepared.turn = stripe.storeOperations.reserve(key, writes: true)
     case .awaitPredecessors:
       if let machine = stripe.accounts[key]?.machine {
         prepared.predecessors = machine.predecessors.compactMap {

@@ -15,7 +15,7 @@ extension AuthCoordinator {
     do { model = try await store.model(for: key) } catch {
       reportStoreFailure(key, .load, error)
     }
-    turn.done.open()
+    turn.finish()
     return .loaded(model)
   }
 
@@ -30,7 +30,7 @@ extension AuthCoordinator {
     _ key: AccountKey, flight id: UInt64, turn: StoreTurn, held: HeldLease
   ) async -> KeyMachine.StepOutcome {
     await turn.waitForTurn()
-    defer { turn.done.open() }
+    defer { turn.finish() }
     var model: AuthModel?
     do { model = try await store.model(for: key) } catch {
       reportStoreFailure(key, .load, error)
@@ -170,7 +170,7 @@ extension AuthCoordinator {
     _ key: AccountKey, flight id: UInt64, turn: StoreTurn, into held: HeldLease
   ) async -> KeyMachine.StepOutcome {
     await turn.waitForTurn()
-    turn.done.open()
+    turn.finish()
     return .leaseAttempted(await acquireLease(key, flight: id, into: held))
   }
 
@@ -231,7 +231,7 @@ extension AuthCoordinator {
     flight id: UInt64
   ) async -> SaveResult {
     await turn.waitForTurn()
-    defer { turn.done.open() }
+    defer { turn.finish() }
     let grant = held.grant
     // The renewal first, the sign-out check last before the write: a renewal that came back
     // late (a pause) must not leave a sign-out made meanwhile unseen.
@@ -252,6 +252,10 @@ extension AuthCoordinator {
       reportStoreFailure(key, .save, error)
       return .failed(error)
     }
+    // The write is the store work: a logout's removal may follow it now, while the check runs
+    // (a lease that hangs here must not hold the logout back). A sign-out found after the write
+    // still undoes it.
+    turn.storeWorkFinished()
     guard await isCurrent(grant) else {
       await removeAndAnnounce(.logout(account: key.account))
       return .signedOut

@@ -6,35 +6,48 @@ import SyncPrimitives
 /// The coordinator reserves an operation's place synchronously (before any suspension) and gets back
 /// what the operation must wait for and a latch to open when it is done; the flight's own task,
 /// or the logout, then carries the operation out. Ordering per key is what makes a logout final:
-/// a save issued before the logout completes before its removal starts, and a load issued after
-/// it starts after the removal completed. Removing a user's models is a barrier for every key
+/// a save's write issued before the logout completes before its removal starts (the grant
+/// check after the write, and reads issued before, need not: a lease or a read that hangs must
+/// not hold a logout back), and a load issued after it starts after the removal completed. Removing a user's models is a barrier for every key
 /// of that user, in any mode (including keys the coordinator never saw); a `removeAll` is a
 /// barrier for every key.
 struct StoreSequencer {
   private var tails: [AccountKey: Latch] = [:]
+  /// The latest write of each key, while its store work may be pending: what a removal waits
+  /// for (a read issued before a removal may as well read after it: it finds less).
+  private var writes: [AccountKey: Latch] = [:]
   /// The latest removal of each user's models, while it may still be pending.
   private var userBarriers: [String: Latch] = [:]
   private var barrier: Latch?
 
   /// Reserves the next operation for `key`.
-  mutating func reserve(_ key: AccountKey) -> StoreTurn {
+  ///
+  /// - Parameter writes: The operation writes to the store (a save): a user's removal issued
+  ///   later waits for its store work (``StoreTurn/storeWork``), not for the lease calls after
+  ///   it.
+  mutating func reserve(_ key: AccountKey, writes: Bool = false) -> StoreTurn {
     if barrier?.isOpen == true { barrier = nil }
     let previous = tails[key].flatMap { $0.isOpen ? nil : $0 }
     let user = pendingUserBarrier(key.account)
-    let latch = Latch()
-    tails[key] = latch
-    return StoreTurn(after: [previous, user, barrier].compactMap { $0 }, done: latch)
+    let turn = StoreTurn(
+      after: [previous, user, barrier].compactMap { $0 }, done: Latch(),
+      storeWork: writes ? Latch() : nil)
+    tails[key] = turn.done
+    if writes { self.writes[key] = turn.storeWorkGate }
+    return turn
   }
 
-  /// Reserves an operation on every key of `account`: after every operation issued so far for
-  /// any of them, and before every later one.
+  /// Reserves an operation on every key of `account`: after the store work of every write
+  /// issued so far for any of them (not the lease calls that may follow it, nor reads), and
+  /// before every later operation.
   mutating func reserveUser(_ account: String) -> StoreTurn {
     if barrier?.isOpen == true { barrier = nil }
     var after: [Latch] = []
-    for (key, latch) in tails where key.account == account {
+    for (key, latch) in writes where key.account == account {
       if !latch.isOpen { after.append(latch) }
-      tails.removeValue(forKey: key)
+      writes.removeValue(forKey: key)
     }
+    for key in tails.keys where key.account == account { tails.removeValue(forKey: key) }
     if let user = pendingUserBarrier(account) { after.append(user) }
     if let barrier { after.append(barrier) }
     let latch = Latch()
@@ -49,10 +62,11 @@ struct StoreSequencer {
   mutating func reserveBarrier(done latch: Latch = Latch())
     -> StoreTurn
   {
-    var after = tails.values.filter { !$0.isOpen }
+    var after = writes.values.filter { !$0.isOpen }
     after += userBarriers.values.filter { !$0.isOpen }
     if let barrier, !barrier.isOpen { after.append(barrier) }
     tails.removeAll()
+    writes.removeAll()
     userBarriers.removeAll()
     barrier = latch
     return StoreTurn(after: after, done: latch)
@@ -61,6 +75,7 @@ struct StoreSequencer {
   /// Forgets `key`'s finished operations, so that idle and evicted keys cost nothing here.
   mutating func forget(_ key: AccountKey) {
     if tails[key]?.isOpen == true { tails.removeValue(forKey: key) }
+    if writes[key]?.isOpen == true { writes.removeValue(forKey: key) }
     _ = pendingUserBarrier(key.account)
   }
 
@@ -75,13 +90,39 @@ struct StoreSequencer {
   }
 }
 
-/// One store operation's place in line: wait for `after`, do the operation, open `done`.
+/// One store operation's place in line: wait for `after`, do the operation, open `done`
+/// (``finish()``).
 struct StoreTurn: Sendable {
   let after: [Latch]
   let done: Latch
+  /// A write's: opens when its store work is done, before the lease call that follows it (the
+  /// save's grant check); `nil` for any other operation. A user's removal waits for this, not
+  /// for ``done``, and for no read: a lease or a read that hangs holds back no logout (fleet
+  /// simulation, seed 0x855). Later operations of the key still wait for
+  /// ``done``: until the save's outcome reaches the state machine, memory may prefer its model
+  /// to the store's (rule 21), and a read must not see a newer stored one meanwhile.
+  let storeWork: Latch?
+
+  init(after: [Latch], done: Latch, storeWork: Latch? = nil) {
+    self.after = after
+    self.done = done
+    self.storeWork = storeWork
+  }
+
+  /// What a user's removal waits for.
+  var storeWorkGate: Latch { storeWork ?? done }
 
   /// Waits until every earlier operation finished.
   func waitForTurn() async {
     for latch in after { await latch.wait() }
+  }
+
+  /// The store work is done; lease calls may follow.
+  func storeWorkFinished() { storeWork?.open() }
+
+  /// The operation is done, lease calls included.
+  func finish() {
+    storeWork?.open()
+    done.open()
   }
 }

@@ -19,6 +19,7 @@ struct FleetLease: AuthorizationLease {
 
   func acquire(_ key: AccountKey, owner: String, timeToLive: Duration) async -> LeaseAttempt {
     await process.gate(clock)
+    await process.maybeHang("lease acquire", clock: clock, ledger: ledger)
     let asked = ledger.mark()
     let attempt = await inner.acquire(key, owner: owner, timeToLive: timeToLive)
     if case .acquired(let grant) = attempt {
@@ -40,6 +41,7 @@ struct FleetLease: AuthorizationLease {
       throw RenewalFault()
     }
     await process.maybePause(at: "renewal", clock: clock, ledger: ledger)
+    await process.maybeHang("lease renewal", clock: clock, ledger: ledger)
     let renewed = await inner.renew(grant, timeToLive: timeToLive)
     if let renewed {
       ledger.held(
@@ -96,6 +98,7 @@ struct FleetLease: AuthorizationLease {
 
   func isCurrent(_ grant: LeaseGrant) async -> Bool {
     await process.gate(clock)
+    await process.maybeHang("grant check", clock: clock, ledger: ledger)
     let current = await inner.isCurrent(grant)
     ledger.grantChecked(grant.key, process: process.index, current: current)
     if !current {

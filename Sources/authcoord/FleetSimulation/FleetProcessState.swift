@@ -13,6 +13,8 @@ final class FleetProcessState: @unchecked Sendable {
   /// The draws of faults added after the first, from a stream of their own, so that adding
   /// them changed no seed's schedule.
   private var laterRNG: FleetRandom
+  /// The draws of hung store and lease operations, from a stream of their own too.
+  private var hangRNG: FleetRandom
   private let drawn: FleetFaults
   private var calm = false
   private var afterRemoval: Duration?
@@ -31,6 +33,7 @@ final class FleetProcessState: @unchecked Sendable {
     self.timeToLive = timeToLive
     rng = FleetRandom.derived(seed, 100 + UInt64(index))
     laterRNG = FleetRandom.derived(seed, 300 + UInt64(index))
+    hangRNG = FleetRandom.derived(seed, 500 + UInt64(index))
     drawn = faults
   }
 
@@ -53,6 +56,28 @@ final class FleetProcessState: @unchecked Sendable {
     pause(from: clock.world.now, for: length)
     await gate(clock)
     return true
+  }
+
+  /// With the seed's probability, `operation` (a store read or save, a lease acquire, renewal
+  /// or grant check) hangs for 10-60 seconds before it runs, far past the coordinator's store
+  /// deadline and the lease's time to live: a database or disk that stopped answering. The
+  /// wait cannot be cancelled (a hung call ignores its caller), and a pause begun meanwhile
+  /// still holds the process after it.
+  func maybeHang(_ operation: String, clock: VirtualClock, ledger: FleetLedger) async {
+    guard
+      let length = lock.withLock({ () -> Duration? in
+        guard !calm, drawn.hungOperations > 0, hangRNG.chance(drawn.hungOperations) else {
+          return nil
+        }
+        return .milliseconds(Int.random(in: 10_000...60_000, using: &hangRNG))
+      })
+    else { return }
+    ledger.count("fault: hung \(operation)")
+    ledger.note("p\(index)'s \(operation) hangs for \(length)")
+    let world = clock.world
+    let until = world.now + length
+    await Task { try? await world.sleep(until: until) }.value
+    await gate(clock)
   }
 
   /// Pauses the process for `length` just after its next removal of a user's models (a
@@ -121,6 +146,9 @@ struct FleetFaults: Sendable, CustomStringConvertible {
   /// Replies garbled after the server answered 200 (it rotated; the client cannot read the new
   /// tokens), per token request.
   var garbledReplies = 0.0
+  /// Store and lease operations that hang (``FleetProcessState/maybeHang(_:clock:ledger:)``),
+  /// per operation.
+  var hungOperations = 0.0
 
   static func draw(_ rng: inout FleetRandom) -> FleetFaults {
     func maybe(_ percent: Double) -> Double { rng.chance(60) ? percent : 0 }
@@ -137,6 +165,6 @@ struct FleetFaults: Sendable, CustomStringConvertible {
   var description: String {
     "saves \(Int(failedSaves))%, renewals \(Int(failedRenewals))%, 503 \(Int(unavailable))%, "
       + "dropped \(Int(dropped))%, slow \(Int(slowReplies))%, pauses at seams \(Int(seamPauses))%, "
-      + "outages \(Int(outages))%, garbled \(Int(garbledReplies))%"
+      + "outages \(Int(outages))%, garbled \(Int(garbledReplies))%, hung \(Int(hungOperations))%"
   }
 }

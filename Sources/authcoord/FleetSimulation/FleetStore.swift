@@ -20,6 +20,7 @@ struct FleetStore: FencedTokenStore {
 
   func model(for key: AccountKey) async throws -> AuthModel? {
     await process.gate(clock)
+    await process.maybeHang("store read", clock: clock, ledger: ledger)
     await latency()
     return await inner.model(for: key)
   }
@@ -39,6 +40,7 @@ struct FleetStore: FencedTokenStore {
   func save(_ model: AuthModel, for key: AccountKey, fence: UInt64) async throws -> Bool {
     await process.maybePause(at: "save", clock: clock, ledger: ledger)
     await process.gate(clock)
+    await process.maybeHang("save", clock: clock, ledger: ledger)
     await latency()
     let rate = process.faults.failedSaves
     let token = model.refreshToken.map(FleetTransport.short) ?? "no refresh token"

@@ -91,6 +91,8 @@ final class FleetWorld: @unchecked Sendable {
       // Drawn from a stream of its own, so that adding it changed no seed's schedule.
       var extra = FleetRandom.derived(seed, 4)
       faults.garbledReplies = extra.chance(40) ? Double.random(in: 2...8, using: &extra) : 0
+      var hangs = FleetRandom.derived(seed, 6)
+      faults.hungOperations = hangs.chance(30) ? Double.random(in: 1...4, using: &hangs) : 0
       if options.plant != .noLease, crashes.chance(30) { crashRate = 2 }
     }
     self.faults = faults
