@@ -139,4 +139,49 @@ import Testing
     _ = try? await caller.value
     #expect(await store.model(for: u1) == nil)
   }
+
+  // Found by the fleet simulation once lease calls could fail (seed 0x50e): a sign-out landed
+  // during a save, and the lease could not be read for the check after the write. In doubt
+  // the grant counted as current: the signed-out session stayed in the store for good, and
+  // other processes served and refreshed it. Now the model counts as unsaved (served, kept,
+  // its save retried), and the retry, once the lease answers, finds the sign-out and removes
+  // the write.
+  @Test func aWriteWhoseCheckFailsIsUndoneOnceTheLeaseAnswers() async throws {
+    let events = EventRecorder(coordinator)
+    let caller = Task { try await coordinator.authModel(for: u1) }
+    let call = await authorizer.nextCall()
+    // Another process logs the user out; its announcement has not arrived here.
+    await inner.revokeGrants(ofAccount: "u1")
+    await store.removeModels(forAccount: "u1")
+    await inner.signOut(account: "u1", by: "other")
+    // From here the lease cannot be read: the checks before and after the write fail.
+    lease.failsChecks = true
+    let rotated = makeModel("rotated", clock: clock, expiresIn: 3600)
+    call.succeed(with: rotated)
+    #expect(try await caller.value == rotated, "its caller asked before the sign-out")
+    #expect(await store.model(for: u1) == rotated, "written; not known to be current")
+    let announcements = LockedState(0)
+    let announced = ChangeSignal()
+    let changes = inner.changes()
+    let watcher = Task {
+      for await change in changes {
+        guard case .signedOut(account: "u1", by: let owner) = change, owner != "other" else {
+          continue
+        }
+        announcements.withLock { $0 += 1 }
+        announced.changed()
+      }
+    }
+    defer { watcher.cancel() }
+    do {
+      try await events.first { if case .modelUnsaved = $0 { true } else { false } }
+    } catch {
+      Issue.record("before the fix: the write whose check failed counted as saved")
+      return
+    }
+    lease.failsChecks = false
+    clock.advance(by: .seconds(1))
+    try await announced.waitUntil { announcements.withLock { $0 } == 1 }
+    #expect(await store.model(for: u1) == nil, "the retry found the sign-out and undid the write")
+  }
 }

@@ -236,7 +236,13 @@ extension AuthCoordinator {
     // The renewal first, the sign-out check last before the write: a renewal that came back
     // late (a pause) must not leave a sign-out made meanwhile unseen.
     guard await stillHolds(held, flight: id) else { return .leaseLost }
-    guard await isCurrent(grant) else { return .signedOut }
+    guard await isCurrent(grant) else {
+      // A retry of a write whose check could not be made: that write is undone now.
+      if (try? await store.model(for: key)) == model {
+        await removeAndAnnounce(.logout(account: key.account))
+      }
+      return .signedOut
+    }
     do {
       // A store that takes part in the fencing refuses the save atomically if a later holder
       // saved first; for any other, the renewal just made is the check.
@@ -256,11 +262,40 @@ extension AuthCoordinator {
     // (a lease that hangs here must not hold the logout back). A sign-out found after the write
     // still undoes it.
     turn.storeWorkFinished()
-    guard await isCurrent(grant) else {
+    switch await checkAfterWrite(grant) {
+    case .current:
+      return .saved
+    case .notCurrent:
       await removeAndAnnounce(.logout(account: key.account))
       return .signedOut
+    case .unknown(let error):
+      // Not "in doubt, yes": a sign-out during the write would stay undone for good (fleet
+      // simulation, seed 0x50e). The model counts as unsaved, served and kept (rule 21); its
+      // save is retried, and the retry's own checks decide: a sign-out found then removes it.
+      return .failed(error)
     }
-    return .saved
+  }
+
+  /// What the lease says of a grant after its write.
+  enum GrantCheck {
+    case current
+    case notCurrent
+    /// The lease could not be read, three times in a row.
+    case unknown(any Error)
+  }
+
+  /// Asks the lease whether `grant` is current after a write, three times at most while it
+  /// cannot answer (each failure reported).
+  func checkAfterWrite(_ grant: LeaseGrant?) async -> GrantCheck {
+    guard let grant, let lease else { return .current }
+    var failure: any Error = CancellationError()
+    for _ in 0..<3 {
+      do { return try await lease.isCurrent(grant) ? .current : .notCurrent } catch {
+        reportStoreFailure(grant.key, .lease, error)
+        failure = error
+      }
+    }
+    return .unknown(failure)
   }
 
   /// Whether no sign-out of the grant's user happened since it was taken (in doubt, yes).

@@ -17,9 +17,18 @@ struct FleetLease: AuthorizationLease {
   let clock: VirtualClock
   let ledger: FleetLedger
 
-  func acquire(_ key: AccountKey, owner: String, timeToLive: Duration) async -> LeaseAttempt {
+  struct CallFault: Error, CustomStringConvertible {
+    var description: String { "simulated lease failure (the lease could not be read)" }
+  }
+
+  func acquire(
+    _ key: AccountKey, owner: String, timeToLive: Duration
+  ) async throws -> LeaseAttempt {
     await process.gate(clock)
     await process.maybeHang("lease acquire", clock: clock, ledger: ledger)
+    if process.fails("lease acquire", rate: \.failedLeaseCalls, ledger: ledger) {
+      throw CallFault()
+    }
     let asked = ledger.mark()
     let attempt = await inner.acquire(key, owner: owner, timeToLive: timeToLive)
     if case .acquired(let grant) = attempt {
@@ -96,9 +105,12 @@ struct FleetLease: AuthorizationLease {
     ledger.leaseSignedOut(nil, began: began)
   }
 
-  func isCurrent(_ grant: LeaseGrant) async -> Bool {
+  func isCurrent(_ grant: LeaseGrant) async throws -> Bool {
     await process.gate(clock)
     await process.maybeHang("grant check", clock: clock, ledger: ledger)
+    if process.fails("grant check", rate: \.failedLeaseCalls, ledger: ledger) {
+      throw CallFault()
+    }
     let current = await inner.isCurrent(grant)
     ledger.grantChecked(grant.key, process: process.index, current: current)
     if !current {

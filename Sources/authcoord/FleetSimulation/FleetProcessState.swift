@@ -15,6 +15,8 @@ final class FleetProcessState: @unchecked Sendable {
   private var laterRNG: FleetRandom
   /// The draws of hung store and lease operations, from a stream of their own too.
   private var hangRNG: FleetRandom
+  /// The draws of failed reads and lease calls and of slow store operations, from another.
+  private var storeFaultRNG: FleetRandom
   private let drawn: FleetFaults
   private var calm = false
   private var afterRemoval: Duration?
@@ -34,6 +36,7 @@ final class FleetProcessState: @unchecked Sendable {
     rng = FleetRandom.derived(seed, 100 + UInt64(index))
     laterRNG = FleetRandom.derived(seed, 300 + UInt64(index))
     hangRNG = FleetRandom.derived(seed, 500 + UInt64(index))
+    storeFaultRNG = FleetRandom.derived(seed, 600 + UInt64(index))
     drawn = faults
   }
 
@@ -74,6 +77,37 @@ final class FleetProcessState: @unchecked Sendable {
     else { return }
     ledger.count("fault: hung \(operation)")
     ledger.note("p\(index)'s \(operation) hangs for \(length)")
+    let world = clock.world
+    let until = world.now + length
+    await Task { try? await world.sleep(until: until) }.value
+    await gate(clock)
+  }
+
+  /// Whether this process's `operation` (a store read, a lease acquisition or grant check)
+  /// fails, with the seed's probability: the store or the lease could not be read.
+  func fails(
+    _ operation: String, rate: KeyPath<FleetFaults, Double>, ledger: FleetLedger
+  ) -> Bool {
+    let failed = lock.withLock {
+      let chance = calm ? 0 : drawn[keyPath: rate]
+      return chance > 0 && storeFaultRNG.chance(chance)
+    }
+    if failed { ledger.count("fault: \(operation) failed") }
+    return failed
+  }
+
+  /// With the seed's probability, a store operation takes 0.3-2.5 seconds (a slow disk or
+  /// database: around the coordinator's store timeout of 2 seconds), then runs.
+  func maybeSlow(_ operation: String, clock: VirtualClock, ledger: FleetLedger) async {
+    guard
+      let length = lock.withLock({ () -> Duration? in
+        guard !calm, drawn.slowStoreOperations > 0,
+          storeFaultRNG.chance(drawn.slowStoreOperations)
+        else { return nil }
+        return .milliseconds(Int.random(in: 300...2_500, using: &storeFaultRNG))
+      })
+    else { return }
+    ledger.count("fault: slow \(operation)")
     let world = clock.world
     let until = world.now + length
     await Task { try? await world.sleep(until: until) }.value
@@ -149,6 +183,12 @@ struct FleetFaults: Sendable, CustomStringConvertible {
   /// Store and lease operations that hang (``FleetProcessState/maybeHang(_:clock:ledger:)``),
   /// per operation.
   var hungOperations = 0.0
+  /// Store reads that fail, per read.
+  var failedReads = 0.0
+  /// Lease acquisitions and grant checks that fail (the lease cannot be read), per call.
+  var failedLeaseCalls = 0.0
+  /// Store reads and saves that take 0.3-2.5 s, per operation.
+  var slowStoreOperations = 0.0
 
   static func draw(_ rng: inout FleetRandom) -> FleetFaults {
     func maybe(_ percent: Double) -> Double { rng.chance(60) ? percent : 0 }
@@ -165,6 +205,8 @@ struct FleetFaults: Sendable, CustomStringConvertible {
   var description: String {
     "saves \(Int(failedSaves))%, renewals \(Int(failedRenewals))%, 503 \(Int(unavailable))%, "
       + "dropped \(Int(dropped))%, slow \(Int(slowReplies))%, pauses at seams \(Int(seamPauses))%, "
-      + "outages \(Int(outages))%, garbled \(Int(garbledReplies))%, hung \(Int(hungOperations))%"
+      + "outages \(Int(outages))%, garbled \(Int(garbledReplies))%, hung \(Int(hungOperations))%, "
+      + "failed reads \(Int(failedReads))%, failed lease calls \(Int(failedLeaseCalls))%, "
+      + "slow store \(Int(slowStoreOperations))%"
   }
 }

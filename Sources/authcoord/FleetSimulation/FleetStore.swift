@@ -2,7 +2,8 @@ import AuthCoordinator
 import Foundation
 
 /// One simulated process's view of the shared ``InMemoryTokenStore`` (the real one: fenced
-/// saves), with a small virtual latency, the process's pauses, and failed saves.
+/// saves), with a small virtual latency, the process's pauses, failed saves and reads, and
+/// slow and hung operations.
 struct FleetStore: FencedTokenStore {
   struct SaveFault: Error, CustomStringConvertible {
     var description: String { "simulated save failure (a full disk)" }
@@ -18,10 +19,16 @@ struct FleetStore: FencedTokenStore {
     try? await clock.sleep(for: delay)
   }
 
+  struct ReadFault: Error, CustomStringConvertible {
+    var description: String { "simulated read failure (the store could not be read)" }
+  }
+
   func model(for key: AccountKey) async throws -> AuthModel? {
     await process.gate(clock)
     await process.maybeHang("store read", clock: clock, ledger: ledger)
+    await process.maybeSlow("store read", clock: clock, ledger: ledger)
     await latency()
+    if process.fails("store read", rate: \.failedReads, ledger: ledger) { throw ReadFault() }
     return await inner.model(for: key)
   }
 
@@ -41,6 +48,7 @@ struct FleetStore: FencedTokenStore {
     await process.maybePause(at: "save", clock: clock, ledger: ledger)
     await process.gate(clock)
     await process.maybeHang("save", clock: clock, ledger: ledger)
+    await process.maybeSlow("save", clock: clock, ledger: ledger)
     await latency()
     let rate = process.faults.failedSaves
     let token = model.refreshToken.map(FleetTransport.short) ?? "no refresh token"

@@ -93,6 +93,13 @@ final class FleetWorld: @unchecked Sendable {
       faults.garbledReplies = extra.chance(40) ? Double.random(in: 2...8, using: &extra) : 0
       var hangs = FleetRandom.derived(seed, 6)
       faults.hungOperations = hangs.chance(30) ? Double.random(in: 1...4, using: &hangs) : 0
+      var storeFaults = FleetRandom.derived(seed, 7)
+      faults.failedReads =
+        storeFaults.chance(30) ? Double.random(in: 2...10, using: &storeFaults) : 0
+      faults.failedLeaseCalls =
+        storeFaults.chance(30) ? Double.random(in: 2...10, using: &storeFaults) : 0
+      faults.slowStoreOperations =
+        storeFaults.chance(30) ? Double.random(in: 2...10, using: &storeFaults) : 0
       if options.plant != .noLease, crashes.chance(30) { crashRate = 2 }
     }
     self.faults = faults
