@@ -45,6 +45,7 @@ public struct RotatingTokenIssuer: Sendable, Codable, Equatable {
     /// Its family outlived its lifetime.
     case familyEnded(family: Int)
 
+    /// What an `invalid_grant` answer's description says.
     public var description: String {
       switch self {
       case .unknown: return "unknown refresh token"
@@ -223,6 +224,11 @@ public struct RotatingTokenIssuer: Sendable, Codable, Equatable {
   }
 
   /// Whether `accessToken` may be used at `date`.
+  ///
+  /// - Parameters:
+  ///   - accessToken: An access token.
+  ///   - date: Now.
+  /// - Returns: Its status.
   public func status(ofAccessToken accessToken: String, at date: Date) -> AccessStatus {
     guard let record = accessTokens[accessToken] else { return .unknown }
     if record.revoked || families[record.family]?.revoked == true { return .revoked }
@@ -230,6 +236,9 @@ public struct RotatingTokenIssuer: Sendable, Codable, Equatable {
   }
 
   /// When `accessToken` expires, if it was issued here.
+  ///
+  /// - Parameter accessToken: An access token.
+  /// - Returns: Its expiry, or `nil` for a token never issued here.
   public func expiry(ofAccessToken accessToken: String) -> Date? {
     accessTokens[accessToken]?.expiresAt
   }
@@ -237,6 +246,11 @@ public struct RotatingTokenIssuer: Sendable, Codable, Equatable {
   /// Whether `token` is live at `date`: an active access token, or a refresh token not yet
   /// spent of a family that is neither revoked nor ended (what a token exchange accepts as its
   /// subject).
+  ///
+  /// - Parameters:
+  ///   - token: An access or refresh token.
+  ///   - date: Now.
+  /// - Returns: Whether it is live.
   public func isLive(_ token: String, at date: Date) -> Bool {
     if accessTokens[token] != nil { return status(ofAccessToken: token, at: date) == .active }
     guard let record = refreshTokens[token], !record.spent,
@@ -246,19 +260,31 @@ public struct RotatingTokenIssuer: Sendable, Codable, Equatable {
   }
 
   /// The family of a token this issuer issued.
+  ///
+  /// - Parameter token: An access or refresh token.
+  /// - Returns: Its family, or `nil` for a token never issued here.
   public func family(of token: String) -> Int? {
     refreshTokens[token]?.family ?? accessTokens[token]?.family
   }
 
   /// Whether `family` was revoked.
+  ///
+  /// - Parameter family: A family.
+  /// - Returns: `true` once a reuse or a revocation revoked it.
   public func isRevoked(family: Int) -> Bool { families[family]?.revoked ?? false }
 
   /// The newest refresh token of `family`.
+  ///
+  /// - Parameter family: A family.
+  /// - Returns: Its newest refresh token, or `nil` for a family never started here.
   public func currentRefreshToken(ofFamily family: Int) -> String? {
     families[family]?.current
   }
 
   /// The refresh token issued in place of `refreshToken`, if it was spent.
+  ///
+  /// - Parameter refreshToken: A refresh token.
+  /// - Returns: Its successor, or `nil` while it is unspent.
   public func successor(of refreshToken: String) -> String? {
     refreshTokens[refreshToken]?.successor
   }

@@ -10,6 +10,13 @@ final class LateLease: AuthorizationLease, @unchecked Sendable {
   let inner: InMemoryAuthorizationLease
   private let subscribers = LockedState<[AsyncStream<LeaseChange>.Continuation]>([])
   private let failing = LockedState(false)
+  private let log = LockedState<[String]>([])
+  /// The sign-outs and revocations made through this lease, in order (`revoke u1`,
+  /// `signOut u1`).
+  var signOutLog: [String] { log.withLock { $0 } }
+  private let failingNext = LockedState(0)
+  /// Makes the next `count` checks throw.
+  func failNextChecks(_ count: Int) { failingNext.withLock { $0 = count } }
   /// Whether `isCurrent` throws (a lease that cannot be read).
   var failsChecks: Bool {
     get { failing.withLock { $0 } }
@@ -58,15 +65,22 @@ final class LateLease: AuthorizationLease, @unchecked Sendable {
   }
   func release(_ grant: LeaseGrant) async { await inner.release(grant) }
   func signOut(account: String, by owner: String) async {
+    log.withLock { $0.append("signOut \(account)") }
     await inner.signOut(account: account, by: owner)
   }
   func signOutAll(by owner: String) async { await inner.signOutAll(by: owner) }
   func revokeGrants(ofAccount account: String) async {
+    log.withLock { $0.append("revoke \(account)") }
     await inner.revokeGrants(ofAccount: account)
   }
   func revokeAllGrants() async { await inner.revokeAllGrants() }
   func isCurrent(_ grant: LeaseGrant) async throws -> Bool {
     if failsChecks { throw CocoaError(.fileReadUnknown) }
+    let failsNow = failingNext.withLock { count in
+      defer { count = max(0, count - 1) }
+      return count > 0
+    }
+    if failsNow { throw CocoaError(.fileReadUnknown) }
     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
       let parked = hanging.withLock { state in
         guard state.on else { return false }

@@ -184,4 +184,26 @@ import Testing
     try await announced.waitUntil { announcements.withLock { $0 } == 1 }
     #expect(await store.model(for: u1) == nil, "the retry found the sign-out and undid the write")
   }
+
+  // Fleet simulation, seed 0x1dbe: a save landed after a logout elsewhere (its check before the
+  // write could not be made), and its check after the write took a while. Meanwhile another
+  // process, granted the lease after the sign-out, read that model and refreshed it. The undo
+  // removed the model and announced; the other process's save then landed under its grant,
+  // still current, and the signed-out session stayed in the store for good. The undo now
+  // revokes the user's grants before it removes, as a logout does, so that save is refused.
+  @Test func anUndoRevokesTheUsersGrantsBeforeItRemoves() async throws {
+    let caller = Task { try await coordinator.authModel(for: u1) }
+    let call = await authorizer.nextCall()
+    // A logout in another process; its announcement has not arrived here.
+    await inner.revokeGrants(ofAccount: "u1")
+    await store.removeModels(forAccount: "u1")
+    await inner.signOut(account: "u1", by: "other")
+    // The check before the write fails (in doubt, current); the one after it answers.
+    lease.failNextChecks(1)
+    call.succeed(with: makeModel("late", clock: clock, expiresIn: 3600))
+    let error = await #expect(throws: AuthCoordinatorError.self) { try await caller.value }
+    #expect(error?.code == .signedOut)
+    #expect(await store.model(for: u1) == nil, "undone")
+    #expect(lease.signOutLog == ["revoke u1", "signOut u1"], "before the fix: no revocation")
+  }
 }

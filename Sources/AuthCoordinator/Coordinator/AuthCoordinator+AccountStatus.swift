@@ -216,6 +216,15 @@ extension AuthCoordinator {
     }
   }
 
+  /// Undoes a save that a sign-out elsewhere made stale, as a logout would: the user's grants
+  /// are revoked first (a process that read the saved model meanwhile, under a grant taken
+  /// after the sign-out, must not store its refresh of it after the removal; fleet simulation,
+  /// seed 0x1dbe), then the store's models are removed and the sign-out announced.
+  func undoSave(of key: AccountKey) async {
+    await revokeGrants(.logout(account: key.account))
+    await removeAndAnnounce(.logout(account: key.account))
+  }
+
   /// Makes the lease's earlier grants of the user (or everyone) not current, silently.
   private func revokeGrants(_ change: AccountStatusChange) async {
     guard let lease else { return }

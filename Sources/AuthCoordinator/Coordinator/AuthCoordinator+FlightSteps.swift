@@ -238,9 +238,7 @@ extension AuthCoordinator {
     guard await stillHolds(held, flight: id) else { return .leaseLost }
     guard await isCurrent(grant) else {
       // A retry of a write whose check could not be made: that write is undone now.
-      if (try? await store.model(for: key)) == model {
-        await removeAndAnnounce(.logout(account: key.account))
-      }
+      if (try? await store.model(for: key)) == model { await undoSave(of: key) }
       return .signedOut
     }
     do {
@@ -266,7 +264,7 @@ extension AuthCoordinator {
     case .current:
       return .saved
     case .notCurrent:
-      await removeAndAnnounce(.logout(account: key.account))
+      await undoSave(of: key)
       return .signedOut
     case .unknown(let error):
       // Not "in doubt, yes": a sign-out during the write would stay undone for good (fleet

@@ -414,12 +414,16 @@ final class FleetLedger: @unchecked Sendable {
       guard let logout else { return nil }
       if pendingUndo[key.account] != nil { return .inTheUndoWindow }
       let account = key.account
-      if let revoked = signedOut[account]?.first(where: { $0.began > logout.mark })?.ended,
-        let announce = announcedMarks[account]?.first(where: { $0 > logout.mark }),
-        grantMarks[account]?.contains(where: { $0 > revoked && $0 < announce }) == true
-      {
-        return .resumedDuringTheLogout
+      // The logout's revocation, or a later one (an undo of a late save revokes, removes and
+      // announces as a logout does, and has the same window), then its announcement, with a
+      // grant in between.
+      let resumed = (signedOut[account] ?? []).contains { revocation in
+        guard revocation.began > logout.mark,
+          let announce = announcedMarks[account]?.first(where: { $0 > revocation.began })
+        else { return false }
+        return grantMarks[account]?.contains { $0 > revocation.ended && $0 < announce } == true
       }
+      if resumed { return .resumedDuringTheLogout }
       return .afterLogout(logout)
     }
   }
