@@ -237,8 +237,14 @@ extension AuthCoordinator {
     // late (a pause) must not leave a sign-out made meanwhile unseen.
     guard await stillHolds(held, flight: id) else { return .leaseLost }
     guard await isCurrent(grant) else {
-      // A retry of a write whose check could not be made: that write is undone now.
-      if (try? await store.model(for: key)) == model { await undoSave(of: key) }
+      // A retry of a write whose check could not be made: that write is undone now. Compared
+      // by its tokens: a store may not keep every field bit for bit (a database's timestamps).
+      let stored = try? await store.model(for: key)
+      if let stored, stored.accessToken == model.accessToken,
+        stored.refreshToken == model.refreshToken
+      {
+        await undoSave(of: key)
+      }
       return .signedOut
     }
     do {

@@ -8,9 +8,9 @@ import SyncPrimitives
 /// or the logout, then carries the operation out. Ordering per key is what makes a logout final:
 /// a save's write issued before the logout completes before its removal starts (the grant
 /// check after the write, and reads issued before, need not: a lease or a read that hangs must
-/// not hold a logout back), and a load issued after it starts after the removal completed. Removing a user's models is a barrier for every key
-/// of that user, in any mode (including keys the coordinator never saw); a `removeAll` is a
-/// barrier for every key.
+/// not hold a logout back), and a load issued after it starts after the removal completed.
+/// Removing a user's models is a barrier for every key of that user, in any mode (including
+/// keys the coordinator never saw); a `removeAll` is a barrier for every key.
 struct StoreSequencer {
   private var tails: [AccountKey: Latch] = [:]
   /// The latest write of each key, while its store work may be pending: what a removal waits
@@ -98,9 +98,9 @@ struct StoreTurn: Sendable {
   /// A write's: opens when its store work is done, before the lease call that follows it (the
   /// save's grant check); `nil` for any other operation. A user's removal waits for this, not
   /// for ``done``, and for no read: a lease or a read that hangs holds back no logout (fleet
-  /// simulation, seed 0x855). Later operations of the key still wait for
-  /// ``done``: until the save's outcome reaches the state machine, memory may prefer its model
-  /// to the store's (rule 21), and a read must not see a newer stored one meanwhile.
+  /// simulation, seed 0x855). Later operations of the key still wait for ``done``: until the
+  /// save's outcome reaches the state machine, memory may prefer its model to the store's
+  /// (rule 21), and a read must not see a newer stored one meanwhile.
   let storeWork: Latch?
 
   init(after: [Latch], done: Latch, storeWork: Latch? = nil) {
