@@ -226,9 +226,12 @@ extension AuthCoordinator {
   /// Saves `model` in its turn, unless the user signed out in another process since the lease
   /// was taken or the flight lost its lease; a sign-out that lands during the save is undone at
   /// once (and announced again).
+  ///
+  /// - Parameter retry: Whether an earlier attempt may have written `model` (rule 21's retry):
+  ///   a sign-out found now removes that write, and in doubt (the store cannot be read) too.
   func save(
     _ model: AuthModel, for key: AccountKey, turn: StoreTurn, under held: HeldLease,
-    flight id: UInt64
+    flight id: UInt64, retry: Bool = false
   ) async -> SaveResult {
     await turn.waitForTurn()
     defer { turn.finish() }
@@ -239,10 +242,18 @@ extension AuthCoordinator {
     guard await isCurrent(grant) else {
       // A retry of a write whose check could not be made: that write is undone now. Compared
       // by its tokens: a store may not keep every field bit for bit (a database's timestamps).
-      let stored = try? await store.model(for: key)
-      if let stored, stored.accessToken == model.accessToken,
-        stored.refreshToken == model.refreshToken
-      {
+      // A first attempt wrote nothing: what the store holds is not this flight's.
+      guard retry else { return .signedOut }
+      do {
+        let stored = try await store.model(for: key)
+        if let stored, stored.accessToken == model.accessToken,
+          stored.refreshToken == model.refreshToken
+        {
+          await undoSave(of: key)
+        }
+      } catch {
+        // In doubt, undone: the signed-out session must not stay in the store for good.
+        reportStoreFailure(key, .load, error)
         await undoSave(of: key)
       }
       return .signedOut

@@ -31,7 +31,7 @@ extension AuthCoordinator {
     _ model: AuthModel, _ key: AccountKey, flight id: UInt64, attempt: Int, turn: StoreTurn,
     under held: HeldLease
   ) async -> KeyMachine.StepOutcome {
-    switch await save(model, for: key, turn: turn, under: held, flight: id) {
+    switch await save(model, for: key, turn: turn, under: held, flight: id, retry: true) {
     case .saved: return .saved
     case .failed(let error):
       broadcaster.emit(.saveRetryFailed(key: key, attempt: attempt, message: "\(error)"))

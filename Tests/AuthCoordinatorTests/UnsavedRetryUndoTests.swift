@@ -1,0 +1,115 @@
+import AuthCoordinator
+import AuthCoordinatorTestKit
+import Foundation
+import SyncPrimitives
+import Testing
+import TokenStore
+
+/// Rule 21 meets rule 19: the retry of a write whose check after it could not be made. The
+/// write may have landed after a sign-out elsewhere; the retry finds the sign-out and removes
+/// that write, when the store still holds it. SIMULATED PROCESSES: one coordinator on an
+/// ``InMemoryAuthorizationLease`` (through ``LateLease``, whose checks fail on demand), over a
+/// store whose reads fail on demand; the sign-out is another process's.
+@Suite(.timeLimit(.minutes(1))) struct UnsavedRetryUndoTests {
+  let clock = ManualClock()
+  let store = ReadFailingStore()
+  let inner: InMemoryAuthorizationLease
+  let lease: LateLease
+  let authorizer = ScriptedAuthorizer()
+  let coordinator: AuthCoordinator
+
+  init() {
+    inner = InMemoryAuthorizationLease(now: clock.dateSource)
+    lease = LateLease(inner)
+    coordinator = AuthCoordinator(
+      store: store, lease: lease, authorizer: authorizer,
+      configuration: SharedLeaseTests.Rig.configuration(clock))
+  }
+
+  /// A write after a sign-out elsewhere, with both of its checks failing, then a retry that
+  /// finds the sign-out but cannot read the store: in doubt, the retry undoes. Before the fix
+  /// it compared the stored model with its own only when the read succeeded, and a failed read
+  /// left the signed-out session in the store for good.
+  @Test func aRetryThatCannotReadTheStoreUndoesItsEarlierWriteInDoubt() async throws {
+    let events = EventRecorder(coordinator)
+    let caller = Task { try await coordinator.authModel(for: u1) }
+    let call = await authorizer.nextCall()
+    // Another process logs the user out; its announcement has not arrived here.
+    await inner.revokeGrants(ofAccount: "u1")
+    await store.inner.removeModels(forAccount: "u1")
+    await inner.signOut(account: "u1", by: "other")
+    lease.failsChecks = true
+    let rotated = makeModel("rotated", clock: clock, expiresIn: 3600)
+    call.succeed(with: rotated)
+    #expect(try await caller.value == rotated, "its caller asked before the sign-out")
+    try await events.first { if case .modelUnsaved = $0 { true } else { false } }
+    #expect(await store.inner.model(for: u1) == rotated, "written; not known to be current")
+    // The lease answers again; the store cannot be read.
+    lease.failsChecks = false
+    store.failsReads = true
+    clock.advance(by: .seconds(1))
+    try await events.first { if case .unsavedModelDropped = $0 { true } else { false } }
+    #expect(
+      await store.inner.model(for: u1) == nil,
+      "before the fix: a failed read skipped the undo; the signed-out session stayed stored")
+    #expect(lease.signOutLog == ["revoke u1", "signOut u1"], "the undo revoked and announced")
+    let readFailures = events.events.filter { event in
+      if case .storeFailed(key: u1, operation: .load, message: _) = event { true } else { false }
+    }
+    #expect(readFailures.count == 1, "the failed read is reported")
+  }
+
+  /// The other side: a first save (no earlier write of its own) that finds a sign-out and
+  /// cannot read the store removes nothing: what the store holds is not this flight's.
+  @Test func aFirstSaveThatFindsASignOutUndoesNothing() async throws {
+    let caller = Task { try await coordinator.authModel(for: u1) }
+    let call = await authorizer.nextCall()
+    await inner.revokeGrants(ofAccount: "u1")
+    await inner.signOut(account: "u1", by: "other")
+    // A newer session, stored by a third process after the sign-out.
+    let newer = makeModel("newer", clock: clock, expiresIn: 3600)
+    await store.inner.save(newer, for: u1)
+    store.failsReads = true
+    call.succeed(with: makeModel("late", clock: clock, expiresIn: 3600))
+    let error = await #expect(throws: AuthCoordinatorError.self) { try await caller.value }
+    #expect(error?.code == .signedOut)
+    #expect(await store.inner.model(for: u1) == newer, "not this flight's write: kept")
+    #expect(lease.signOutLog.isEmpty, "nothing undone, nothing announced")
+  }
+}
+
+/// An ``InMemoryTokenStore`` whose reads fail while ``failsReads`` is set.
+final class ReadFailingStore: FencedTokenStore, @unchecked Sendable {
+  let inner = InMemoryTokenStore()
+  private let failing = LockedState(false)
+
+  struct ReadFailure: Error, CustomStringConvertible {
+    var description: String { "the store could not be read (simulated)" }
+  }
+
+  var failsReads: Bool {
+    get { failing.withLock { $0 } }
+    set { failing.withLock { $0 = newValue } }
+  }
+
+  func model(for key: AccountKey) async throws -> AuthModel? {
+    if failsReads { throw ReadFailure() }
+    return await inner.model(for: key)
+  }
+
+  func save(_ model: AuthModel, for key: AccountKey) async throws {
+    await inner.save(model, for: key)
+  }
+
+  func save(_ model: AuthModel, for key: AccountKey, fence: UInt64) async throws -> Bool {
+    await inner.save(model, for: key, fence: fence)
+  }
+
+  func removeModel(for key: AccountKey) async throws { await inner.removeModel(for: key) }
+
+  func removeModels(forAccount account: String) async throws {
+    await inner.removeModels(forAccount: account)
+  }
+
+  func removeAll() async throws { await inner.removeAll() }
+}
