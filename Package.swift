@@ -125,7 +125,10 @@ let package = Package(
     // server: one authorization per key across processes (needs python3 on PATH).
     .testTarget(
       name: "MultiProcessTests",
-      dependencies: ["AuthCoordinator", "TokenStore", "RotatingTokenServer", "auth-worker"],
+      dependencies: [
+        "AuthCoordinator", "AuthCoordinatorTestKit", "TokenStore", "SyncPrimitives",
+        "RotatingTokenServer", "auth-worker",
+      ],
       exclude: ["README.md"]),
   ],
   swiftLanguageModes: [.v6]

@@ -66,6 +66,9 @@ public final class ChangeSignal: Sendable {
   /// Waits until `condition` holds, checking it now and after each ``changed()``.
   ///
   /// - Parameters:
+  ///   - limit: How long this wait may take, in real time, before it throws ``WaitError``;
+  ///     `nil` for the signal's watchdog. A bound that fails the test, not a wait for work to
+  ///     happen.
   ///   - fileID: The caller's file, for the error message.
   ///   - line: The caller's line, for the error message.
   ///   - condition: What to wait for. Called with the signal's lock held: it must not call the
@@ -73,14 +76,14 @@ public final class ChangeSignal: Sendable {
   /// - Throws: ``WaitError`` when the watchdog expires first; `CancellationError` when the
   ///   waiting task is cancelled.
   public func waitUntil(
-    fileID: String = #fileID, line: Int = #line,
+    within limit: Duration? = nil, fileID: String = #fileID, line: Int = #line,
     _ condition: @escaping @Sendable () -> Bool
   ) async throws {
     let id = state.withLock { state -> UInt64 in
       defer { state.nextID += 1 }
       return state.nextID
     }
-    let watchdog = self.watchdog
+    let watchdog = limit ?? self.watchdog
     let timer = Task { [weak self] in
       do { try await Task.sleep(for: watchdog) } catch { return }
       self?.fail(id, WaitError(description: "\(fileID):\(line): not true within \(watchdog)"))

@@ -36,7 +36,9 @@ struct GrantRefused: Error, CustomStringConvertible {
 /// `loginAfterRefusal`, a refresh refused with `invalid_grant` throws an `AuthCoordinatorError`
 /// with `refusesRefreshToken` set, as `OAuth2Authorizer` does: the coordinator drops that refresh
 /// token, and its next authorization is a login (a new family). With `traceGrants`, it prints
-/// `grant <monotonicSeconds()> <refresh token>` as it begins each refresh-token grant.
+/// `grant <monotonicSeconds()> <refresh token>` as it begins each refresh-token grant, and
+/// `answer <monotonicSeconds()> <spent> <new refresh token>` or `refused <monotonicSeconds()>
+/// <spent> <why>` as it ends.
 struct SimulatedIntegratorAuthorizer: Authorizer {
   let endpoint: URL
   let session: URLSession
@@ -58,21 +60,27 @@ struct SimulatedIntegratorAuthorizer: Authorizer {
         $0.newFamilies += 1
       }
     }
+    let spent = form["refresh_token"]
     do {
       let model = try await grant(form, for: request.key)
       counts.withLock { $0.succeeded += 1 }
+      if traceGrants, let spent {
+        emit("answer \(monotonicSeconds()) \(spent) \(model.refreshToken ?? "-")")
+      }
       return model
     } catch let refused as GrantRefused
       where loginAfterRefusal && form["grant_type"] == "refresh_token"
       && refused.error == "invalid_grant"
     {
       counts.withLock { $0.failed += 1 }
+      if traceGrants { emit("refused \(monotonicSeconds()) \(spent ?? "-") \(refused)") }
       var error = AuthCoordinatorError(
         .authorizationFailed, "the server refused the refresh token", underlying: refused)
       error.refusesRefreshToken = true
       throw error
     } catch {
       counts.withLock { $0.failed += 1 }
+      if traceGrants, let spent { emit("refused \(monotonicSeconds()) \(spent) \(error)") }
       throw error
     }
   }

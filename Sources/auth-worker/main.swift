@@ -37,7 +37,9 @@
 // does: the coordinator never sends that refresh token again and its next authorization starts a
 // new family; by default the refusal is a plain error and the worker never logs in anew),
 // --trace-grants (prints "grant <monotonic s> <refresh token>" when the coordinator hands a
-// refresh to the authorizer, on the token server's clock: see `monotonicSeconds()`).
+// refresh to the authorizer, on the token server's clock: see `monotonicSeconds()`; then
+// "answer <monotonic s> <spent> <new refresh token>" or "refused <monotonic s> <spent> <why>",
+// and "event <monotonic s> <event>" for the coordinator's store and lease events).
 //
 // Every wait is measured on the monotonic clock; the result reports the longest, so that a test
 // can check that no caller waited past its own deadline.
@@ -315,6 +317,20 @@ struct Worker {
       usleep(useconds_t(min(deadline, 3_600_000)) * 1000)
       emit("{\"error\":\"deadline\"}")
       exit(3)
+    }
+    if options.traceGrants {
+      // What became of a grant's result: saves that failed or were refused, leases lost.
+      let events = coordinator.events
+      Task {
+        for await event in events {
+          switch event {
+          case .storeFailed, .modelUnsaved, .saveRetryFailed, .unsavedModelSaved,
+            .unsavedModelDropped, .leaseLost, .leaseHoldEnded, .lateResultSaved:
+            emit("event \(monotonicSeconds()) \(event)")
+          default: break
+          }
+        }
+      }
     }
     let lines = stdinLines()
     let finished = Locked(false)

@@ -203,15 +203,15 @@ struct MultiProcessTests {
       for kill in 0..<kills {
         // The holder: the process whose refresh the server holds, caught early in the delay.
         var victim: WorkerProcess?
-        let found = try await eventually(within: .seconds(10), every: .milliseconds(5)) {
-          let stats = try await rig.server.stats()
-          victim =
-            stats.inFlightRequests
-            .filter { $0.ageMilliseconds < serverDelay * 1000 / 2 }
-            .compactMap { request in pool.first { $0.pid == request.pid } }
-            .first
-          return victim != nil
-        }
+        let found =
+          try await rig.server.stats(within: .seconds(10)) { stats in
+            victim =
+              stats.inFlightRequests
+              .filter { $0.ageMilliseconds < serverDelay * 1000 / 2 }
+              .compactMap { request in pool.first { $0.pid == request.pid } }
+              .first
+            return victim != nil
+          } != nil
         if !found { report("kill \(kill): \(try await rig.server.stats())") }
         try #require(found, "kill \(kill): no holder caught mid-request")
         // The lease file names the same process as the holder (owner "<pid>-...").
@@ -225,9 +225,8 @@ struct MultiProcessTests {
         await victim!.reap()
 
         // Another process takes over and completes the refresh.
-        let tookOver = try await eventually(within: .seconds(10), every: .milliseconds(5)) {
-          try await rig.server.stats().issued > before.issued
-        }
+        let tookOver =
+          try await rig.server.stats(within: .seconds(10)) { $0.issued > before.issued } != nil
         if !tookOver { report("kill \(kill): \(try await rig.server.stats())") }
         try #require(tookOver, "kill \(kill): nobody took over")
         takeovers.append(clock.now - killedAt)
@@ -311,7 +310,17 @@ struct MultiProcessTests {
         await workers[0].line(within: .seconds(10)) { $0.hasPrefix("logged-out ") },
         "no logout: \(workers[0].lines.suffix(5))")
       let logoutEnded = try #require(Int64(loggedOut.split(separator: " ")[2]))
-      try await Task.sleep(for: .milliseconds(bound + 1_000))
+      // Each other worker goes on serving: wait for its first call that ended past the bound
+      // (by the time it printed, so every earlier line is in too).
+      for process in workers.dropFirst() {
+        let pastTheBound = await process.line(within: .seconds(30)) { line in
+          let fields = line.split(separator: " ")
+          return fields.count == 3 && fields[0] == "served"
+            && (Int64(fields[1]) ?? 0) > logoutEnded + Int64(bound)
+        }
+        try #require(
+          pastTheBound != nil, "\(process.pid) stopped serving: \(process.lines.suffix(5))")
+      }
       for process in workers { process.send("quit") }
       let results = try await rig.results(workers, within: .seconds(20))
       for result in results { report("logout: \(result)") }

@@ -176,11 +176,14 @@ extension MultiProcessTests {
   /// The rotation soak with real pauses. 6 `auth-worker` processes force refreshes in a loop
   /// (each rejecting the token its process last got) under the file lease, against the rotating
   /// server (which holds each token request 20 ms), with a lease time to live of 1 s. A
-  /// controller in the test stops one worker at a time with SIGSTOP for 1.2-2 times the time to
-  /// live and resumes it with SIGCONT: the lease's holder (read from the lease file), a worker
-  /// whose token request the server holds, or any worker, by a seeded draw. Each next stop waits
-  /// until the server answered 1-3 more token requests. `swift test`: 20 stops;
-  /// `MULTIPROCESS_FULL=1`: 100. `PAUSED_SOAK_SEED=0x…` replays the controller's choices (the
+  /// controller in the test stops one worker at a time with SIGSTOP: the lease's holder (read
+  /// from the lease file), a worker whose token request the server holds, or any worker, by a
+  /// seeded draw. It resumes it with SIGCONT once the others moved past it: the server answered
+  /// 1-3 more of their token requests, or after twice the time to live (a worker stopped inside
+  /// a file's brief `flock` holds the others back). A stopped holder is thus stopped past its
+  /// grant's time to live and a takeover, an event, not a guessed length. Each next stop waits
+  /// until the server answered 1-3 more token requests. No wait polls: each is a long poll that
+  /// the server answers at its next change. `swift test`: 20 stops; `MULTIPROCESS_FULL=1`: 100. `PAUSED_SOAK_SEED=0x…` replays the controller's choices (the
   /// processes' interleaving is the scheduler's).
   ///
   /// **The contract's stated window** (rule 16): a refresh token may be spent twice only when
@@ -227,31 +230,32 @@ extension MultiProcessTests {
           "--trace-grants", "--deadline-ms", String(60_000 + stopCount * 5_000),
         ])
       let pids = Set(workers.map(\.pid))
-      func answered() async throws -> Int {
-        let stats = try await rig.server.stats()
-        return stats.issued + stats.invalidGrants
+      func answered(_ stats: RotatingTokenServer.Stats) -> Int {
+        stats.issued + stats.invalidGrants
       }
-      var lastAnswered = try await answered()
+      var lastAnswered = answered(try await rig.server.stats())
+      var stopsAtTheBound = 0
 
       for index in 0..<stopCount {
         // Let the soak move on: 1-3 more answers from the server since the last resume.
         let wanted = lastAnswered + Int.random(in: 1...3, using: &random)
-        let moved = try await eventually(within: .seconds(30)) { try await answered() >= wanted }
+        let moved =
+          try await rig.server.stats(within: .seconds(30)) { answered($0) >= wanted } != nil
         if !moved { report("stop \(index): \(try await rig.server.stats())") }
         try #require(moved, "stop \(index): the soak made no progress for 30 s (a hang)")
 
-        // The worker to stop.
+        // The worker to stop. The holder is read from the lease file at each change at the
+        // server (a holder's request arriving there is one).
         let draw = Int.random(in: 0..<4, using: &random)
         var victim: Int32?
         var target = "random"
         if draw < 3 {
           target = draw < 2 ? "holder" : "in flight"
-          _ = try await eventually(within: .seconds(1), every: .milliseconds(2)) {
+          _ = try await rig.server.stats(within: .seconds(1)) { stats in
             if draw < 2 {
               victim = leaseHolder(rig.leaseURL).flatMap { pids.contains($0) ? $0 : nil }
             } else {
-              victim = try await rig.server.stats().inFlightRequests.map { $0.pid }
-                .first { pids.contains($0) }
+              victim = stats.inFlightRequests.map { $0.pid }.first { pids.contains($0) }
             }
             return victim != nil
           }
@@ -261,24 +265,34 @@ extension MultiProcessTests {
           victim = workers[Int.random(in: 0..<workers.count, using: &random)].pid
         }
         let pid = victim!
-        let pause = timeToLive * Double.random(in: 1.2...2.0, using: &random)
+        // How many token requests of the others the server answers while it is stopped.
+        let others = Int.random(in: 1...3, using: &random)
 
         var stop = StopInterval(pid: pid, start: 0, end: 0, target: target)
         stop.wallStart = Date().timeIntervalSince1970 * 1000
+        let answeredBefore = try await rig.server.stats().answered(excluding: pid)
         sendSignal(SIGSTOP, to: pid)
         stop.start = monotonicSeconds()
-        // The deliberate stop: the one sleep of this test.
-        try? await Task.sleep(for: .seconds(pause))
+        // The stop lasts until the others moved past the stopped worker: the server answered
+        // `others` more of their token requests. When it held the lease, that is a takeover,
+        // after its grant lapsed (past the time to live); when it did not, the others go on.
+        // At most twice the time to live: a worker stopped inside the brief `flock` of the
+        // lease or the store file holds everyone back until it resumes, and the fault this
+        // soak injects is a pause past the time to live, not a process that never resumes.
+        let passed = try await rig.server.stats(within: .seconds(2 * timeToLive)) {
+          $0.answered(excluding: pid) >= answeredBefore + others
+        }
         stop.end = monotonicSeconds()
         sendSignal(SIGCONT, to: pid)
         stop.wallEnd = Date().timeIntervalSince1970 * 1000
         stops.append(stop)
-        lastAnswered = try await answered()
+        if passed == nil { stopsAtTheBound += 1 }
+        lastAnswered = answered(try await rig.server.stats())
       }
       // A late reuse shows within a few answers of the last resume.
-      let settled = try await eventually(within: .seconds(30)) {
-        try await answered() >= lastAnswered + 3
-      }
+      let settled =
+        try await rig.server.stats(within: .seconds(30)) { answered($0) >= lastAnswered + 3 }
+        != nil
       #expect(settled, "no progress after the last stop")
       let elapsed = clock.now - began
 
@@ -286,7 +300,7 @@ extension MultiProcessTests {
       let results = try await rig.results(workers, within: .seconds(30))
       var exited = true
       for process in workers {
-        let gone = await eventually(within: .seconds(10)) { !process.process.isRunning }
+        let gone = await process.exit(within: .seconds(10))
         #expect(gone, "worker \(process.pid) did not exit after quit")
         exited = exited && gone
       }
@@ -342,9 +356,20 @@ extension MultiProcessTests {
               && $0.end > reuse.firstArrived - 3 * timeToLive
               && $0.start < reuse.reuseArrived + timeToLive
           }
+          // Every process's grant lines around it (`grant`, `answer`, `refused`, `event`).
+          let around = workers.flatMap { process in
+            process.lines.compactMap { line -> String? in
+              let fields = line.split(separator: " ")
+              guard fields.count >= 3, ["grant", "answer", "refused", "event"].contains(fields[0]),
+                let time = Double(fields[1]),
+                time >= reuse.firstArrived - 2 * timeToLive, time <= reuse.reuseArrived + 0.1
+              else { return nil }
+              return "\(process.pid) \(line)"
+            }
+          }.sorted { $0.split(separator: " ")[2] < $1.split(separator: " ")[2] }
           outside.append(
             "\(reuse); reuser handed it over at \(handedOver.map { String($0) } ?? "?"); "
-              + "stops of either nearby: \(nearby)")
+              + "stops of either nearby: \(nearby); grant lines around it: \(around)")
         }
       }
 
@@ -383,7 +408,8 @@ extension MultiProcessTests {
       let atTheSend = windows[.atTheSend] ?? 0
       let outsideCount = windows[.outside] ?? 0
       let stopsLine =
-        "seed 0x\(String(seed, radix: 16)), \(stops.count) stops \(targets), "
+        "seed 0x\(String(seed, radix: 16)), \(stops.count) stops \(targets) "
+        + "(\(stopsAtTheBound) ended at 2 TTL, the others moved past the rest), "
         + "\(explained.count) followed by a reuse inside the window"
       let reusesLine =
         "reuses \(reuses.count): held back \(heldBack), at the send \(atTheSend), "

@@ -1,5 +1,7 @@
+import AuthCoordinatorTestKit
 import Foundation
 import RotatingTokenServer
+import SyncPrimitives
 import Testing
 import TokenStore
 
@@ -21,8 +23,9 @@ import TokenStore
 //      `.xctest` bundle (macOS, where the runner is Xcode's `xctest` tool).
 // When it is not found the tests fail with a message; they never pass silently.
 //
-// Nothing here blocks a thread of the cooperative pool: waits poll with `Task.sleep`, so the
-// other test targets that run at the same time keep both cores' threads.
+// Nothing here blocks a thread of the cooperative pool, and nothing polls: a wait suspends until
+// the event it waits for (a worker's line, its exit, a change at the token server), bounded by a
+// time limit that fails the test when the event never comes.
 
 /// Whether the long variants run (`MULTIPROCESS_FULL=1`).
 let fullRun = ProcessInfo.processInfo.environment["MULTIPROCESS_FULL"] == "1"
@@ -61,22 +64,6 @@ enum WorkerLocation {
   }
 }
 
-/// Polls `condition` every `interval` until it holds or `timeout` passes.
-///
-/// - Returns: Whether it held.
-func eventually(
-  within timeout: Duration, every interval: Duration = .milliseconds(10),
-  _ condition: () async throws -> Bool
-) async rethrows -> Bool {
-  let clock = ContinuousClock()
-  let deadline = clock.now + timeout
-  while true {
-    if try await condition() { return true }
-    if clock.now >= deadline { return false }
-    try? await Task.sleep(for: interval)
-  }
-}
-
 /// One running `auth-worker`: its stdout collected line by line by a reader thread, its stdin
 /// open for commands.
 final class WorkerProcess: @unchecked Sendable {
@@ -87,10 +74,19 @@ final class WorkerProcess: @unchecked Sendable {
   private var collected: [String] = []
   private var partial = Data()
   private var closed = false
+  /// Set when the process's termination is reported.
+  private let exited = LockedState(false)
+  /// Changed at each new line, at the end of the output and at the exit.
+  private let signal = ChangeSignal()
 
   init(_ executable: URL, _ arguments: [String]) throws {
     process.executableURL = executable
     process.arguments = arguments
+    let (signal, exited) = (signal, exited)
+    process.terminationHandler = { _ in
+      exited.withLock { $0 = true }
+      signal.changed()
+    }
     let output = Pipe()
     let input = Pipe()
     process.standardOutput = output
@@ -104,8 +100,10 @@ final class WorkerProcess: @unchecked Sendable {
         let chunk = reader.availableData  // blocks this (non-pool) thread
         if chunk.isEmpty { break }
         append(chunk)
+        signal.changed()
       }
       lock.locked { closed = true }
+      signal.changed()
     }
   }
 
@@ -126,6 +124,9 @@ final class WorkerProcess: @unchecked Sendable {
   /// Whether the worker closed its stdout (it exited).
   var outputClosed: Bool { lock.locked { closed } }
 
+  /// Whether the process ended (its termination was reported).
+  var hasExited: Bool { exited.withLock { $0 } }
+
   /// Writes `line` to the worker's stdin (ignored once the worker is gone).
   func send(_ line: String) {
     try? input.write(contentsOf: Data((line + "\n").utf8))
@@ -136,16 +137,22 @@ final class WorkerProcess: @unchecked Sendable {
     try? input.close()
   }
 
-  /// The first line that satisfies `predicate`, waiting at most `timeout` for it.
+  /// The first line that satisfies `predicate`, waiting at most `timeout` for it (or for the
+  /// end of the output).
   func line(
-    within timeout: Duration, where predicate: @escaping (String) -> Bool
+    within timeout: Duration, where predicate: @escaping @Sendable (String) -> Bool
   ) async -> String? {
-    var found: String?
-    _ = await eventually(within: timeout) {
-      found = lines.first(where: predicate)
-      return found != nil || outputClosed && lines.first(where: predicate) == nil
+    try? await signal.waitUntil(within: timeout) { [self] in
+      lock.locked { closed || collected.contains(where: predicate) }
     }
-    return found ?? lines.first(where: predicate)
+    return lines.first(where: predicate)
+  }
+
+  /// Waits until the process ended, at most `timeout`.
+  ///
+  /// - Returns: Whether it ended.
+  func exit(within timeout: Duration) async -> Bool {
+    (try? await signal.waitUntil(within: timeout) { [exited] in exited.withLock { $0 } }) != nil
   }
 
   /// The worker's result line, decoded.
@@ -162,11 +169,11 @@ final class WorkerProcess: @unchecked Sendable {
     sendSignal(SIGKILL, to: pid)
   }
 
-  /// Waits (polling) until the process ended, at most `timeout`; kills it past that.
+  /// Waits until the process ended, at most `timeout`; kills it past that.
   func reap(within timeout: Duration = .seconds(5)) async {
-    if await !eventually(within: timeout, { !process.isRunning }) {
+    if await !exit(within: timeout) {
       kill()
-      _ = await eventually(within: .seconds(5)) { !process.isRunning }
+      _ = await exit(within: .seconds(5))
     }
   }
 }

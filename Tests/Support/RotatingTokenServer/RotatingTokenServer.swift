@@ -127,6 +127,27 @@ public final class RotatingTokenServer: @unchecked Sendable {
     Stats(try await get("/stats"))
   }
 
+  /// Waits until the server's counts satisfy `condition`, at most `timeout`, without polling:
+  /// each request is a long poll that the server answers at its next change of state (a
+  /// request arriving, answered or given up), and `condition` is asked again on each.
+  ///
+  /// - Returns: The first counts that satisfied `condition`, or `nil` when `timeout` passed
+  ///   first.
+  public func stats(
+    within timeout: Duration, until condition: (Stats) async throws -> Bool
+  ) async throws -> Stats? {
+    let clock = ContinuousClock()
+    let deadline = clock.now + timeout
+    var stats = try await self.stats()
+    while true {
+      if try await condition(stats) { return stats }
+      let left = deadline - clock.now
+      if left <= .zero { return nil }
+      let milliseconds = max(1, Int((left / .milliseconds(1)).rounded(.up)))
+      stats = Stats(try await get("/stats?after=\(stats.version)&wait_ms=\(milliseconds)"))
+    }
+  }
+
   /// Sets the delay before token answers and the `expires_in` of new tokens (`GET /config`).
   ///
   /// - Parameters:
@@ -258,6 +279,15 @@ public final class RotatingTokenServer: @unchecked Sendable {
     public var metadataRequests: [String]
     /// The form of every `POST /token`, in order.
     public var tokenForms: [TokenForm]
+    /// Token requests answered (a grant or a refusal), by their `X-Worker-Pid` (0 without one).
+    public var answeredByPid: [Int32: Int]
+    /// A count of the server's changes of state: a long poll waits for it to pass a value.
+    public var version: Int
+
+    /// Token requests answered to processes other than `pid` (a grant or a refusal).
+    public func answered(excluding pid: Int32) -> Int {
+      answeredByPid.filter { $0.key != pid }.values.reduce(0, +)
+    }
 
     /// What one token request asked for.
     public struct TokenForm: Sendable, Equatable {
@@ -323,6 +353,9 @@ public final class RotatingTokenServer: @unchecked Sendable {
         )
       }
       families = int("families")
+      answeredByPid = Dictionary(
+        table("answered_by_pid").map { (Int32($0.key) ?? 0, $0.value) }, uniquingKeysWith: +)
+      version = (object["version"] as? NSNumber)?.intValue ?? 0
       clientAuthentication = table("client_auth")
       invalidClients = int("invalid_clients")
       scriptedFailures = int("scripted_failures")

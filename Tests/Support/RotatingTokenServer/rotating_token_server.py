@@ -36,7 +36,11 @@ Routes:
   GET /stats     JSON counts: grants (successful, by grant type), refreshes, issued (every
                  successful grant), requests (by grant type), reuses, revoked_families,
                  invalid_grants, aborted, in_flight, families, and in_flight_requests: each
-                 request the server holds, {pid (its X-Worker-Pid, or 0), age_ms}.
+                 request the server holds, {pid (its X-Worker-Pid, or 0), age_ms};
+                 answered_by_pid: token requests answered (a grant or a refusal), by
+                 X-Worker-Pid ("0" without one); version: a count of the server's state
+                 changes. `?after=V&wait_ms=T` waits (at most T ms, 60 s at most) until the
+                 version passes V: a test waits for a change instead of polling.
   GET /config?delay=<s>&expires_in=<s>
                  sets the delay before answering token requests (default 0) and the expires_in
                  of new tokens (default 3600); answers the configuration.
@@ -138,7 +142,28 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 HARD_TIMEOUT = float(os.environ.get("ROTATING_TOKEN_SERVER_TIMEOUT", "300"))
 
-LOCK = threading.Lock()
+class StateLock:
+    """The lock of the server's state. Leaving a `with LOCK:` block counts a change (`version`)
+    and wakes the /stats requests that wait for one, so a test waits for an event, never polls.
+    A block that only reads takes `LOCK.reading` (no change counted)."""
+
+    def __init__(self):
+        self.condition = threading.Condition(threading.Lock())
+        self.version = 0
+        self.reading = self.condition
+
+    def __enter__(self):
+        self.condition.acquire()
+        return self
+
+    def __exit__(self, *exception):
+        self.version += 1
+        self.condition.notify_all()
+        self.condition.release()
+        return False
+
+
+LOCK = StateLock()
 CONFIG = {
     "delay": 0.0,
     "reply_delay": 0.0,
@@ -197,6 +222,7 @@ STATS = {
     "revocations": [],
     "metadata_requests": [],
     "token_forms": [],
+    "answered_by_pid": {},
 }
 JWT_BEARER = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 IN_FLIGHT = {}  # request number -> (pid header, monotonic arrival time)
@@ -430,8 +456,13 @@ class Handler(BaseHTTPRequestHandler):
         parsed = urllib.parse.urlsplit(self.path)
         params = dict(urllib.parse.parse_qsl(parsed.query, keep_blank_values=True))
         if parsed.path == "/stats":
-            with LOCK:
+            after = int(params.get("after", "-1"))
+            wait = min(float(params.get("wait_ms", "0")), 60_000) / 1000
+            with LOCK.reading:
+                # A long poll: wait (at most `wait_ms`) until the state changed past `after`.
+                LOCK.condition.wait_for(lambda: LOCK.version > after, timeout=wait)
                 value = json.loads(json.dumps(STATS))
+                value["version"] = LOCK.version
                 now = time.monotonic()
                 value["in_flight_requests"] = [
                     {"pid": int(pid) if pid.isdigit() else 0,
@@ -642,6 +673,7 @@ class Handler(BaseHTTPRequestHandler):
             with LOCK:
                 if completed:
                     status, reply = grant(params, caller)
+                    count("answered_by_pid", caller[0] or "0")
                 else:
                     STATS["aborted"] += 1
             if completed and reply_delay > 0:
