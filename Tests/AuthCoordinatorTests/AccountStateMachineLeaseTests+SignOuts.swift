@@ -179,6 +179,35 @@ extension AccountStateMachineLeaseTests {
     #expect(machine.isEvictable(now: .zero))
   }
 
+  // Fleet simulation, seed 0x31d2: a stopped refresh's late save found the user signed out in
+  // another process (its grant no longer current) and was undone. The announcement of that
+  // sign-out had not been acted on here (this process does not act on its own undo's), and
+  // memory went on serving the session's previous model, which the sign-out had ended.
+  @Test func aLateResultThatFindsASignOutMakesMemoryForgetTheSession() {
+    var (machine, _) = self.machine(withRefreshStoppedBy: .lastWaiterLeft)
+    _ = machine.advance(2, .authorized(.success(refreshable("t1"))), date: date, now: .zero)
+    #expect(machine.advance(2, .lateResultSignedOut, date: date, now: .zero) == .ignore)
+    #expect(machine.cachedModel == nil, "before the fix: the signed-out session's model")
+    #expect(machine.predecessors.isEmpty)
+    #expect(
+      machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 3)
+        == .start(flight: 3, load(by: .seconds(7))), "the next request reads the store")
+  }
+
+  @Test func aLateResultThatFindsASignOutHeardHereKeepsWhatCameAfter() {
+    // The sign-out was heard here first: memory was emptied then, and what it holds now came
+    // after it (flight 3 read a new session from the store).
+    var (machine, _) = self.machine(withRefreshStoppedBy: .lastWaiterLeft)
+    _ = machine.advance(2, .authorized(.success(refreshable("t1"))), date: date, now: .zero)
+    _ = machine.signOut(elsewhere: true)
+    let newer = refreshable("t9", expiresIn: 7200)
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 3)
+    _ = machine.advance(3, .loaded(newer), date: date, now: .zero)
+    #expect(machine.cachedModel == newer)
+    #expect(machine.advance(2, .lateResultSignedOut, date: date, now: .zero) == .ignore)
+    #expect(machine.cachedModel == newer)
+  }
+
   @Test(arguments: [false, true])
   func aLateResultArrivingAfterASignOutIsDiscarded(_ elsewhere: Bool) {
     var (machine, _) = self.machine(withRefreshStoppedBy: .authorizationDeadline)

@@ -152,6 +152,7 @@ import Testing
       .signedOutElsewhere, .predecessorsFinished, .leaseAttempted(.acquired),
       .leaseAttempted(.heldElsewhere(until: date)), .leaseAttempted(.failed(.init(.storeFailed))),
       .leaseHolderChanged, .lateResultSaved(model("x")), .lateResultSaved(nil),
+      .lateResultSignedOut,
     ] {
       #expect(machine.advance(99, outcome, date: date, now: .zero) == .ignore, "\(outcome)")
     }

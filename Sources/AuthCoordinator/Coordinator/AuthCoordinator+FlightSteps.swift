@@ -132,7 +132,8 @@ extension AuthCoordinator {
   ) async -> KeyMachine.StepOutcome {
     switch await save(model, for: key, turn: turn, under: held, flight: id) {
     case .saved: return .lateResultSaved(model)
-    case .signedOut, .leaseLost: return .lateResultSaved(nil)
+    case .signedOut: return .lateResultSignedOut
+    case .leaseLost: return .lateResultSaved(nil)
     case .failed(let error):
       reportUnsaved(key, flight: id, error)
       return .lateResultUnsaved(model)

@@ -149,9 +149,12 @@ extension AccountStateMachine {
     case leaseReleased
     /// The loop guard's back-off, or a retry's, is over.
     case backedOff
-    /// A stopped flight's late result was stored (`nil`: it was not, because the user signed
-    /// out in another process meanwhile).
+    /// A stopped flight's late result was stored (`nil`: it was not, because the flight lost
+    /// its lease to a later holder).
     case lateResultSaved(AuthModel?)
+    /// A stopped flight's late result was not stored, or was undone: the user signed out in
+    /// another process since its lease was taken.
+    case lateResultSignedOut
     /// A stopped refresh's result could not be stored: memory keeps it unsaved if it is newer,
     /// and its save is retried.
     case lateResultUnsaved(AuthModel)

@@ -104,6 +104,14 @@ extension AccountStateMachine {
       guard takeStoppedRefresh(id)?.storesResult == true, let model else { return .ignore }
       if isNewer(model, at: date) { adopt(model, obtainedAt: date) }
       return .ignore
+    case .lateResultSignedOut:
+      // The user signed out elsewhere since the refresh's lease was taken (its save was not
+      // made, or undone), and this process has not acted on it: what memory holds is the
+      // ended session's (every later refresh waited for this one), so it forgets it, as the
+      // sign-out's announcement would make it (fleet simulation, seed 0x31d2). A sign-out
+      // heard here first emptied memory already; what it holds now came after, and stays.
+      if takeStoppedRefresh(id)?.storesResult == true { cache = .unknown }
+      return .ignore
     case .lateResultUnsaved(let model):
       staleSaveFailed(model, date: date, lateResultOf: id)
       return beginSaveRetry(id, model, now: now).map { .next($0) } ?? .ignore
