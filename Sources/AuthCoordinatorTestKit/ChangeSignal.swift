@@ -3,7 +3,7 @@ import SyncPrimitives
 /// Lets a test await a condition on state that a test double changes, instead of polling it.
 ///
 /// The code that changes the state (a fake store, a ledger, a fake SDK) calls ``changed()``
-/// after each change; a test awaits ``waitUntil(fileID:line:_:)``, which checks its condition
+/// after each change; a test awaits ``waitUntil(within:fileID:line:_:)``, which checks its condition
 /// at once and again on every ``changed()``. Nothing spins and nothing sleeps to decide.
 ///
 /// ```swift

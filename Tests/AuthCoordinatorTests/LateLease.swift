@@ -4,8 +4,8 @@ import Foundation
 import SyncPrimitives
 
 /// An in-memory lease whose change notices arrive only when the test delivers them (never, for
-/// a process that has not heard of a change yet), and whose `isCurrent` can be made to fail or
-/// to hang (a database connection that stopped answering).
+/// a process that has not heard of a change yet), and whose `isCurrent` can be made to fail or,
+/// through the ``checks`` gate, to hang (a database connection that stopped answering).
 final class LateLease: AuthorizationLease, @unchecked Sendable {
   let inner: InMemoryAuthorizationLease
   private let subscribers = LockedState<[AsyncStream<LeaseChange>.Continuation]>([])
@@ -23,34 +23,11 @@ final class LateLease: AuthorizationLease, @unchecked Sendable {
     set { failing.withLock { $0 = newValue } }
   }
 
-  private let hanging = LockedState<
-    (on: Bool, passing: Int, entered: Int, parked: [CheckedContinuation<Void, Never>])
-  >((false, 0, 0, []))
-  /// Signalled each time a check begins to hang.
-  let checkHangs = ChangeSignal()
+  /// The gate every `isCurrent` passes: closed, it holds the checks (a database connection
+  /// that stopped answering).
+  let checks = Gate()
 
   init(_ inner: InMemoryAuthorizationLease) { self.inner = inner }
-
-  /// From now on, every `isCurrent` but the next `passing` waits until ``releaseChecks()``.
-  func hangChecks(after passing: Int = 0) {
-    hanging.withLock {
-      $0.on = true
-      $0.passing = passing
-    }
-  }
-
-  /// The checks that began to hang so far.
-  var hungChecks: Int { hanging.withLock { $0.entered } }
-
-  /// Lets every hanging check (and every later one) answer.
-  func releaseChecks() {
-    let parked = hanging.withLock { state in
-      state.on = false
-      defer { state.parked = [] }
-      return state.parked
-    }
-    for continuation in parked { continuation.resume() }
-  }
 
   /// Delivers `change` to every subscription.
   func deliver(_ change: LeaseChange) {
@@ -81,19 +58,7 @@ final class LateLease: AuthorizationLease, @unchecked Sendable {
       return count > 0
     }
     if failsNow { throw CocoaError(.fileReadUnknown) }
-    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-      let parked = hanging.withLock { state in
-        guard state.on else { return false }
-        guard state.passing == 0 else {
-          state.passing -= 1
-          return false
-        }
-        state.entered += 1
-        state.parked.append(continuation)
-        return true
-      }
-      if parked { checkHangs.changed() } else { continuation.resume() }
-    }
+    await checks.pass()
     return await inner.isCurrent(grant)
   }
   func changes() -> AsyncStream<LeaseChange> {

@@ -105,10 +105,10 @@ import Testing
   @Test func aHungGrantCheckAfterASaveDoesNotHoldBackALogout() async throws {
     let caller = Task { try await coordinator.authModel(for: u1) }
     let call = await authorizer.nextCall()
-    lease.hangChecks(after: 1)
+    lease.checks.close(lettingThrough: 1)
     call.succeed(with: makeModel("fresh", clock: clock, expiresIn: 3600))
     // The check before the write answers; the one after it hangs.
-    try await lease.checkHangs.waitUntil { lease.hungChecks == 1 }
+    try await lease.checks.waitUntilHeld(1)
     #expect(await store.model(for: u1) != nil, "written; its check after the write hangs")
     // The logout's removal, revocation and announcement do not wait for that check, nor for
     // the clock, which never moves here.
@@ -125,7 +125,7 @@ import Testing
     } catch {
       // Before the fix: the logout waits for its store timeout, which this clock never reaches.
       Issue.record("the logout waited for the hung check after another process's write")
-      lease.releaseChecks()
+      lease.checks.open()
       clock.advance(by: .seconds(3600))
       _ = try? await caller.value
       return
@@ -135,7 +135,7 @@ import Testing
       if case .signedOut(account: "u1", by: _) = change { true } else { false }
     }
     #expect(announced != nil, "the sign-out is announced to the other processes")
-    lease.releaseChecks()
+    lease.checks.open()
     _ = try? await caller.value
     #expect(await store.model(for: u1) == nil)
   }

@@ -30,7 +30,7 @@ extension ConcurrencySuites {
       let appAuthorizer = ScriptedAuthorizer()
       let app = AuthCoordinator(
         store: store, lease: lease, authorizer: appAuthorizer, configuration: configuration)
-      let gate = SignOutGate()
+      let gate = Gate(closed: true)
       let widget = AuthCoordinator(
         store: store, lease: SlowSignOutLease(inner: lease, gate: gate),
         authorizer: ClosureAuthorizer { _ in Self.login(issuer, lifetime: .seconds(3600)) },
@@ -46,7 +46,7 @@ extension ConcurrencySuites {
       // The widget logs the user out: it empties the store, then announces the sign-out in the
       // lease, which takes a moment (a file lease takes a lock and writes a file).
       let logout = Task { await widget.accountStatusChanged(.logout(account: "u1")) }
-      await gate.waitUntilEntered()
+      try await gate.waitUntilHeld()
       #expect(await store.model(for: key) == nil, "the logout emptied the store first")
 
       // The app's answer arrives in that moment: its grant was revoked, so it stores nothing,
@@ -81,59 +81,10 @@ extension ConcurrencySuites {
   }
 }
 
-/// Holds a sign-out until opened.
-private final class SignOutGate: Sendable {
-  private struct State {
-    var entered = false
-    var open = false
-    var enteredWaiters: [CheckedContinuation<Void, Never>] = []
-    var openWaiters: [CheckedContinuation<Void, Never>] = []
-  }
-
-  private let state = LockedState(State())
-
-  func pass() async {
-    await withCheckedContinuation { continuation in
-      let (entered, isOpen) = state.withLock { state in
-        state.entered = true
-        if !state.open { state.openWaiters.append(continuation) }
-        return (state.enteredWaiters.removeAllReturning(), state.open)
-      }
-      for waiter in entered { waiter.resume() }
-      if isOpen { continuation.resume() }
-    }
-  }
-
-  func waitUntilEntered() async {
-    await withCheckedContinuation { continuation in
-      let entered = state.withLock { state in
-        if !state.entered { state.enteredWaiters.append(continuation) }
-        return state.entered
-      }
-      if entered { continuation.resume() }
-    }
-  }
-
-  func open() {
-    let waiters = state.withLock { state in
-      state.open = true
-      return state.openWaiters.removeAllReturning()
-    }
-    for waiter in waiters { waiter.resume() }
-  }
-}
-
-extension Array {
-  fileprivate mutating func removeAllReturning() -> [Element] {
-    defer { removeAll() }
-    return self
-  }
-}
-
-/// A lease whose sign-out waits for ``SignOutGate`` before it is recorded.
+/// A lease whose sign-out passes a ``Gate`` before it is recorded.
 private struct SlowSignOutLease: AuthorizationLease {
   let inner: InMemoryAuthorizationLease
-  let gate: SignOutGate
+  let gate: Gate
 
   func acquire(_ key: AccountKey, owner: String, timeToLive: Duration) async -> LeaseAttempt {
     await inner.acquire(key, owner: owner, timeToLive: timeToLive)
