@@ -32,7 +32,9 @@ package enum RetryAfter {
 
   /// An HTTP-date in any of the three forms RFC 9110 §5.6.7 says a recipient accepts.
   package static func httpDate(_ text: String) -> Date? {
-    for format in formats {
+    // The form every sender must use, read by hand; a formatter only for the obsolete ones.
+    if let date = IMFFixdate.parse(text) { return date }
+    for format in obsoleteFormats {
       let formatter = DateFormatter()
       formatter.locale = Locale(identifier: "en_US_POSIX")
       formatter.timeZone = TimeZone(identifier: "GMT")
@@ -42,18 +44,14 @@ package enum RetryAfter {
     return nil
   }
 
-  /// IMF-fixdate, then the obsolete RFC 850 and asctime forms.
-  private static let formats = [
+  /// The obsolete RFC 850 and asctime forms, and an IMF-fixdate-like date in another zone.
+  private static let obsoleteFormats = [
     "EEE, dd MMM yyyy HH:mm:ss zzz", "EEEE, dd-MMM-yy HH:mm:ss zzz", "EEE MMM d HH:mm:ss yyyy",
   ]
 
   /// `date` as an IMF-fixdate (for a `Date` header).
   package static func imfFixdate(_ date: Date) -> String {
-    let formatter = DateFormatter()
-    formatter.locale = Locale(identifier: "en_US_POSIX")
-    formatter.timeZone = TimeZone(identifier: "GMT")
-    formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
-    return formatter.string(from: date)
+    IMFFixdate.format(date)
   }
 }
 

@@ -158,8 +158,10 @@ struct FleetTransport: HTTPTransport {
   static func form(_ body: Data) -> [String: String] {
     var fields: [String: String] = [:]
     for pair in String(decoding: body, as: UTF8.self).split(separator: "&") {
-      let parts = pair.split(separator: "=", maxSplits: 1).map {
-        String($0).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? ""
+      let parts = pair.split(separator: "=", maxSplits: 1).map { part in
+        // Most fields carry neither `+` nor `%`: no Foundation call for them.
+        guard part.contains(where: { $0 == "+" || $0 == "%" }) else { return String(part) }
+        return String(part).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? ""
       }
       fields[parts[0]] = parts.count > 1 ? parts[1] : ""
     }
