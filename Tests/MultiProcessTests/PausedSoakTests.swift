@@ -45,9 +45,24 @@ struct StopInterval: Sendable, CustomStringConvertible {
   var wallEnd: Double = 0
   /// How the worker was picked.
   var target = "random"
+  /// Whether it held a `flock` while stopped (the store's or the lease's lock file): every
+  /// other process's store or lease call waited for it. Read from /proc/locks (Linux).
+  var heldLock = false
 
   var description: String {
-    "\(pid) \(target) [\(String(format: "%.3f", start)), \(String(format: "%.3f", end))]"
+    "\(pid) \(target)\(heldLock ? " holding a lock" : "") "
+      + "[\(String(format: "%.3f", start)), \(String(format: "%.3f", end))]"
+  }
+}
+
+/// Whether process `pid` holds a `flock` (a line of /proc/locks that is not a waiter's `->`).
+func holdsFlock(_ pid: Int32) -> Bool {
+  guard let table = try? String(contentsOfFile: "/proc/locks", encoding: .utf8) else {
+    return false
+  }
+  return table.split(separator: "\n").contains { line in
+    let fields = line.split(separator: " ")
+    return fields.count > 4 && fields[1] == "FLOCK" && fields[4] == "\(pid)"
   }
 }
 
@@ -95,6 +110,12 @@ enum ReuseWindow: String, Sendable {
   /// arrived. Rule 16's guard sends a request only with at least a third of the time to live
   /// left, so no shorter stall can make a grant lapse with the request on the wire.
   case heldBack = "held back"
+  /// The first spender's result was held back past its grant by another process: one stopped
+  /// holding the store's or the lease's `flock`, for at least a third of the time to live
+  /// between the first spend's arrival and the reuse's. No process could store, read or renew
+  /// meanwhile: the first spender's save and renewals waited for the lock while its grant
+  /// lapsed, and the next holder found the spent token once the lock was let go.
+  case heldBackByALock = "held back by a stopped lock holder"
   /// The reuser's own send was held back: it handed the token to its authorizer (past the
   /// coordinator's last check of its grant) before the first spend arrived, and was stopped for
   /// at least a third of the time to live between that hand-over and its request's arrival. The
@@ -121,6 +142,11 @@ func classify(
       && min(stop.end, reuse.reuseArrived) - max(stop.start, reuse.firstArrived) >= margin
   }
   if heldBack { return .heldBack }
+  let heldBackByALock = stops.contains { stop in
+    stop.heldLock
+      && min(stop.end, reuse.reuseArrived) - max(stop.start, reuse.firstArrived) >= margin
+  }
+  if heldBackByALock { return .heldBackByALock }
   guard let handedOver else { return .outside }
   // The reuser was stopped across the first spend and handed the token over right after it
   // resumed: its last check of the grant came before the stop (a check after it would have
@@ -183,18 +209,21 @@ extension MultiProcessTests {
   /// a file's brief `flock` holds the others back). A stopped holder is thus stopped past its
   /// grant's time to live and a takeover, an event, not a guessed length. Each next stop waits
   /// until the server answered 1-3 more token requests. No wait polls: each is a long poll that
-  /// the server answers at its next change. `swift test`: 20 stops; `MULTIPROCESS_FULL=1`: 100. `PAUSED_SOAK_SEED=0x…` replays the controller's choices (the
-  /// processes' interleaving is the scheduler's).
+  /// the server answers at its next change. `swift test`: 20 stops; `MULTIPROCESS_FULL=1`: 100.
+  /// `PAUSED_SOAK_SEED=0x…` replays the controller's choices (the processes' interleaving is the
+  /// scheduler's).
   ///
   /// **The contract's stated window** (rule 16): a refresh token may be spent twice only when
   /// a grant lapsed with the token on its way. Either the first spender's response was held back
   /// past its grant, after its request left and before it could store the result (it was stopped
-  /// then: the next holder finds only the spent token), or the reuser's own request was held back
-  /// between the coordinator's last check of its grant and the send. The server reports, per
-  /// reuse, who spent the token first and when that request arrived, and who presented it again
-  /// and when; ``classify(_:stops:handedOver:timeToLive:)`` counts a reuse as inside only when
-  /// the matching process was stopped, in that span, for at least a third of the time to live
-  /// (the least a request leaves with). Any other reuse is outside, and the test fails on it.
+  /// then, or another process was, holding the `flock` every store and lease call takes: the
+  /// next holder finds only the spent token), or the reuser's own request was held back between
+  /// the coordinator's last check of its grant and the send. The server reports, per reuse, who
+  /// spent the token first and when that request arrived, and who presented it again and when;
+  /// the test reads /proc/locks while a worker is stopped. ``classify(_:stops:handedOver:timeToLive:)``
+  /// counts a reuse as inside only when the matching process (or one holding a lock) was
+  /// stopped, in that span, for at least a third of the time to live (the least a request leaves
+  /// with). Any other reuse is outside, and the test fails on it.
   ///
   /// A reuse revokes the family. The workers run with `--login-after-refusal`, so a refused
   /// refresh makes their next authorization a login: calls fail for a while (codes
@@ -282,6 +311,8 @@ extension MultiProcessTests {
         let passed = try await rig.server.stats(within: .seconds(2 * timeToLive)) {
           $0.answered(excluding: pid) >= answeredBefore + others
         }
+        // Still stopped: what it holds now, it held since it stopped.
+        stop.heldLock = holdsFlock(pid)
         stop.end = monotonicSeconds()
         sendSignal(SIGCONT, to: pid)
         stop.wallEnd = Date().timeIntervalSince1970 * 1000
@@ -338,7 +369,14 @@ extension MultiProcessTests {
           let (pid, from) =
             window == .heldBack
             ? (reuse.firstPid, reuse.firstArrived) : (reuse.reusePid, handedOver ?? .infinity)
-          if window != .outside, stop.pid == pid,
+          if window == .heldBackByALock {
+            if stop.heldLock,
+              min(stop.end, reuse.reuseArrived) - max(stop.start, reuse.firstArrived)
+                >= timeToLive / 3
+            {
+              explained.insert(number)
+            }
+          } else if window != .outside, stop.pid == pid,
             min(stop.end, reuse.reuseArrived) - max(stop.start, from) >= timeToLive / 3
           {
             explained.insert(number)
@@ -352,8 +390,7 @@ extension MultiProcessTests {
         }
         if window == .outside {
           let nearby = stops.filter {
-            [reuse.firstPid, reuse.reusePid].contains($0.pid)
-              && $0.end > reuse.firstArrived - 3 * timeToLive
+            $0.end > reuse.firstArrived - 3 * timeToLive
               && $0.start < reuse.reuseArrived + timeToLive
           }
           // Every process's grant lines around it (`grant`, `answer`, `refused`, `event`).
@@ -369,7 +406,7 @@ extension MultiProcessTests {
           }.sorted { $0.split(separator: " ")[2] < $1.split(separator: " ")[2] }
           outside.append(
             "\(reuse); reuser handed it over at \(handedOver.map { String($0) } ?? "?"); "
-              + "stops of either nearby: \(nearby); grant lines around it: \(around)")
+              + "stops nearby: \(nearby); grant lines around it: \(around)")
         }
       }
 
@@ -406,13 +443,16 @@ extension MultiProcessTests {
       let targets = Dictionary(grouping: stops, by: \.target).mapValues(\.count)
       let heldBack = windows[.heldBack] ?? 0
       let atTheSend = windows[.atTheSend] ?? 0
+      let byALock = windows[.heldBackByALock] ?? 0
       let outsideCount = windows[.outside] ?? 0
       let stopsLine =
         "seed 0x\(String(seed, radix: 16)), \(stops.count) stops \(targets) "
-        + "(\(stopsAtTheBound) ended at 2 TTL, the others moved past the rest), "
+        + "(\(stopsAtTheBound) ended at 2 TTL, the others moved past the rest; "
+        + "\(stops.filter(\.heldLock).count) held a lock), "
         + "\(explained.count) followed by a reuse inside the window"
       let reusesLine =
-        "reuses \(reuses.count): held back \(heldBack), at the send \(atTheSend), "
+        "reuses \(reuses.count): held back \(heldBack), by a stopped lock holder \(byALock), "
+        + "at the send \(atTheSend), "
         + "OUTSIDE \(outsideCount)"
       let callsLine =
         "rotations \(stats.refreshes), logins \(newFamilies), calls \(calls), errors \(errors)"
@@ -486,6 +526,18 @@ extension MultiProcessTests {
     #expect(classify(reuse, stops: [reuser], handedOver: 100.1, timeToLive: ttl) == .outside)
     #expect(classify(reuse, stops: [reuser], timeToLive: ttl) == .outside)
 
+    // A third process stopped holding a lock, but not across the first spend and the reuse.
+    var lockBefore = StopInterval(pid: 12, start: 98.0, end: 99.9)
+    lockBefore.heldLock = true
+    #expect(classify(reuse, stops: [lockBefore], timeToLive: ttl) == .outside)
+    var lockBrief = StopInterval(pid: 12, start: 100.1, end: 100.3)
+    lockBrief.heldLock = true
+    #expect(classify(reuse, stops: [lockBrief], timeToLive: ttl) == .outside)
+
+    // Inside: a third process stopped holding a lock across the first spend and the reuse.
+    var lockHolder = StopInterval(pid: 12, start: 99.9, end: 101.6)
+    lockHolder.heldLock = true
+    #expect(classify(reuse, stops: [lockHolder], timeToLive: ttl) == .heldBackByALock)
     // Inside: the first spender stopped after its request arrived, past a third of the TTL.
     let heldBack = StopInterval(pid: 10, start: 100.01, end: 101.6)
     #expect(classify(reuse, stops: [heldBack], timeToLive: ttl) == .heldBack)
