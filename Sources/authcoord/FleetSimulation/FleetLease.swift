@@ -120,5 +120,39 @@ struct FleetLease: AuthorizationLease {
     return current
   }
 
-  func changes() -> AsyncStream<LeaseChange> { inner.changes() }
+  /// The shared lease's notices, each reaching this process up to the seed's notice delay
+  /// late, in order (a notice is never delivered before an earlier one): what the file and
+  /// PostgreSQL leases do, whose notices wait for a watcher's read, a `NOTIFY` or a poll.
+  func changes() -> AsyncStream<LeaseChange> {
+    let upstream = inner.changes()
+    guard process.noticeDelay() != nil else { return upstream }
+    let (stream, continuation) = AsyncStream<LeaseChange>.makeStream()
+    let (timed, timedContinuation) = AsyncStream<(LeaseChange, Duration)>.makeStream()
+    let (process, world, ledger) = (process, clock.world, ledger)
+    // Stamps each notice with its delivery time as it arrives...
+    let stamping = Task {
+      var last = Duration.zero
+      for await change in upstream {
+        let delay = process.noticeDelay() ?? .zero
+        last = max(last, world.now + delay)
+        if delay > .zero { ledger.count("fault: lease notice late") }
+        timedContinuation.yield((change, last))
+      }
+      timedContinuation.finish()
+    }
+    // ... and delivers it then.
+    let delivering = Task {
+      for await (change, at) in timed {
+        try? await world.sleep(until: at)
+        if Task.isCancelled { break }
+        continuation.yield(change)
+      }
+      continuation.finish()
+    }
+    continuation.onTermination = { _ in
+      stamping.cancel()
+      delivering.cancel()
+    }
+    return stream
+  }
 }

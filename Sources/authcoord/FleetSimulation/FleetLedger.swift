@@ -60,6 +60,12 @@ final class FleetLedger: @unchecked Sendable {
   /// The logouts the callers asked for, and each account's announced sign-outs.
   private var logouts: [Logout] = []
   private var announced: [String: [Duration]] = [:]
+  /// The longest a change notice takes to reach another process (``FleetLease/changes()``).
+  private var noticeDelayBound = Duration.zero
+  var noticeBound: Duration {
+    get { lock.withLock { noticeDelayBound } }
+    set { lock.withLock { noticeDelayBound = newValue } }
+  }
   /// Each account's announced sign-outs and grants, as lease marks.
   private var announcedMarks: [String: [Int]] = [:]
   private var grantMarks: [String: [Int]] = [:]
@@ -409,7 +415,8 @@ final class FleetLedger: @unchecked Sendable {
           birth < logout.started,
           let announce = announced[key.account]?.first(where: { $0 >= logout.started })
         else { return false }
-        return max(returned, announce) < started
+        // Another process hears of it up to the seed's notice delay after the announcement.
+        return max(returned, announce + noticeDelayBound) < started
       }
       guard let logout else { return nil }
       if pendingUndo[key.account] != nil { return .inTheUndoWindow }

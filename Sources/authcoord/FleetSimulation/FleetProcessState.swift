@@ -17,6 +17,8 @@ final class FleetProcessState: @unchecked Sendable {
   private var hangRNG: FleetRandom
   /// The draws of failed reads and lease calls and of slow store operations, from another.
   private var storeFaultRNG: FleetRandom
+  /// The draws of each change notice's delay, from another.
+  private var noticeRNG: FleetRandom
   private let drawn: FleetFaults
   private var calm = false
   private var afterRemoval: Duration?
@@ -37,6 +39,7 @@ final class FleetProcessState: @unchecked Sendable {
     laterRNG = FleetRandom.derived(seed, 300 + UInt64(index))
     hangRNG = FleetRandom.derived(seed, 500 + UInt64(index))
     storeFaultRNG = FleetRandom.derived(seed, 600 + UInt64(index))
+    noticeRNG = FleetRandom.derived(seed, 800 + UInt64(index))
     drawn = faults
   }
 
@@ -114,6 +117,15 @@ final class FleetProcessState: @unchecked Sendable {
     await gate(clock)
   }
 
+  /// How late the next change notice reaches this process: up to the seed's limit, whether
+  /// the world has calmed down or not (the leases are always this late), or `nil` when notices
+  /// arrive at once.
+  func noticeDelay() -> Duration? {
+    guard drawn.noticeDelayLimit > .zero else { return nil }
+    let limit = Int(drawn.noticeDelayLimit / .milliseconds(1))
+    return lock.withLock { .milliseconds(Int.random(in: 0...limit, using: &noticeRNG)) }
+  }
+
   /// Pauses the process for `length` just after its next removal of a user's models (a
   /// logout stopped before its announcement).
   func pauseAfterNextRemoval(for length: Duration) {
@@ -189,6 +201,10 @@ struct FleetFaults: Sendable, CustomStringConvertible {
   var failedLeaseCalls = 0.0
   /// Store reads and saves that take 0.3-2.5 s, per operation.
   var slowStoreOperations = 0.0
+  /// The longest a lease's change notice takes to reach a process (zero: at once). The file
+  /// lease notices a change when its directory watcher or its poll reads the file, the
+  /// PostgreSQL lease when a `NOTIFY` or its poll arrives: late, in order, bounded.
+  var noticeDelayLimit = Duration.zero
 
   static func draw(_ rng: inout FleetRandom) -> FleetFaults {
     func maybe(_ percent: Double) -> Double { rng.chance(60) ? percent : 0 }
@@ -207,6 +223,7 @@ struct FleetFaults: Sendable, CustomStringConvertible {
       + "dropped \(Int(dropped))%, slow \(Int(slowReplies))%, pauses at seams \(Int(seamPauses))%, "
       + "outages \(Int(outages))%, garbled \(Int(garbledReplies))%, hung \(Int(hungOperations))%, "
       + "failed reads \(Int(failedReads))%, failed lease calls \(Int(failedLeaseCalls))%, "
-      + "slow store \(Int(slowStoreOperations))%"
+      + "slow store \(Int(slowStoreOperations))%, "
+      + "lease notices late by up to \(Int(noticeDelayLimit / .milliseconds(1))) ms"
   }
 }

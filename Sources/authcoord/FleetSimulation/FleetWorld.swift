@@ -100,9 +100,14 @@ final class FleetWorld: @unchecked Sendable {
         storeFaults.chance(30) ? Double.random(in: 2...10, using: &storeFaults) : 0
       faults.slowStoreOperations =
         storeFaults.chance(30) ? Double.random(in: 2...10, using: &storeFaults) : 0
+      var notices = FleetRandom.derived(seed, 8)
+      if notices.chance(30) {
+        faults.noticeDelayLimit = .milliseconds(Int.random(in: 200...5_000, using: &notices))
+      }
       if options.plant != .noLease, crashes.chance(30) { crashRate = 2 }
     }
     self.faults = faults
+    ledger.noticeBound = faults.noticeDelayLimit
     let count = Int.random(in: 2...4, using: &rng)
     // user-2 is "usér-2": callers spell it precomposed or decomposed (``spelled(_:)``), and one
     // account must stay one key in memory, the store and the lease.
