@@ -27,11 +27,14 @@ public final class Gate: Sendable {
   private let state: LockedState<State>
   private let arrivals = ChangeSignal()
 
-  /// Creates a gate, open unless `closed`.
+  /// Creates a gate.
+  ///
+  /// - Parameter closed: Whether it holds the calls that pass through it from the start.
   public init(closed: Bool = false) { state = LockedState(State(closed: closed)) }
 
-  /// Closes the gate: the calls that pass through it from now on are held, after the next
-  /// `passing` ones.
+  /// Closes the gate: the calls that pass through it from now on are held.
+  ///
+  /// - Parameter passing: How many of the next calls still pass before it holds any.
   public func close(lettingThrough passing: Int = 0) {
     state.withLock {
       $0.closed = true
@@ -71,6 +74,10 @@ public final class Gate: Sendable {
 
   /// Waits until the gate has held `count` calls in all.
   ///
+  /// - Parameters:
+  ///   - count: How many calls it must have held, released ones included.
+  ///   - fileID: The caller's file, for the error message.
+  ///   - line: The caller's line, for the error message.
   /// - Throws: ``ChangeSignal/WaitError`` when that does not happen within the watchdog.
   public func waitUntilHeld(
     _ count: Int = 1, fileID: String = #fileID, line: Int = #line
