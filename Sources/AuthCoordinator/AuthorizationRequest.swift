@@ -111,6 +111,10 @@ public struct AuthorizationRequest: Sendable {
       serverClock: ServerClockEstimate())
   }
 
+  /// What ``confirmAnotherTokenRequest()`` runs: the coordinator's guard of the flight's
+  /// grant, set for a flight that holds a lease.
+  var confirmation: (@Sendable () async throws -> Void)?
+
   init(
     key: AccountKey, reason: AuthorizationReason, requestID: String?, replacing: AuthModel?,
     allowsInteraction: Bool, exchangeBegan: (@Sendable () -> Void)?,
@@ -147,6 +151,30 @@ public struct AuthorizationRequest: Sendable {
   public func exchange<T>(_ body: () async throws -> T) async throws -> T {
     exchangeBegan?()
     return try await body()
+  }
+
+  /// Asks the coordinator whether the authorizer may send another token request in this
+  /// authorization: call it before a second one (a fallback grant after a refused refresh).
+  ///
+  /// Under a cross-process lease, the coordinator's guard runs before the first token request
+  /// only (rule 16): the flight's grant is renewed, and a token request leaves only with
+  /// enough of it left. A first request that took long (a pause, a slow server) may have let
+  /// the grant lapse; another process may hold the lease since, or the key back off after a
+  /// failure (rules 26 and 29). This runs the same guard again. Without a lease, or for a
+  /// request made with the public initializer, it returns at once.
+  ///
+  /// ```swift
+  /// } catch let refused as AuthCoordinatorError where refused.code == .invalidGrant {
+  ///   try await request.confirmAnotherTokenRequest()   // the grant may have lapsed meanwhile
+  ///   return try await login(for: request)
+  /// }
+  /// ```
+  ///
+  /// - Throws: An ``AuthCoordinatorError`` with code
+  ///   ``AuthCoordinatorError/Code-swift.struct/leaseLost`` (transient) when the flight no
+  ///   longer holds its grant, or too little of it for a token request.
+  public func confirmAnotherTokenRequest() async throws {
+    try await confirmation?()
   }
 
   /// Runs the part of an authorization that involves the user (a bounce to another app, a

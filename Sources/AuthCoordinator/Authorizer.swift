@@ -27,6 +27,11 @@
 /// loop guard delays it instead of failing its callers. The "Deadlines" section of the
 /// Timeouts, Cancellation and Logout article has the whole picture.
 ///
+/// Under a cross-process lease the coordinator checks the flight's grant once, before it calls
+/// `authorize`. An authorizer that sends a second token request in one authorization (a new
+/// login after a refused refresh) calls ``AuthorizationRequest/confirmAnotherTokenRequest()``
+/// before it, so that the second request, too, leaves only under a live grant.
+///
 /// ```swift
 /// struct ServiceAuthorizer: Authorizer {
 ///   var isInteractive: Bool { false }

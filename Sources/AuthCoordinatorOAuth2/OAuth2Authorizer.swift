@@ -15,8 +15,9 @@ import HTTPSupport
 ///   a refresh token, a refresh token grant (RFC 6749 §6). A server that rotates refresh tokens
 ///   answers a new one, which the new model holds; a reply without one keeps the old one. On
 ///   `invalid_grant` (the token was revoked or already used) the authorizer runs the
-///   ``primaryGrant`` instead when ``fallbackOnInvalidGrant`` says so, and never sends that
-///   refresh token again;
+///   ``primaryGrant`` instead when ``fallbackOnInvalidGrant`` says so (after the coordinator's
+///   lease guard passed again: ``/AuthCoordinator/AuthorizationRequest/confirmAnotherTokenRequest()``),
+///   and never sends that refresh token again;
 /// - otherwise the ``primaryGrant``: client credentials (RFC 6749 §4.4), an authorization
 ///   code (§4.1, with an optional PKCE verifier), a token exchange (RFC 8693) or a JWT bearer
 ///   assertion (RFC 7523 §2.1).
@@ -324,10 +325,12 @@ public struct OAuth2Authorizer: Authorizer {
         error.refusesRefreshToken = true
         throw error
       }
-      // Start a new family.
-      do { return try await runPrimaryGrant(for: request) } catch var fallback
-        as AuthCoordinatorError
-      {
+      // Start a new family: a second token request, which the coordinator's guard must pass
+      // as the first did (the grant may have lapsed while the refresh was on its way).
+      do {
+        try await request.confirmAnotherTokenRequest()
+        return try await runPrimaryGrant(for: request)
+      } catch var fallback as AuthCoordinatorError {
         fallback.refusesRefreshToken = true
         throw fallback
       }

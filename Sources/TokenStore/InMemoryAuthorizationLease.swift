@@ -220,7 +220,9 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
     let date = now()
     return state.withLock { state in
       state.pruneHistory(at: date)
-      if let holder = state.holders[key], holder.expiresAt > date {
+      if let holder = state.holders[key], holder.expiresAt > date,
+        holder.backOff == nil || PlantedBug.planted != .ignoreBackOffOnAcquire
+      {
         guard let backOff = holder.backOff else {
           return .heldElsewhere(owner: holder.owner, expiresAt: holder.expiresAt)
         }
@@ -362,6 +364,17 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
   /// was dropped.
   package var history: (signOuts: Int, holders: Int, floor: UInt64) {
     state.withLock { ($0.userSignedOutAt.count, $0.holders.count, $0.historyFloor) }
+  }
+
+  /// When `key`'s back-off ends, if the lease holds one for it now (for the fleet simulation's
+  /// check that no token request leaves during a back-off). Reads, changes nothing.
+  package func backOffEnd(for key: AccountKey) -> Date? {
+    let date = now()
+    return state.withLock { state in
+      guard let holder = state.holders[key], holder.backOff != nil, holder.expiresAt > date
+      else { return nil }
+      return holder.expiresAt
+    }
   }
 
   /// What the history's pruning did so far (``HistoryStatistics``).

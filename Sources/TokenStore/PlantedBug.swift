@@ -20,6 +20,11 @@ package enum PlantedBug: String, CaseIterable, Sendable {
   /// place, so the next sign-in was refused by the failure of the session that ended. Put back
   /// in ``InMemoryAuthorizationLease``'s sign-outs and revocations.
   case ignoreBackOffOnLogout = "ignore-backoff-on-logout"
+  /// The first shape of rule 29, before the lease kept back-offs: every process tried the
+  /// endpoint on its own, so a fleet sent one token request per process per back-off step
+  /// during an outage. Put back in ``InMemoryAuthorizationLease``'s acquisition, which grants
+  /// a key that backs off.
+  case ignoreBackOffOnAcquire = "ignore-backoff-on-acquire"
 
   /// The bug planted in this process, if any.
   nonisolated(unsafe) package static var planted: PlantedBug?

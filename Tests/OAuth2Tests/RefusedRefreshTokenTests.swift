@@ -53,3 +53,92 @@ import Testing
     #expect(server.counters.tokenRequests == 2)
   }
 }
+
+// Fleet simulation, seed 0x670 (its check that no token request leaves while the key backs
+// off): a refresh refused with `invalid_grant` came back after the flight's grant lapsed (the
+// process was paused), another process took the lease, failed and recorded a back-off; the
+// fallback's login left at once, past the coordinator's guard, which ran before the first
+// request only. The fallback now asks the guard again (`confirmAnotherTokenRequest()`).
+extension RefusedRefreshTokenTests {
+  @Test func theFallbackAfterARefusedRefreshPassesTheLeaseGuardAgain() async throws {
+    let clock = ManualClock()
+    let server = SimulatedTokenServer(
+      clock: clock, tokenLifetime: .seconds(3600), date: clock.dateSource)
+    let lease = TakeOverLease(InMemoryAuthorizationLease(now: clock.dateSource))
+    // The refresh's answer arrives after another process took the lease over.
+    let transport = TakeOverTransport(server: server, lease: lease)
+    let authorizer = OAuth2Authorizer(
+      tokenEndpoint: Self.endpoint, clientID: "reports", fallbackOnInvalidGrant: true,
+      transport: transport, now: clock.dateSource)
+    let key = AccountKey(account: "reports")
+    let store = InMemoryTokenStore()
+    await store.save(
+      AuthModel(
+        uid: "reports", accessToken: "expired-access", mcUid: "reports",
+        expiresAt: clock.date.addingTimeInterval(-60), refreshToken: "dead-refresh"), for: key)
+    var configuration = AuthCoordinator.Configuration(authorizationTimeout: .seconds(120))
+    configuration.clock = clock
+    configuration.now = clock.dateSource
+    configuration.random = { 0.5 }
+    var once = SilentRefreshPolicy.recommended
+    once.maxAttempts = 1
+    configuration.silentRefresh = once
+    let coordinator = AuthCoordinator(
+      store: store, lease: lease, authorizer: authorizer, configuration: configuration)
+
+    let error = await #expect(throws: AuthCoordinatorError.self) {
+      try await coordinator.authModel(for: key)
+    }
+    #expect(error?.code == .leaseLost, "\(String(describing: error))")
+    #expect(error?.refusesRefreshToken == true, "the dead refresh token is never sent again")
+    #expect(
+      server.counters.tokenRequests == 1,
+      "before the fix: the fallback's login left without the grant (2 token requests)")
+    #expect(server.counters.clientCredentialsGrants == 0)
+  }
+}
+
+/// An in-memory lease that a test can make "taken over by another process": from then on no
+/// grant of this process renews.
+private final class TakeOverLease: AuthorizationLease, @unchecked Sendable {
+  let inner: InMemoryAuthorizationLease
+  private let lock = NSLock()
+  private var taken = false
+
+  init(_ inner: InMemoryAuthorizationLease) { self.inner = inner }
+
+  func takeOver() { lock.withLock { taken = true } }
+  private var takenOver: Bool { lock.withLock { taken } }
+
+  func acquire(_ key: AccountKey, owner: String, timeToLive: Duration) async -> LeaseAttempt {
+    await inner.acquire(key, owner: owner, timeToLive: timeToLive)
+  }
+  func renew(_ grant: LeaseGrant, timeToLive: Duration) async -> LeaseGrant? {
+    takenOver ? nil : await inner.renew(grant, timeToLive: timeToLive)
+  }
+  func release(_ grant: LeaseGrant) async { await inner.release(grant) }
+  func signOut(account: String, by owner: String) async {
+    await inner.signOut(account: account, by: owner)
+  }
+  func signOutAll(by owner: String) async { await inner.signOutAll(by: owner) }
+  func revokeGrants(ofAccount account: String) async {
+    await inner.revokeGrants(ofAccount: account)
+  }
+  func revokeAllGrants() async { await inner.revokeAllGrants() }
+  func isCurrent(_ grant: LeaseGrant) async -> Bool {
+    takenOver ? false : await inner.isCurrent(grant)
+  }
+  func changes() -> AsyncStream<LeaseChange> { inner.changes() }
+}
+
+/// The SIMULATED token server, reached through a transport that has the lease taken over while
+/// the first request is on its way (the process was paused past its grant).
+private struct TakeOverTransport: HTTPTransport {
+  let server: SimulatedTokenServer
+  let lease: TakeOverLease
+
+  func send(_ request: HTTPTransportRequest) async throws -> HTTPTransportOutcome {
+    lease.takeOver()
+    return try await server.send(request)
+  }
+}

@@ -80,7 +80,13 @@ extension AuthCoordinator {
         authorized = true
         // Through a function value, on purpose: called directly, the optimizer folded this
         // step's frame into the flight's, which grew from 3 KB to 10 KB.
-        outcome = await Self.opaque(authorize)(step.request)
+        var request = step.request
+        if lease != nil, let grant = held.grant, let hold = held.hold {
+          request?.confirmation = { [weak self] in
+            try await self?.confirmAnotherTokenRequest(key, flight: id, grant: grant, hold: hold)
+          }
+        }
+        outcome = await Self.opaque(authorize)(request)
       case .persist(let model):
         outcome = await persist(model, key, flight: id, turn: step.storeTurn, under: held)
       case .persistLateResult(let model):

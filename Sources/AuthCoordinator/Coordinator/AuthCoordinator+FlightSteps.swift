@@ -63,6 +63,31 @@ extension AuthCoordinator {
     return .loaded(model)
   }
 
+  /// Rule 16's guard, run again for the authorizer before a second token request in one
+  /// authorization (``AuthorizationRequest/confirmAnotherTokenRequest()``): the grant is
+  /// renewed, and enough of it must be left for a token request, as in ``confirmLease``.
+  ///
+  /// - Throws: ``AuthCoordinatorError/leaseLost(_:)`` when it is not.
+  func confirmAnotherTokenRequest(
+    _ key: AccountKey, flight id: UInt64, grant: LeaseGrant, hold: LeaseHold
+  ) async throws {
+    guard let lease else { return }
+    guard hold.isHeld else { throw AuthCoordinatorError.leaseLost(key) }
+    let sent = clock.now()
+    do {
+      guard try await lease.renew(grant, timeToLive: configuration.leaseTimeToLive) != nil else {
+        lost(hold, key, flight: id)
+        throw AuthCoordinatorError.leaseLost(key)
+      }
+      hold.renewed(sentAt: sent)
+    } catch let error as AuthCoordinatorError {
+      throw error
+    } catch {
+      reportStoreFailure(key, .lease, error)
+    }
+    guard hold.confirms(at: clock.now()) else { throw AuthCoordinatorError.leaseLost(key) }
+  }
+
   /// Waits until every stopped refresh the key waits for has finished.
   @inline(never)
   func awaitAll(_ latches: [Latch]) async {

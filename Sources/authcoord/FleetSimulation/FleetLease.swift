@@ -73,7 +73,12 @@ struct FleetLease: AuthorizationLease {
     // The expiry the lease gives it (its clock is the world's): how the ledger knows it again.
     let until = ledger.date.addingTimeInterval(backOff.clamped.duration.seconds)
     await inner.release(grant, backingOff: backOff)
-    ledger.backOffRecorded(grant.key, until: until)
+    // Recorded only by the key's holder: a deposed one's back-off is refused.
+    if inner.backOffEnd(for: grant.key) == until {
+      ledger.backOffRecorded(grant.key, until: until)
+    } else {
+      ledger.count("phase: back-off refused (the grant was no longer held)")
+    }
   }
 
   func signOut(account: String, by owner: String) async {

@@ -268,11 +268,15 @@ final class FleetLedger: @unchecked Sendable {
 
   /// Whether a back-off recorded for `key` may still be live (not ended, as far as the ledger
   /// knows, by a later sign-out): for aiming logouts at it.
-  func isBackingOff(_ key: AccountKey) -> Bool {
+  func isBackingOff(_ key: AccountKey) -> Bool { backOffEnd(key) != nil }
+
+  /// When the live back-off recorded for `key` ends (one not ended by a later sign-out), if
+  /// there is one: no token request of the fleet may leave for the key before then.
+  func backOffEnd(_ key: AccountKey) -> Date? {
     let date = worldDate()
     return lock.withLock {
       let ended = ((signedOut[key.account] ?? []) + (signedOut[""] ?? [])).map(\.ended).max() ?? 0
-      return backOffs[key]?.contains { $0.key > date && $0.value.sequence > ended } ?? false
+      return backOffs[key]?.filter { $0.key > date && $0.value.sequence > ended }.keys.max()
     }
   }
 

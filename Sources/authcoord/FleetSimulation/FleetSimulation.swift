@@ -20,6 +20,7 @@ enum FleetSimulation {
     case dropRotationOnLostHold = "drop-rotation-on-lost-hold"
     case forgetSignOutsOnHistoryReset = "forget-sign-outs-on-history-reset"
     case ignoreBackOffOnLogout = "ignore-backoff-on-logout"
+    case ignoreBackOffOnAcquire = "ignore-backoff-on-acquire"
 
     /// The library bug this plant puts back, if it is one.
     var libraryBug: PlantedBug? { PlantedBug(rawValue: rawValue) }

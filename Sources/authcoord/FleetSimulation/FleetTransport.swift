@@ -57,6 +57,9 @@ final class FleetCounter: @unchecked Sendable {
 /// it left.
 struct FleetTransport: HTTPTransport {
   let server: SimulatedTokenServer
+  /// Whether the process shares one lease with the others (not under the `no-lease` plant):
+  /// then no token request may leave while the key backs off.
+  let sharesTheLease: Bool
   let outage: FleetOutage
   let process: FleetProcessState
   let clock: VirtualClock
@@ -72,6 +75,20 @@ struct FleetTransport: HTTPTransport {
     let send = FleetLedger.Send(
       caller: caller, process: process.index, at: clock.world.now, liveAtEntry: liveAtEntry,
       liveAtLeft: key.map { ledger.holdsLiveLease($0, process: process.index) } ?? false)
+    if let key, sharesTheLease, let until = ledger.backOffEnd(key) {
+      switch Self.duringABackOff(liveAtEntry: send.liveAtEntry, liveAtLeft: send.liveAtLeft) {
+      case .inTheGapAtTheSend:
+        // Its grant lapsed while the request was on its way out (a pause after the last
+        // check): the stated gap at the send, counted apart as its reuses are.
+        ledger.count("token request during a back-off, in the gap at the send")
+      case .violation:
+        ledger.violation(
+          "token request during a back-off",
+          "\(caller)'s token request for \(key.account) left while the lease made the key back "
+            + "off until \(String(format: "%.3f", until.timeIntervalSince(ledger.date))) s from now"
+        )
+      }
+    }
     let faults = process.faults
     if faults.outages > 0, outage.isDown(at: clock.world.now) {
       ledger.count("fault: request during an outage")
@@ -138,6 +155,22 @@ struct FleetTransport: HTTPTransport {
     await process.gate(clock)
     try Task.checkCancellation()
     return outcome
+  }
+
+  /// What a token request that leaves while its key backs off is (rules 26 and 29: one
+  /// request per back-off step, fleet-wide).
+  enum DuringABackOff: Equatable {
+    /// Its process held a live grant when the request was handed over, and lost it before the
+    /// request left: a pause between the last check and the send.
+    case inTheGapAtTheSend
+    /// Any other: a request the lease should have kept back.
+    case violation
+  }
+
+  /// Classifies a request that left during a back-off by whether its process held a live grant
+  /// for the key when the request was handed over and when it left.
+  static func duringABackOff(liveAtEntry: Bool, liveAtLeft: Bool) -> DuringABackOff {
+    liveAtEntry && !liveAtLeft ? .inTheGapAtTheSend : .violation
   }
 
   /// A 503 with `Retry-After`.

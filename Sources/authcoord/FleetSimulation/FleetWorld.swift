@@ -155,7 +155,8 @@ final class FleetWorld: @unchecked Sendable {
   ) -> AuthCoordinator {
     let processDate: @Sendable () -> Date = { date().addingTimeInterval(state.wallClockOffset) }
     let transport = FleetTransport(
-      server: server, outage: outage, process: state, clock: clock, ledger: ledger)
+      server: server, sharesTheLease: options.plant != .noLease, outage: outage,
+      process: state, clock: clock, ledger: ledger)
     let authorizer = FleetAuthorizer(
       inner: OAuth2Authorizer(
         tokenEndpoint: URL(string: "https://auth.simulated.example/token")!, clientID: "fleet",
