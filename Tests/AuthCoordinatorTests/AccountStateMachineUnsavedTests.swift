@@ -72,6 +72,44 @@ import Testing
         == .end(Ending(flight: 3, result: .succeeded(newer), adoptedFromStore: true)))
   }
 
+  /// Found by the fleet simulation's long run (seed 0x8c89): a process's save landed but its
+  /// check after the write hung past its grant, so the save counted as failed and the model
+  /// stayed unsaved; another process took the lease meanwhile, refreshed it twice and stored
+  /// the result. When the first process's next flight re-read the store, memory preferred its
+  /// unsaved model and the refresh spent its refresh token a second time. A stored model with
+  /// a refresh token this process never handed to its authorizer is newer: memory follows it.
+  @Test func aStoredModelWithARefreshTokenNeverSpentHereReplacesAnUnsavedOne() {
+    var (machine, _, unsaved) = machineWithUnsavedModel()
+    let newer = model("t3", expiresIn: 3600, refreshToken: "r3")
+    _ = machine.request(.force(rejecting: "t1"), date: date, now: .seconds(1), newFlightID: 3)
+    let action = machine.advance(3, .loaded(newer), date: date, now: .seconds(1))
+    #expect(
+      action == .end(Ending(flight: 3, result: .succeeded(newer), adoptedFromStore: true)))
+    #expect(!machine.needsSave(unsaved), "settled: its retry ends")
+    #expect(!machine.hasUnsavedModel)
+  }
+
+  /// The other side of the rule: through a chain of refreshes whose saves all failed, every
+  /// model the chain replaced stays older than memory's, and none is spent again.
+  @Test(arguments: ["t0", "t1"])
+  func anUnsavedModelRefreshedAgainWinsOverEveryModelItsChainReplaced(found: String) {
+    var (machine, stored, unsaved) = machineWithUnsavedModel()
+    let later = date.addingTimeInterval(3700)
+    _ = machine.request(.ifNeeded, date: later, now: .seconds(3700), newFlightID: 3)
+    _ = machine.advance(3, .loaded(stored), date: later, now: .seconds(3700))
+    let second = model("t2", expiresIn: 7200, refreshToken: "r2")
+    _ = machine.advance(3, .authorized(.success(second)), date: later, now: .seconds(3700))
+    _ = machine.advance(3, .saveFailed(second), date: later, now: .seconds(3700))
+    #expect(machine.needsSave(second))
+    let older = found == stored.accessToken ? stored : unsaved
+    _ = machine.request(.force(rejecting: "t2"), date: later, now: .seconds(3701), newFlightID: 4)
+    let action = machine.advance(4, .loaded(older), date: later, now: .seconds(3701))
+    #expect(
+      action == .next(authorize(.forcedRefresh, by: .seconds(3821), replacing: second)),
+      "\(found) is older: the refresh spends r2")
+    #expect(machine.needsSave(second), "still unsaved: the retry goes on")
+  }
+
   @Test func aLogoutEndsTheRetry() {
     var (machine, _, unsaved) = machineWithUnsavedModel()
     _ = machine.signOut()

@@ -193,6 +193,7 @@ extension AccountStateMachine {
   ) -> Step {
     // A refresh token the server refused is never handed to the authorizer again.
     let replacing = replacing.map(withoutRefusedRefreshToken)
+    if let token = replacing?.refreshToken { handOver(refreshToken: token) }
     let kind = StepKind.authorize(reason, replacing: replacing)
     let step = deadline == nil ? step(kind, now: now) : Step(kind: kind, deadline: nil)
     state = .authorizing(

@@ -29,14 +29,40 @@ extension AccountStateMachine {
     cache = .unknown
   }
 
+  /// The most refresh tokens ``handedRefreshTokens`` keeps: more than a chain of refreshes
+  /// whose saves all failed reaches while a store is down for a token's lifetime or two.
+  static var handedRefreshTokenLimit: Int { 32 }
+
+  /// Records that `token` is handed to the authorizer: from now on it counts as spent, and a
+  /// stored model that carries it is older than any model this process obtained since.
+  mutating func handOver(refreshToken token: String) {
+    guard !handedRefreshTokens.contains(token) else { return }
+    handedRefreshTokens.append(token)
+    if handedRefreshTokens.count > Self.handedRefreshTokenLimit {
+      handedRefreshTokens.removeFirst()
+    }
+  }
+
   /// What a re-read should go on with, given what the store returned: the store is the shared
-  /// truth, except that an unsaved model in memory is kept over any stored one, until it is
-  /// settled (stored, or refused by the fence because a later holder of the lease saved) or
-  /// replaced. While it is unsaved its flight holds the lease, so no other process can have
-  /// stored a newer model; the stored one is older and its refresh token may be spent. (An
-  /// expiry says nothing of which is newer: lifetimes vary from one grant to the next.)
+  /// truth, except that an unsaved model in memory is kept over a stored one that is older,
+  /// until it is settled (stored, or refused by the fence because a later holder of the lease
+  /// saved) or replaced. The stored model is older when it is empty, or carries no refresh
+  /// token, or one this process handed to its authorizer (spent, or refused): the save that
+  /// failed would have replaced it. (An expiry says nothing of which is newer: lifetimes vary
+  /// from one grant to the next.)
+  ///
+  /// A stored model with a refresh token this process never handed over was stored after
+  /// memory's model was obtained, by another process, whose grant came after the hold of the
+  /// flight that obtained memory's model lapsed (its check after the write hung, or it paused):
+  /// it is newer, and memory follows it; its own model is settled (its retry ends), since
+  /// spending its refresh token again would be a reuse (seed 0x8c89).
   func preferred(overStored stored: AuthModel?) -> AuthModel? {
     guard case .model(let cached) = cache, cached.unsaved else { return stored }
+    if let stored, stored != cached.model, let token = stored.refreshToken,
+      !handedRefreshTokens.contains(token)
+    {
+      return stored
+    }
     return cached.model
   }
 

@@ -72,6 +72,10 @@ struct AccountStateMachine<Effects: FlightEffects> {
   /// newest last, at most ``refusedRefreshTokenLimit``: never handed to the authorizer again,
   /// whatever the store still holds.
   var refusedRefreshTokens: [String] = []
+  /// Refresh tokens of the key this process handed to its authorizer, newest last, at most
+  /// ``handedRefreshTokenLimit``: a stored model carrying one is older than memory's unsaved
+  /// model (rule 21, ``preferred(overStored:)``).
+  var handedRefreshTokens: [String] = []
   /// Access tokens the current flight's callers rejected, kept while it persists its model: a
   /// deposed flight serves what the store holds, never one of them (rule 16).
   var persistingRejections: Set<String> = []
