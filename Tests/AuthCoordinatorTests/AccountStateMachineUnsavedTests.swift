@@ -127,6 +127,26 @@ import Testing
     #expect(machine.needsSave(model("t2")))
   }
 
+  /// Found by the fleet simulation's long run (seed 0x10853): a process paused inside a save
+  /// past its deadline (the model was served and cached then); a logout elsewhere removed the
+  /// user's models meanwhile, and its announcement emptied memory. The write then landed, its
+  /// checks after it failed, and the save reported a failure. Memory no longer held the model,
+  /// so nothing was retried, and the write stayed in the store for every process to serve. The
+  /// write is checked all the same, once the lease answers.
+  @Test func aFailedSavePastItsDeadlineIsCheckedEvenWhenMemoryLetTheModelGo() {
+    var (machine, id) = machine(in: .persisting)
+    #expect(machine.deadlineReached(id, phase: .save, date: date) != nil)
+    _ = machine.signOutAnnounced(flightHoldsGrant: false)
+    #expect(machine.cachedModel == nil)
+    #expect(
+      machine.advance(id, .saveFailed(model("t2")), date: date, now: .zero)
+        == .next(.init(kind: .awaitSaveRetry(until: .seconds(1)), deadline: nil)))
+    #expect(!machine.needsSave(model("t2")), "memory does not take it back")
+    #expect(
+      machine.advance(id, .backedOff, date: date, now: .seconds(1))
+        == .next(.init(kind: .checkWrite(model("t2")), deadline: nil)))
+  }
+
   @Test func aStoppedRefreshIsAbandonedOnceAndItsLateResultDiscarded() {
     let stale = model("t0", expiresIn: -10, refreshToken: "r0")
     var machine = self.machine(holding: stale)

@@ -59,6 +59,39 @@ import TokenStore
     #expect(readFailures.count == 1, "the failed read is reported")
   }
 
+  /// Found by the fleet simulation's long run (seed 0x10853): a write after a sign-out
+  /// elsewhere, whose checks after it failed, and then the sign-out's announcement arrived.
+  /// Memory forgot the model, as an announcement makes it, and the retry ended at its next
+  /// attempt because memory no longer held the model: the write stayed in the store, and
+  /// every process served the signed-out session from it. The question the failed checks left
+  /// open (did the write come after a sign-out?) outlives memory's model: the retry goes on
+  /// until the lease answers, and removes the write.
+  @Test func aWriteInDoubtIsCheckedEvenAfterMemoryForgotItsModel() async throws {
+    let events = EventRecorder(coordinator)
+    let caller = Task { try await coordinator.authModel(for: u1) }
+    let call = await authorizer.nextCall()
+    await inner.revokeGrants(ofAccount: "u1")
+    await store.inner.removeModels(forAccount: "u1")
+    await inner.signOut(account: "u1", by: "other")
+    lease.failsChecks = true
+    let rotated = makeModel("rotated", clock: clock, expiresIn: 3600)
+    call.succeed(with: rotated)
+    #expect(try await caller.value == rotated, "its caller asked before the sign-out")
+    try await events.first { if case .modelUnsaved = $0 { true } else { false } }
+    #expect(await store.inner.model(for: u1) == rotated, "written; not known to be current")
+    // The announcement arrives: memory forgets the model.
+    lease.deliver(.signedOut(account: "u1", by: "other"))
+    try await events.first { if case .signedOutElsewhere = $0 { true } else { false } }
+    // The lease answers again.
+    lease.failsChecks = false
+    clock.advance(by: .seconds(1))
+    try await events.first { if case .unsavedModelDropped = $0 { true } else { false } }
+    #expect(
+      await store.inner.model(for: u1) == nil,
+      "before the fix: the retry ended unchecked; the signed-out session stayed stored")
+    #expect(lease.signOutLog == ["revoke u1", "signOut u1"], "the undo revoked and announced")
+  }
+
   /// The other side: a first save (no earlier write of its own) that finds a sign-out and
   /// cannot read the store removes nothing: what the store holds is not this flight's.
   @Test func aFirstSaveThatFindsASignOutUndoesNothing() async throws {

@@ -97,6 +97,8 @@ extension AuthCoordinator {
       case .retrySave(let model, let attempt):
         outcome = await retrySave(
           model, key, flight: id, attempt: attempt, turn: step.storeTurn, under: held)
+      case .checkWrite(let model):
+        outcome = await checkWrite(model, key, turn: step.storeTurn, under: held)
       }
       next = advance(key, flight: id, outcome)
     }
@@ -208,6 +210,8 @@ extension AuthCoordinator {
       prepared.turn = stripe.storeOperations.reserve(key, writes: true)
     case .retrySave:
       stripe.counters.update { $0.saveRetries += 1 }
+      prepared.turn = stripe.storeOperations.reserve(key, writes: true)
+    case .checkWrite:
       prepared.turn = stripe.storeOperations.reserve(key, writes: true)
     case .awaitPredecessors:
       if let machine = stripe.accounts[key]?.machine {

@@ -264,24 +264,22 @@ extension AuthCoordinator {
     let grant = held.grant
     // The renewal first, the sign-out check last before the write: a renewal that came back
     // late (a pause) must not leave a sign-out made meanwhile unseen.
-    guard await stillHolds(held, flight: id) else { return .leaseLost }
-    guard await isCurrent(grant) else {
-      // A retry of a write whose check could not be made: that write is undone now. Compared
-      // by its tokens: a store may not keep every field bit for bit (a database's timestamps).
-      // A first attempt wrote nothing: what the store holds is not this flight's.
-      guard retry else { return .signedOut }
-      do {
-        let stored = try await store.model(for: key)
-        if let stored, stored.accessToken == model.accessToken,
-          stored.refreshToken == model.refreshToken
-        {
-          await undoSave(of: key)
-        }
-      } catch {
-        // In doubt, undone: the signed-out session must not stay in the store for good.
-        reportStoreFailure(key, .load, error)
-        await undoSave(of: key)
+    guard await stillHolds(held, flight: id) else {
+      // A retry whose hold lapsed saves nothing, but an earlier attempt may have written after
+      // a sign-out elsewhere, with checks after the write that failed: the lease decides
+      // before the retry ends.
+      guard retry else { return .leaseLost }
+      switch await settleEarlierWrite(of: model, for: key, grant: grant) {
+      case .stands: return .leaseLost
+      case .undone: return .signedOut
+      case .unknown(let error): return .failed(error)
       }
+    }
+    guard await isCurrent(grant) else {
+      // A retry of a write whose check could not be made: that write is undone now. A first
+      // attempt wrote nothing: what the store holds is not this flight's.
+      guard retry else { return .signedOut }
+      await undoWrite(of: model, for: key)
       return .signedOut
     }
     do {
@@ -315,6 +313,22 @@ extension AuthCoordinator {
       // save is retried, and the retry's own checks decide: a sign-out found then removes it.
       return .failed(error)
     }
+  }
+
+  /// Removes an earlier write of `model` made after a sign-out elsewhere (``undoSave(of:)``),
+  /// if the store still holds it. Compared by its tokens: a store may not keep every field bit
+  /// for bit (a database's timestamps). What the store holds otherwise is not this write's.
+  func undoWrite(of model: AuthModel, for key: AccountKey) async {
+    do {
+      let stored = try await store.model(for: key)
+      guard let stored, stored.accessToken == model.accessToken,
+        stored.refreshToken == model.refreshToken
+      else { return }
+    } catch {
+      // In doubt, undone: the signed-out session must not stay in the store for good.
+      reportStoreFailure(key, .load, error)
+    }
+    await undoSave(of: key)
   }
 
   /// What the lease says of a grant after its write.

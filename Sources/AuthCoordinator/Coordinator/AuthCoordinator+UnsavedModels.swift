@@ -40,4 +40,46 @@ extension AuthCoordinator {
     case .signedOut: return .signedOutElsewhere
     }
   }
+
+  /// Whether an earlier attempt's write of `model`, which memory let go, came after a sign-out
+  /// elsewhere: asked of the lease (never "in doubt, yes": an answer is waited for), and
+  /// undone where the store still holds the write.
+  @inline(never)
+  func checkWrite(
+    _ model: AuthModel, _ key: AccountKey, turn: StoreTurn, under held: HeldLease
+  ) async -> KeyMachine.StepOutcome {
+    await turn.waitForTurn()
+    defer { turn.finish() }
+    switch await settleEarlierWrite(of: model, for: key, grant: held.grant) {
+    case .stands: return .saved
+    case .undone: return .signedOutElsewhere
+    case .unknown: return .saveFailed(model)
+    }
+  }
+
+  /// What became of an earlier write that may have come after a sign-out elsewhere.
+  enum EarlierWrite {
+    /// No sign-out since the grant was taken (or no lease): the write stands, if it was made.
+    case stands
+    /// A sign-out came first: the write was removed where the store still held it.
+    case undone
+    /// The lease could not answer (reported).
+    case unknown(any Error)
+  }
+
+  /// Asks the lease whether `grant`, under which an earlier attempt may have written `model`,
+  /// is current (never "in doubt, yes"), and undoes the write if not (``undoWrite(of:for:)``).
+  func settleEarlierWrite(
+    of model: AuthModel, for key: AccountKey, grant: LeaseGrant?
+  ) async -> EarlierWrite {
+    guard let grant, let lease else { return .stands }
+    do {
+      guard try await !lease.isCurrent(grant) else { return .stands }
+    } catch {
+      reportStoreFailure(key, .lease, error)
+      return .unknown(error)
+    }
+    await undoWrite(of: model, for: key)
+    return .undone
+  }
 }

@@ -89,6 +89,15 @@ extension AccountStateMachine {
     /// `attempt`): reports ``StepOutcome/saved``, ``StepOutcome/saveFailed(_:)``,
     /// ``StepOutcome/leaseLost`` or ``StepOutcome/signedOutElsewhere``.
     case retrySave(AuthModel, attempt: Int)
+    /// Memory let go of a model whose save is being retried (a newer model replaced it, or a
+    /// sign-out's announcement emptied memory), but an earlier attempt may have written it
+    /// after a sign-out elsewhere (its checks after the write could not be made): ask the
+    /// lease whether the retry's grant is current, and undo the write if not and the store
+    /// still holds it. Reports ``StepOutcome/saved`` (current: the write stands, or was
+    /// never made), ``StepOutcome/signedOutElsewhere`` (signed out: undone where the store
+    /// held it) or ``StepOutcome/saveFailed(_:)`` (the lease could not answer: asked again
+    /// after the retry's next wait).
+    case checkWrite(AuthModel)
 
     /// The phase whose deadline bounds this step.
     var phase: AuthEvent.FlightPhase {
@@ -97,7 +106,7 @@ extension AccountStateMachine {
       case .awaitPredecessors, .acquireLease, .awaitLeaseHolder, .releaseLease,
         .releaseLeaseBackingOff, .backOff, .awaitRetry, .authorize:
         return .authorization
-      case .persist, .persistLateResult, .awaitSaveRetry, .retrySave: return .save
+      case .persist, .persistLateResult, .awaitSaveRetry, .retrySave, .checkWrite: return .save
       }
     }
   }

@@ -3,8 +3,10 @@ import Foundation
 // Rule 21's retries, decided here: a model served whose save failed is saved again, in the
 // key's store order, after a wait that doubles with each failure (the configuration's
 // `saveRetryDelay`, up to `maxSaveRetryDelay`), until it lands, a newer model replaces it, a
-// logout removes it, or the flight's lease turns out lost. The flight's task carries the steps
-// out after the flight ended (its callers already have the model), holding the lease.
+// logout removes it, or the flight's lease turns out lost. A retry that memory no longer needs
+// checks, before it ends, that no earlier attempt's write came after a sign-out (rule 19).
+// The flight's task carries the steps out after the flight ended (its callers already have
+// the model), holding the lease.
 extension AccountStateMachine {
   /// A save being retried by the task of the flight that produced the model.
   struct SaveRetry: Equatable {
@@ -13,6 +15,9 @@ extension AccountStateMachine {
     var attempts = 0
     /// The wait before the next attempt.
     var delay: Duration
+    /// Memory let the model go: the retry only checks that no earlier write of it came after
+    /// a sign-out (``StepKind/checkWrite(_:)``).
+    var checksOnly = false
   }
 
   /// The longest wait between two attempts: never zero, which would retry a failing store in
@@ -21,10 +26,13 @@ extension AccountStateMachine {
     max(policy.maxSaveRetryDelay, .milliseconds(1))
   }
 
-  /// The save of `model` by flight `id` failed at `now`: the first wait of its retry, or `nil`
-  /// when memory does not hold the model unsaved (nothing to retry).
-  mutating func beginSaveRetry(_ id: UInt64, _ model: AuthModel, now: Duration) -> Step? {
-    guard needsSave(model) else { return nil }
+  /// The save of `model` by flight `id` failed at `now`: the first wait of its retry. When
+  /// memory does not hold the model unsaved (a save past its deadline whose model a sign-out's
+  /// announcement or a newer model replaced), nothing is saved again, but the retry still
+  /// checks the write the failed save may have made (``StepKind/checkWrite(_:)``): a write
+  /// whose checks after it failed may have come after a sign-out (fleet simulation, seed
+  /// 0x10853).
+  mutating func beginSaveRetry(_ id: UInt64, _ model: AuthModel, now: Duration) -> Step {
     let delay = min(max(policy.saveRetryDelay, .milliseconds(1)), longestSaveRetryDelay)
     saveRetries[id] = SaveRetry(model: model, delay: delay)
     return awaitSaveRetry(after: delay, now: now)
@@ -47,8 +55,16 @@ extension AccountStateMachine {
       // Atomic with the key's other store operations (the coordinator reserves the save's
       // turn under the same lock): a newer model's save or a logout's removal issued before
       // this point goes first, and then this one is not needed.
-      guard needsSave(retry.model) else { return endSaveRetry(id, saved: false) }
       retry.attempts += 1
+      guard needsSave(retry.model) else {
+        // Memory let the model go, but an earlier attempt may have written it after a
+        // sign-out elsewhere, with checks after the write that failed: the question outlives
+        // memory's model, or the write would stay in the store for every process to serve
+        // (fleet simulation, seed 0x10853). Asked once the lease answers.
+        retry.checksOnly = true
+        saveRetries[id] = retry
+        return .next(Step(kind: .checkWrite(retry.model), deadline: nil))
+      }
       saveRetries[id] = retry
       return .next(Step(kind: .retrySave(retry.model, attempt: retry.attempts), deadline: nil))
     case .saveFailed:
@@ -56,8 +72,9 @@ extension AccountStateMachine {
       saveRetries[id] = retry
       return .next(awaitSaveRetry(after: retry.delay, now: now))
     case .saved:
+      // A check that found the grant current saved nothing: the model was let go.
       unsavedModelSettled(retry.model)
-      return endSaveRetry(id, saved: true)
+      return endSaveRetry(id, saved: !retry.checksOnly)
     case .leaseLost:
       // Another holder may have stored a newer model: memory follows the store again.
       unsavedModelSettled(retry.model)

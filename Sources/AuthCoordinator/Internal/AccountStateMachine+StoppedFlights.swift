@@ -114,11 +114,11 @@ extension AccountStateMachine {
       return .ignore
     case .lateResultUnsaved(let model):
       staleSaveFailed(model, date: date, lateResultOf: id)
-      return beginSaveRetry(id, model, now: now).map { .next($0) } ?? .ignore
+      return .next(beginSaveRetry(id, model, now: now))
     case .saveFailed(let model):
       // The save deadline passed before the save failed: the model was served and cached.
       staleSaveFailed(model, date: date, lateResultOf: nil)
-      return beginSaveRetry(id, model, now: now).map { .next($0) } ?? .ignore
+      return .next(beginSaveRetry(id, model, now: now))
     default:
       return .ignore
     }
