@@ -59,7 +59,7 @@ final class FleetLedger: @unchecked Sendable {
   private var births: [String: Duration] = [:]
   /// The logouts the callers asked for, and each account's announced sign-outs.
   private var logouts: [Logout] = []
-  private var announced: [String: [Duration]] = [:]
+  private var announced: [String: [(at: Duration, process: Int)]] = [:]
   /// The longest a change notice takes to reach another process (``FleetLease/changes()``).
   private var noticeDelayBound = Duration.zero
   var noticeBound: Duration {
@@ -74,6 +74,11 @@ final class FleetLedger: @unchecked Sendable {
   /// has not run yet.
   /// By account, then by the saving process: whether its check came back (`false`: not yet).
   private var pendingUndo: [String: [Int: Bool]] = [:]
+  /// Per account, when the undos of late saves were announced: a process that read the late
+  /// save's model before the undo removed it hears of the undo up to the notice delay later.
+  private var undoAnnounced: [String: [Duration]] = [:]
+  /// Per account, when a process crashed with a late save's undo pending.
+  private var undoDiedInACrash: [String: [Duration]] = [:]
 
   /// A logout a caller asked for: from its start until it returned and its sign-out was
   /// announced to the fleet.
@@ -81,6 +86,8 @@ final class FleetLedger: @unchecked Sendable {
     var account: String
     var started: Duration
     var returned: Duration?
+    /// The process that logs out.
+    var process: Int
     /// The lease mark (``mark()``) when it began.
     var mark: Int
   }
@@ -197,7 +204,16 @@ final class FleetLedger: @unchecked Sendable {
   /// Process `index` crashed now.
   func crashed(_ index: Int) {
     let at = now()
-    lock.withLock { crashes[index, default: []].append(at) }
+    lock.withLock {
+      crashes[index, default: []].append(at)
+      // A late save whose saver crashed before its undo: the store keeps the signed-out
+      // session until the account's next logout (an open gap, docs/reliability.md).
+      for (account, savers) in pendingUndo where savers[index] != nil {
+        undoDiedInACrash[account, default: []].append(at)
+        pendingUndo[account]?[index] = nil
+        if pendingUndo[account]?.isEmpty == true { pendingUndo[account] = nil }
+      }
+    }
   }
 
   /// Whether the rotation of `token` went to a process that crashed after it sent the request:
@@ -312,11 +328,12 @@ final class FleetLedger: @unchecked Sendable {
   }
 
   /// A caller asked to log `account` out; returns the logout's index for ``logoutReturned(_:)``.
-  func logoutStarted(_ account: String) -> Int {
+  func logoutStarted(_ account: String, by process: Int) -> Int {
     let at = now()
     return lock.withLock {
       leaseSequence += 1
-      logouts.append(Logout(account: account, started: at, mark: leaseSequence))
+      logouts.append(
+        Logout(account: account, started: at, process: process, mark: leaseSequence))
       return logouts.count - 1
     }
   }
@@ -333,10 +350,13 @@ final class FleetLedger: @unchecked Sendable {
   func signOutAnnounced(_ account: String, by process: Int) {
     let at = now()
     lock.withLock {
-      announced[account, default: []].append(at)
+      announced[account, default: []].append((at, process))
       leaseSequence += 1
       announcedMarks[account, default: []].append(leaseSequence)
-      if pendingUndo[account]?[process] == true { pendingUndo[account]?[process] = nil }
+      if pendingUndo[account]?[process] == true {
+        pendingUndo[account]?[process] = nil
+        undoAnnounced[account, default: []].append(at)
+      }
       if pendingUndo[account]?.isEmpty == true { pendingUndo[account] = nil }
     }
   }
@@ -399,6 +419,10 @@ final class FleetLedger: @unchecked Sendable {
     case afterLogout(Logout)
     /// While a late save's undo was pending (``saveLanded(_:access:process:)``).
     case inTheUndoWindow
+    /// After a late save whose saver crashed before its undo, and before the account's next
+    /// logout emptied the store again: an open gap of the library (docs/reliability.md),
+    /// counted apart.
+    case afterAnUndoDiedInACrash
     /// The logout was stopped between its revocation and its announcement, and a process was
     /// granted the account's lease meanwhile: it read the signed-out session from the store
     /// (not yet emptied), refreshed it under a current grant and stored it after the removal.
@@ -417,13 +441,34 @@ final class FleetLedger: @unchecked Sendable {
       let logout = logouts.first { logout in
         guard logout.account == key.account, let returned = logout.returned,
           birth < logout.started,
-          let announce = announced[key.account]?.first(where: { $0 >= logout.started })
+          // Its own announcement, which follows its removal: another process's (an earlier
+          // logout's, paused, or an undo's) says nothing of this one. A logout whose store
+          // work hung, or whose process crashed, before it announced has not ended for the
+          // others (it returned at the store timeout, its removal pending).
+          let announce = announced[key.account]?.first(where: {
+            $0.at >= logout.started && $0.process == logout.process
+          })?.at
         else { return false }
         // Another process hears of it up to the seed's notice delay after the announcement.
         return max(returned, announce + noticeDelayBound) < started
       }
       guard let logout else { return nil }
       if pendingUndo[key.account] != nil { return .inTheUndoWindow }
+      // An undo's announcement, like the logout's, reaches another process up to the notice
+      // delay late; until then that process serves what it read or refreshed while the undo
+      // was pending (a call that started before it heard).
+      let heardLate = undoAnnounced[key.account]?.contains { announce in
+        announce >= logout.started && started < announce + noticeDelayBound
+      }
+      if heardLate == true { return .inTheUndoWindow }
+      let orphaned = undoDiedInACrash[key.account]?.contains { crash in
+        crash >= logout.started
+          && !logouts.contains { next in
+            next.account == key.account && next.started > crash
+              && (next.returned.map { $0 + noticeDelayBound < started } ?? false)
+          }
+      }
+      if orphaned == true { return .afterAnUndoDiedInACrash }
       let account = key.account
       // The logout's revocation, or a later one (an undo of a late save revokes, removes and
       // announces as a logout does, and has the same window), then its announcement, with a

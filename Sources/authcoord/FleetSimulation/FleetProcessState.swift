@@ -95,7 +95,10 @@ final class FleetProcessState: @unchecked Sendable {
       let chance = calm ? 0 : drawn[keyPath: rate]
       return chance > 0 && storeFaultRNG.chance(chance)
     }
-    if failed { ledger.count("fault: \(operation) failed") }
+    if failed {
+      ledger.count("fault: \(operation) failed")
+      ledger.note("p\(index)'s \(operation) failed")
+    }
     return failed
   }
 

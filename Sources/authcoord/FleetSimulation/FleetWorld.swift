@@ -313,7 +313,7 @@ final class FleetWorld: @unchecked Sendable {
     ledger.note("p\(process) logs \(user.account) out")
     let coordinator = processes[process].coordinator
     let log = ledger
-    let index = log.logoutStarted(user.account)
+    let index = log.logoutStarted(user.account, by: process)
     let spelling = spelled(user).account
     Task {
       await coordinator.accountStatusChanged(.logout(account: spelling))
@@ -391,6 +391,10 @@ final class FleetWorld: @unchecked Sendable {
         // A late save after the logout, its saver paused before it could undo it: the store
         // held the signed-out session for the pause. Counted apart, as the gap at the send.
         ledger.count("signed-out session served in the undo window")
+      case .afterAnUndoDiedInACrash:
+        ledger.count("signed-out session served after its undo died in a crash (open gap)")
+        ledger.note(
+          "\(name) was served \(model.accessToken), stored by a late save whose undo died in a crash")
       case .resumedDuringTheLogout:
         // The open race: see ``FleetLedger/SignedOutServing/resumedDuringTheLogout``.
         ledger.count("signed-out session resumed during a stopped logout (open race)")
