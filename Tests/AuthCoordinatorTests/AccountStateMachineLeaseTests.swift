@@ -9,6 +9,25 @@ import Testing
 @Suite(.timeLimit(.minutes(2))) struct AccountStateMachineLeaseTests: StateMachineFixture {
   // MARK: - The re-read before authorizing
 
+  /// Found by the fleet simulation's long run (seeds 0x505f1, 0x6611e, 0xb1b53): a forced
+  /// refresh joined a flight that had re-read the store under the lease and was giving the lease
+  /// back before serving the model it read; the join recorded the rejection, too late, and the
+  /// caller was served the very token it rejected. It now waits for the flight to end and asks
+  /// again, as a join of a flight that persists or releases its own model does.
+  @Test func aForcedRefreshOfTheModelAFlightIsReleasingWaitsForTheFlightToEnd() {
+    var machine = machine(preparing: .rereading)
+    let stored = model("t5", expiresIn: 3600)
+    #expect(
+      machine.advance(2, .loaded(stored), date: date, now: .zero)
+        == .next(.init(kind: .releaseLease, deadline: nil)))
+    #expect(
+      machine.request(.force(rejecting: "t5"), date: date, now: .zero, newFlightID: noNewFlight())
+        == .retryAfter(flight: 2, rejecting: "t5"))
+    #expect(
+      machine.request(.force(rejecting: "t0"), date: date, now: .zero, newFlightID: noNewFlight())
+        == .serve(stored), "t5 is not what it rejects: memory serves it")
+  }
+
   @Test func aWarmReReadAdoptsAValidModelAnotherProcessStored() {
     var machine = self.machine(holding: model("t0", expiresIn: 10))
     #expect(

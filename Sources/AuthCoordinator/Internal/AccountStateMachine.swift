@@ -203,6 +203,13 @@ struct AccountStateMachine<Effects: FlightEffects> {
       state = .loading(loading)
       return .join(flight: loading.id)
     case .preparing(var preparing):
+      // The re-read chose its model and the lease is being given back before it is served:
+      // recording the rejection now would be too late (fleet simulation, seed 0x505f1).
+      if case .releasing(let chosen) = preparing.stage, case .token(let token) = rejection,
+        token == chosen.accessToken
+      {
+        return .retryAfter(flight: preparing.id, rejecting: token)
+      }
       if case .token(let token) = rejection { preparing.rejectedTokens.insert(token) }
       if preparing.reason == .refreshAhead { preparing.callerJoined = true }
       state = .preparing(preparing)
