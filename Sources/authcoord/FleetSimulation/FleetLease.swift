@@ -85,7 +85,7 @@ struct FleetLease: AuthorizationLease {
     await process.gate(clock)
     let began = ledger.mark()
     await inner.signOut(account: account, by: owner)
-    ledger.leaseSignedOut(account, began: began)
+    ledger.leaseSignedOut(account, began: began, by: process.index)
     ledger.signOutAnnounced(account, by: process.index)
   }
 
@@ -93,21 +93,21 @@ struct FleetLease: AuthorizationLease {
     await process.gate(clock)
     let began = ledger.mark()
     await inner.signOutAll(by: owner)
-    ledger.leaseSignedOut(nil, began: began)
+    ledger.leaseSignedOut(nil, began: began, by: process.index)
   }
 
   func revokeGrants(ofAccount account: String) async {
     await process.gate(clock)
     let began = ledger.mark()
     await inner.revokeGrants(ofAccount: account)
-    ledger.leaseSignedOut(account, began: began)
+    ledger.leaseSignedOut(account, began: began, by: process.index)
   }
 
   func revokeAllGrants() async {
     await process.gate(clock)
     let began = ledger.mark()
     await inner.revokeAllGrants()
-    ledger.leaseSignedOut(nil, began: began)
+    ledger.leaseSignedOut(nil, began: began, by: process.index)
   }
 
   func isCurrent(_ grant: LeaseGrant) async throws -> Bool {

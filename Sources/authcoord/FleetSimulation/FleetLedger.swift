@@ -51,8 +51,8 @@ final class FleetLedger: @unchecked Sendable {
   /// operation run there).
   private var leaseSequence = 0
   /// Each account's sign-outs and revocations at the lease (`""`: everyone's): the marks before
-  /// and after.
-  private var signedOut: [String: [(began: Int, ended: Int)]] = [:]
+  /// and after, and when it ended.
+  private var signedOut: [String: [(began: Int, ended: Int, at: Duration, process: Int)]] = [:]
   /// The back-offs recorded, by key and the expiry the lease gives them.
   private var backOffs: [AccountKey: [Date: (sequence: Int, at: Duration)]] = [:]
   /// When each token's family was born: the client-credentials request it descends from left.
@@ -254,11 +254,12 @@ final class FleetLedger: @unchecked Sendable {
 
   /// The lease recorded a sign-out or revocation of `account` (`nil`: of everyone), asked for
   /// at the mark `began`.
-  func leaseSignedOut(_ account: String?, began: Int) {
+  func leaseSignedOut(_ account: String?, began: Int, by process: Int) {
     let date = worldDate()
+    let at = now()
     let during = lock.withLock { () -> Bool in
       leaseSequence += 1
-      signedOut[account ?? "", default: []].append((began, leaseSequence))
+      signedOut[account ?? "", default: []].append((began, leaseSequence, at, process))
       return backOffs.contains { key, records in
         (account == nil || key.account == account) && records.keys.contains { $0 > date }
       }
@@ -403,14 +404,49 @@ final class FleetLedger: @unchecked Sendable {
   func bornDuringAStoppedLogout(_ account: String, access: String) -> Bool {
     lock.withLock {
       guard let birth = births[access] else { return false }
-      return logouts.contains { logout in
+      let duringALogout = logouts.contains { logout in
         guard logout.account == account, birth >= logout.started,
-          let revoked = signedOut[account]?.first(where: { $0.began > logout.mark })?.ended,
-          let announce = announcedMarks[account]?.first(where: { $0 > logout.mark })
+          let revoked = signedOut[account]?.first(where: {
+            $0.began > logout.mark && $0.process == logout.process
+          })?.ended,
+          let announce = ownAnnouncement(of: logout)
         else { return false }
         return grantMarks[account]?.contains(where: { $0 > revoked && $0 < announce }) == true
       }
+      // An undo of a late save revokes, removes and announces as a logout does, and has the
+      // same window: a session born after its revocation and before its announcement, under
+      // a grant taken in between, is signed out by the announcement (0x18f58).
+      let duringAnUndo = (signedOut[account] ?? []).contains { revocation in
+        guard revocation.at <= birth,
+          let index = announcement(of: revocation, account),
+          let announce = announced[account]?[index], birth < announce.at
+        else { return false }
+        let mark = announcedMarks[account]![index]
+        return grantMarks[account]?.contains { $0 > revocation.ended && $0 < mark } == true
+      }
+      return duringALogout || duringAnUndo
     }
+  }
+
+  /// The mark of `logout`'s own announcement (after its removal), if it was made: another
+  /// process's announcement (an undo's, an earlier logout's) says nothing of this one. Called
+  /// under the lock.
+  private func ownAnnouncement(of logout: Logout) -> Int? {
+    guard let marks = announcedMarks[logout.account], let times = announced[logout.account],
+      let index = marks.indices.first(where: {
+        marks[$0] > logout.mark && times[$0].process == logout.process
+      })
+    else { return nil }
+    return marks[index]
+  }
+
+  /// The index (in ``announced`` and ``announcedMarks``) of the announcement that follows a
+  /// revocation: the next one by the same process. Called under the lock.
+  private func announcement(
+    of revocation: (began: Int, ended: Int, at: Duration, process: Int), _ account: String
+  ) -> Int? {
+    guard let marks = announcedMarks[account], let times = announced[account] else { return nil }
+    return marks.indices.first { marks[$0] > revocation.began && times[$0].process == revocation.process }
   }
 
   /// What serving a token of a signed-out session was.
@@ -475,7 +511,7 @@ final class FleetLedger: @unchecked Sendable {
       // grant in between.
       let resumed = (signedOut[account] ?? []).contains { revocation in
         guard revocation.began > logout.mark,
-          let announce = announcedMarks[account]?.first(where: { $0 > revocation.began })
+          let announce = announcement(of: revocation, account).map({ announcedMarks[account]![$0] })
         else { return false }
         return grantMarks[account]?.contains { $0 > revocation.ended && $0 < announce } == true
       }
