@@ -218,6 +218,45 @@ import Testing
         == .end(Ending(flight: 2, result: .succeeded(model("t1")))))
   }
 
+  /// Found by the fleet simulation's long run (seed 0xf22ff): a flight stored a model that
+  /// was valid, then paused while giving the lease back, past the model's expiry, and served it
+  /// expired. Rule 10 holds at the end of the release too, for a model the flight obtained and
+  /// for one it read from the store.
+  @Test func aModelThatExpiredWhileTheLeaseWentBackIsNotServed() {
+    var machine = leaseMachineAuthorizing()
+    let short = model("t1", expiresIn: 60)
+    _ = machine.advance(2, .authorized(.success(short)), date: date, now: .seconds(14))
+    #expect(
+      machine.advance(2, .saved, date: date, now: .seconds(15))
+        == .next(Machine.Step(kind: .releaseLease, deadline: nil)))
+    let later = date.addingTimeInterval(61)
+    guard case .end(let ending) = machine.advance(2, .leaseReleased, date: later, now: .seconds(76))
+    else {
+      Issue.record("the flight must end")
+      return
+    }
+    guard case .failed(let error) = ending.result else {
+      Issue.record("served expired: \(ending.result)")
+      return
+    }
+    #expect(error.code == .timedOut && error.isTransient)
+    #expect(machine.cachedModel == short, "kept: it holds the rotated refresh token")
+
+    var reader = self.machine(preparing: .rereading)
+    _ = reader.advance(2, .loaded(model("t5", expiresIn: 120)), date: date, now: .zero)
+    guard
+      case .end(let read) = reader.advance(
+        2, .leaseReleased, date: date.addingTimeInterval(121), now: .seconds(121))
+    else {
+      Issue.record("the flight must end")
+      return
+    }
+    guard case .failed = read.result else {
+      Issue.record("served expired: \(read.result)")
+      return
+    }
+  }
+
   /// The flight of ``aWarmRequestWithALeaseTakesTheLeaseBeforeReReading()`` up to its
   /// authorization, holding the lease.
   func leaseMachineAuthorizing() -> Machine {

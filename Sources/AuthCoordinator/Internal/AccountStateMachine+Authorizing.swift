@@ -102,7 +102,10 @@ extension AccountStateMachine {
       return reread(preparing, model, date: date, now: now)
     case (.releasing(let model), .leaseReleased):
       state = .idle
-      return .end(Ending(flight: preparing.id, result: .succeeded(model), adoptedFromStore: true))
+      // Rule 10: the release may have outlasted the model's life (a pause).
+      let result: Ending.Result =
+        Self.expired(model, at: date) ? .failed(expiredBeforeServed()) : .succeeded(model)
+      return .end(Ending(flight: preparing.id, result: result, adoptedFromStore: true))
     default:
       preconditionFailure(
         "Internal inconsistency: \(outcome) reported while preparing (\(preparing.stage))")

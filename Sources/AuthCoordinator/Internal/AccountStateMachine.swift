@@ -342,7 +342,12 @@ struct AccountStateMachine<Effects: FlightEffects> {
     case (.persisting, .leaseLost):
       // Lost already: nothing to give back. Never served (rule 16): the store is read.
       return .next(deposed(id, now: now))
-    case (.releasing(let ending), .leaseReleased):
+    case (.releasing(var ending), .leaseReleased):
+      // Rule 10 at the end of the release too: a pause while the lease went back may outlast
+      // a short token's life (fleet simulation, seed 0xf22ff).
+      if case .succeeded(let model) = ending.result, Self.expired(model, at: date) {
+        ending.result = .failed(expiredBeforeServed())
+      }
       return .end(ending)
     case (.persisting(_, let model, _), .saveFailed):
       // Served all the same (rule 10), and kept: the store may hold the model it replaced,
