@@ -88,6 +88,12 @@ final class FleetLedger: @unchecked Sendable {
     var returned: Duration?
     /// The process that logs out.
     var process: Int
+    /// When its own announcement was made (after its removal), and its lease mark: the
+    /// process's announcements that are not undos' go to its logouts in order.
+    var announcedAt: Duration?
+    var announceMark: Int?
+    /// Its process crashed before it announced: it never will.
+    var died = false
     /// The lease mark (``mark()``) when it began.
     var mark: Int
   }
@@ -206,6 +212,10 @@ final class FleetLedger: @unchecked Sendable {
     let at = now()
     lock.withLock {
       crashes[index, default: []].append(at)
+      for logout in logouts.indices
+      where logouts[logout].process == index && logouts[logout].announcedAt == nil {
+        logouts[logout].died = true
+      }
       // A late save whose saver crashed before its undo: the store keeps the signed-out
       // session until the account's next logout (an open gap, docs/reliability.md).
       for (account, savers) in pendingUndo where savers[index] != nil {
@@ -357,6 +367,11 @@ final class FleetLedger: @unchecked Sendable {
       if pendingUndo[account]?[process] == true {
         pendingUndo[account]?[process] = nil
         undoAnnounced[account, default: []].append(at)
+      } else if let index = logouts.firstIndex(where: {
+        $0.account == account && $0.process == process && $0.announcedAt == nil && !$0.died
+      }) {
+        logouts[index].announcedAt = at
+        logouts[index].announceMark = leaseSequence
       }
       if pendingUndo[account]?.isEmpty == true { pendingUndo[account] = nil }
     }
@@ -409,7 +424,7 @@ final class FleetLedger: @unchecked Sendable {
           let revoked = signedOut[account]?.first(where: {
             $0.began > logout.mark && $0.process == logout.process
           })?.ended,
-          let announce = ownAnnouncement(of: logout)
+          let announce = logout.announceMark
         else { return false }
         return grantMarks[account]?.contains(where: { $0 > revoked && $0 < announce }) == true
       }
@@ -428,17 +443,6 @@ final class FleetLedger: @unchecked Sendable {
     }
   }
 
-  /// The mark of `logout`'s own announcement (after its removal), if it was made: another
-  /// process's announcement (an undo's, an earlier logout's) says nothing of this one. Called
-  /// under the lock.
-  private func ownAnnouncement(of logout: Logout) -> Int? {
-    guard let marks = announcedMarks[logout.account], let times = announced[logout.account],
-      let index = marks.indices.first(where: {
-        marks[$0] > logout.mark && times[$0].process == logout.process
-      })
-    else { return nil }
-    return marks[index]
-  }
 
   /// The index (in ``announced`` and ``announcedMarks``) of the announcement that follows a
   /// revocation: the next one by the same process. Called under the lock.
@@ -481,9 +485,7 @@ final class FleetLedger: @unchecked Sendable {
           // logout's, paused, or an undo's) says nothing of this one. A logout whose store
           // work hung, or whose process crashed, before it announced has not ended for the
           // others (it returned at the store timeout, its removal pending).
-          let announce = announced[key.account]?.first(where: {
-            $0.at >= logout.started && $0.process == logout.process
-          })?.at
+          let announce = logout.announcedAt
         else { return false }
         // Another process hears of it up to the seed's notice delay after the announcement.
         return max(returned, announce + noticeDelayBound) < started
