@@ -19,6 +19,8 @@ final class FleetProcessState: @unchecked Sendable {
   private var storeFaultRNG: FleetRandom
   /// The draws of each change notice's delay, from another.
   private var noticeRNG: FleetRandom
+  /// The draws of 429 answers among the server's unavailable ones, from another.
+  private var statusRNG: FleetRandom
   private let drawn: FleetFaults
   private var calm = false
   private var afterRemoval: Duration?
@@ -40,6 +42,7 @@ final class FleetProcessState: @unchecked Sendable {
     hangRNG = FleetRandom.derived(seed, 500 + UInt64(index))
     storeFaultRNG = FleetRandom.derived(seed, 600 + UInt64(index))
     noticeRNG = FleetRandom.derived(seed, 800 + UInt64(index))
+    statusRNG = FleetRandom.derived(seed, 900 + UInt64(index))
     drawn = faults
   }
 
@@ -129,6 +132,13 @@ final class FleetProcessState: @unchecked Sendable {
     return lock.withLock { .milliseconds(Int.random(in: 0...limit, using: &noticeRNG)) }
   }
 
+  /// Whether an answer of the token server that says "come back later" is a 429 (too many
+  /// requests) rather than a 503, with the seed's share of them.
+  func answersTooManyRequests() -> Bool {
+    guard drawn.tooManyRequests > 0 else { return false }
+    return lock.withLock { statusRNG.chance(drawn.tooManyRequests) }
+  }
+
   /// Pauses the process for `length` just after its next removal of a user's models (a
   /// logout stopped before its announcement).
   func pauseAfterNextRemoval(for length: Duration) {
@@ -208,6 +218,9 @@ struct FleetFaults: Sendable, CustomStringConvertible {
   /// lease notices a change when its directory watcher or its poll reads the file, the
   /// PostgreSQL lease when a `NOTIFY` or its poll arrives: late, in order, bounded.
   var noticeDelayLimit = Duration.zero
+  /// The share (percent) of the server's unavailable answers that are 429 with `Retry-After`
+  /// (rate limited) instead of 503.
+  var tooManyRequests = 0.0
 
   static func draw(_ rng: inout FleetRandom) -> FleetFaults {
     func maybe(_ percent: Double) -> Double { rng.chance(60) ? percent : 0 }
@@ -227,6 +240,7 @@ struct FleetFaults: Sendable, CustomStringConvertible {
       + "outages \(Int(outages))%, garbled \(Int(garbledReplies))%, hung \(Int(hungOperations))%, "
       + "failed reads \(Int(failedReads))%, failed lease calls \(Int(failedLeaseCalls))%, "
       + "slow store \(Int(slowStoreOperations))%, "
-      + "lease notices late by up to \(Int(noticeDelayLimit / .milliseconds(1))) ms"
+      + "lease notices late by up to \(Int(noticeDelayLimit / .milliseconds(1))) ms, "
+      + "429 among them \(Int(tooManyRequests))%"
   }
 }

@@ -103,10 +103,11 @@ struct FleetTransport: HTTPTransport {
       throw URLError(.networkConnectionLost)
     }
     if process.draw({ $0.chance(faults.unavailable) }) {
-      ledger.count("fault: 503")
       let retryAfter = process.draw { Int.random(in: 1...3, using: &$0) }
-      ledger.note("\(caller): token server answered 503, Retry-After \(retryAfter)")
-      return Self.unavailable(request, retryAfter: retryAfter)
+      let status = process.answersTooManyRequests() ? 429 : 503
+      ledger.count("fault: \(status)")
+      ledger.note("\(caller): token server answered \(status), Retry-After \(retryAfter)")
+      return Self.unavailable(request, retryAfter: retryAfter, status: status)
     }
     let outcome = try await server.send(request)
     if case .complete(let response, let body) = outcome,
@@ -173,15 +174,18 @@ struct FleetTransport: HTTPTransport {
     liveAtEntry && !liveAtLeft ? .inTheGapAtTheSend : .violation
   }
 
-  /// A 503 with `Retry-After`.
+  /// A 503 (or a 429: too many requests) with `Retry-After`.
   static func unavailable(
-    _ request: HTTPTransportRequest, retryAfter: Int
+    _ request: HTTPTransportRequest, retryAfter: Int, status: Int = 503
   ) -> HTTPTransportOutcome {
     .complete(
       HTTPURLResponse(
-        url: request.urlRequest.url!, statusCode: 503, httpVersion: "HTTP/1.1",
+        url: request.urlRequest.url!, statusCode: status, httpVersion: "HTTP/1.1",
         headerFields: ["Retry-After": "\(retryAfter)", "Content-Type": "application/json"])!,
-      Data(#"{"error":"temporarily_unavailable"}"#.utf8))
+      Data(
+        status == 429
+          ? #"{"error":"slow_down","error_description":"rate limited"}"#.utf8
+          : #"{"error":"temporarily_unavailable"}"#.utf8))
   }
 
   static func short(_ token: String) -> String {

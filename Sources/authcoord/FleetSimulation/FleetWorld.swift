@@ -104,6 +104,8 @@ final class FleetWorld: @unchecked Sendable {
       if notices.chance(30) {
         faults.noticeDelayLimit = .milliseconds(Int.random(in: 200...5_000, using: &notices))
       }
+      var limits = FleetRandom.derived(seed, 9)
+      if limits.chance(30) { faults.tooManyRequests = Double.random(in: 30...100, using: &limits) }
       if options.plant != .noLease, crashes.chance(30) { crashRate = 2 }
     }
     self.faults = faults
