@@ -336,6 +336,59 @@ extension AccountStateMachineLeaseTests {
     #expect(machine.servableModel(at: date) == nil)
   }
 
+  /// Found by the fleet simulation's long run (seeds 0x4ac70, 0x51836, 0xf0259, 0x167cd): the
+  /// case above, where the callers were served before the answer came (a hung check, or one
+  /// that came back in the same instant as the flight's end after a pause), and got the
+  /// signed-out session's token. A flight that has its result while the check is pending now
+  /// asks the lease itself before its callers get it, whether it read the model or obtained
+  /// it, stored or not.
+  @Test(arguments: [false, true])
+  func aFlightWithItsResultAsksTheLeaseBeforeServingAfterAnAnnouncement(_ current: Bool) {
+    let grant = LeaseGrant(
+      key: u1, owner: "here", fence: 7, generation: 3, expiresAt: date.addingTimeInterval(15))
+    let confirm = Machine.AdvanceAction.next(.init(kind: .confirmGrant(grant), deadline: nil))
+    // A model it read from the store.
+    var reader = leaseMachine(holding: model("t0", expiresIn: 10))
+    _ = reader.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+    #expect(
+      reader.signOutAnnounced(flightHoldsGrant: true, grant: grant) == .checkGrant(flight: 2))
+    let stored = model("t4")
+    _ = reader.advance(2, .leaseAttempted(.acquiredWithRead(stored)), date: date, now: .zero)
+    #expect(reader.advance(2, .leaseReleased, date: date, now: .zero) == confirm)
+    #expect(
+      reader.deadlineReached(2, phase: .save, date: date) == nil, "a deadline serves nothing")
+    #expect(
+      reader.signOutChecked(flight: 2, grantCurrent: false) == nil, "the flight's answer ends it")
+    let read = reader.advance(2, .grantConfirmed(current: current), date: date, now: .zero)
+    if current {
+      #expect(
+        read == .end(Ending(flight: 2, result: .succeeded(stored), adoptedFromStore: true)))
+      #expect(reader.cachedModel == stored)
+    } else {
+      guard case .end(let ending) = read else {
+        Issue.record("the flight must end: \(read)")
+        return
+      }
+      #expect(ending.result == .cancelled(.signedOut))
+      #expect(reader.cachedModel == nil, "the signed-out session's model is forgotten")
+    }
+    #expect(reader.flightID == nil)
+
+    // A model it obtained, whose save failed: its retry goes on either way.
+    var (saver, id) = self.machine(in: .persisting)
+    #expect(
+      saver.signOutAnnounced(flightHoldsGrant: true, grant: grant) == .checkGrant(flight: id))
+    #expect(saver.advance(id, .saveFailed(model("t2")), date: date, now: .zero) == confirm)
+    let saved = saver.advance(id, .grantConfirmed(current: current), date: date, now: .zero)
+    guard case .end(let ending) = saved else {
+      Issue.record("the flight must end: \(saved)")
+      return
+    }
+    #expect(ending.result == (current ? .succeeded(model("t2")) : .cancelled(.signedOut)))
+    #expect(ending.saveRetry != nil, "the retry saves, or checks and undoes, its write")
+    #expect(saver.needsSave(model("t2")) == current)
+  }
+
   @Test(arguments: [FlightInProgress.loading, .rereading, .authorizing])
   func aFlightWithoutAGrantStopsAtTheAnnouncement(_ phase: FlightInProgress) {
     var (machine, id) = self.machine(in: phase)

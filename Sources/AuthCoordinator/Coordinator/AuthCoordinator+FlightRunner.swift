@@ -99,6 +99,8 @@ extension AuthCoordinator {
           model, key, flight: id, attempt: attempt, turn: step.storeTurn, under: held)
       case .checkWrite(let model):
         outcome = await checkWrite(model, key, turn: step.storeTurn, under: held)
+      case .confirmGrant(let grant):
+        outcome = .grantConfirmed(current: await grantOutlivesAnnouncement(grant))
       }
       next = advance(key, flight: id, outcome)
     }
@@ -232,7 +234,7 @@ extension AuthCoordinator {
         exchangeBegan: { [weak self] in self?.exchangeBegan(key, flight: id) },
         interactionBegan: { [weak self] in self?.interactionBegan(key, flight: id) },
         serverClock: serverClock)
-    case .awaitLeaseHolder, .releaseLease, .releaseLeaseBackingOff, .awaitSaveRetry:
+    case .awaitLeaseHolder, .releaseLease, .releaseLeaseBackingOff, .awaitSaveRetry, .confirmGrant:
       break
     }
     return prepared

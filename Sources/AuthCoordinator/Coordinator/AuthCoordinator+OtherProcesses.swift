@@ -26,7 +26,7 @@ extension AuthCoordinator {
   /// read), no: the flight stops as it would have without the check, since a logout is never
   /// undone on a guess; what is lost then is a refresh at worst, never a signed-out session
   /// brought back.
-  private func grantOutlivesAnnouncement(_ grant: LeaseGrant) async -> Bool {
+  func grantOutlivesAnnouncement(_ grant: LeaseGrant) async -> Bool {
     guard let lease else { return true }
     do { return try await lease.isCurrent(grant) } catch {
       reportStoreFailure(grant.key, .lease, error)
@@ -47,7 +47,7 @@ extension AuthCoordinator {
       for key in stripe.accounts.keys.filter(matches) {
         guard let slot = stripe.accounts[key] else { continue }
         let grant = slot.machine.effects?.publishedGrant
-        switch slot.machine.signOutAnnounced(flightHoldsGrant: grant != nil) {
+        switch slot.machine.signOutAnnounced(flightHoldsGrant: grant != nil, grant: grant) {
         case .stopped(let ending):
           if let ending { closings.append(close(ending, key: key, in: stripe)) }
         case .checkGrant(let flight):

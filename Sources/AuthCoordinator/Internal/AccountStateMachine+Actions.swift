@@ -98,6 +98,11 @@ extension AccountStateMachine {
     /// held it) or ``StepOutcome/saveFailed(_:)`` (the lease could not answer: asked again
     /// after the retry's next wait).
     case checkWrite(AuthModel)
+    /// The flight has its result, but a sign-out was announced while it held `grant` and the
+    /// lease has not said yet whether the grant predates it: before its callers get the model,
+    /// the flight asks the lease itself (in doubt, not current). Reports
+    /// ``StepOutcome/grantConfirmed(current:)``.
+    case confirmGrant(LeaseGrant)
 
     /// The phase whose deadline bounds this step.
     var phase: AuthEvent.FlightPhase {
@@ -106,7 +111,8 @@ extension AccountStateMachine {
       case .awaitPredecessors, .acquireLease, .awaitLeaseHolder, .releaseLease,
         .releaseLeaseBackingOff, .backOff, .awaitRetry, .authorize:
         return .authorization
-      case .persist, .persistLateResult, .awaitSaveRetry, .retrySave, .checkWrite: return .save
+      case .persist, .persistLateResult, .awaitSaveRetry, .retrySave, .checkWrite, .confirmGrant:
+        return .save
       }
     }
   }
@@ -148,6 +154,9 @@ extension AccountStateMachine {
     case saveFailed(AuthModel)
     /// The save was not made: the user signed out in another process since the lease was taken.
     case signedOutElsewhere
+    /// The lease said whether the flight's grant outlives the sign-out announced while the
+    /// flight held it (``StepKind/confirmGrant(_:)``).
+    case grantConfirmed(current: Bool)
     /// The stopped flights the key waited for have finished.
     case predecessorsFinished
     /// The lease was taken, or found held.

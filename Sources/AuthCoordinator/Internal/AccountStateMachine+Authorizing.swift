@@ -194,9 +194,11 @@ extension AccountStateMachine {
     deadline: Duration?, holdsLease: Bool, attempt: Int = 1, rejecting rejected: Set<String> = [],
     callerJoined: Bool = false
   ) -> Step {
+    // The model being replaced is older than anything the authorization brings, whether its
+    // refresh token is handed over or was refused before (rule 21's preference).
+    if let token = replacing?.refreshToken { noteReplaced(refreshToken: token) }
     // A refresh token the server refused is never handed to the authorizer again.
     let replacing = replacing.map(withoutRefusedRefreshToken)
-    if let token = replacing?.refreshToken { handOver(refreshToken: token) }
     let kind = StepKind.authorize(reason, replacing: replacing)
     let step = deadline == nil ? step(kind, now: now) : Step(kind: kind, deadline: nil)
     state = .authorizing(

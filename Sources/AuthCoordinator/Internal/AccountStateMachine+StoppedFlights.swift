@@ -44,6 +44,7 @@ extension AccountStateMachine {
   mutating func finish(_ ending: Ending) -> Ending {
     var ending = ending
     state = .idle
+    if confirmingGrant == ending.flight { confirmingGrant = nil }
     ending.effects = effects
     effects = nil
     if ending.letsRefreshFinish {

@@ -96,6 +96,9 @@ extension AccountStateMachine {
             .storeFailed, "the token store did not answer the load within \(policy.storeTimeout)")),
         storeTimedOut: .load)
     case (_, .releasing(let ending)):
+      // Asking the lease whether its grant outlives an announced sign-out: the callers wait
+      // for the answer (their own deadlines bound it).
+      guard confirmingGrant != id else { return nil }
       // Any deadline still armed for the flight: its callers get the result at once; the
       // lease goes back in the background.
       state = .idle
@@ -175,15 +178,20 @@ extension AccountStateMachine {
   /// it would lose the refresh token it is spending (its result would never be stored). So a
   /// flight that holds a grant goes on until the grant was checked; any other stops.
   ///
-  /// - Parameter flightHoldsGrant: The flight in progress holds a lease grant.
+  /// - Parameters:
+  ///   - flightHoldsGrant: The flight in progress holds a lease grant.
+  ///   - grant: That grant, which the flight asks about itself if it has its result before
+  ///     the answer (``StepKind/confirmGrant(_:)``).
   /// - Returns: Whether the flight stopped, or which one waits for its grant's check.
-  mutating func signOutAnnounced(flightHoldsGrant: Bool) -> SignOutAnnouncement {
+  mutating func signOutAnnounced(
+    flightHoldsGrant: Bool, grant: LeaseGrant? = nil
+  ) -> SignOutAnnouncement {
     guard flightHoldsGrant, let id = flightID else { return .stopped(signOut(elsewhere: true)) }
     if case .model = cache { cache = .unknown }
     loopGuardStarts.removeAll()
     cooldown = nil
     transientFailures = 0
-    signOutCheck = (id, nil)
+    signOutCheck = (id, nil, grant)
     return .checkGrant(flight: id)
   }
 
@@ -200,6 +208,9 @@ extension AccountStateMachine {
     let left = signOutCheck?.flight == id ? signOutCheck?.model : nil
     if signOutCheck?.flight == id { signOutCheck = nil }
     guard !grantCurrent else { return nil }
+    // The flight asks the lease itself before serving: its answer ends it (and keeps its save
+    // retry, if any).
+    if confirmingGrant == id { return nil }
     if flightID == id { return signOut(elsewhere: true) }
     // The flight ended before the answer: the model it left in memory (served, its save
     // failed and retried) is the signed-out session's, and memory forgets it. Anything else
@@ -223,5 +234,39 @@ extension AccountStateMachine {
     guard let id else { return nil }
     let error = AuthCoordinatorError.signedOut(key)
     return Ending(flight: id, result: .cancelled(.signedOut), followers: .fail(error))
+  }
+}
+
+// Rule 19 at a flight's end: a flight that holds a grant goes on after a sign-out announcement
+// until the lease says whether the grant predates it (``signOutAnnounced(flightHoldsGrant:grant:)``).
+// If it has its result first, it does not serve it on a guess: it asks the lease itself.
+extension AccountStateMachine {
+  /// The step that asks the lease about the flight's grant before `ending` is served, when a
+  /// sign-out announced while the flight held it is still being checked; `nil` otherwise.
+  /// Found by the fleet simulation's long run (seeds 0x4ac70, 0x51836, 0xf0259, 0x167cd): a
+  /// flight whose grant check hung, or that resumed from a pause together with the answer,
+  /// served the signed-out session's model before the answer stopped it.
+  mutating func confirmation(before ending: Ending) -> Step? {
+    guard let check = signOutCheck, check.flight == ending.flight, let grant = check.grant,
+      confirmingGrant != ending.flight, case .succeeded = ending.result
+    else { return nil }
+    confirmingGrant = ending.flight
+    state = .releasing(ending)
+    return Step(kind: .confirmGrant(grant), deadline: nil)
+  }
+
+  /// The lease answered the flight's own question (``confirmation(before:)``): a current grant
+  /// serves `ending`; one that predates the sign-out makes the flight end as the sign-out
+  /// would have stopped it, and memory forget its model. A save retry the ending carries goes
+  /// on: it checks, and undoes, what an earlier attempt may have written.
+  mutating func grantConfirmed(_ ending: inout Ending, current: Bool) -> Ending {
+    confirmingGrant = nil
+    if signOutCheck?.flight == ending.flight { signOutCheck = nil }
+    guard !current, case .succeeded(let model) = ending.result else { return ending }
+    if case .model(let cached) = cache, cached.model == model { cache = .unknown }
+    let error = AuthCoordinatorError.signedOut(key)
+    ending.result = .cancelled(.signedOut)
+    ending.followers = .fail(error)
+    return ending
   }
 }

@@ -29,17 +29,17 @@ extension AccountStateMachine {
     cache = .unknown
   }
 
-  /// The most refresh tokens ``handedRefreshTokens`` keeps: more than a chain of refreshes
+  /// The most refresh tokens ``replacedRefreshTokens`` keeps: more than a chain of refreshes
   /// whose saves all failed reaches while a store is down for a token's lifetime or two.
-  static var handedRefreshTokenLimit: Int { 32 }
+  static var replacedRefreshTokenLimit: Int { 32 }
 
-  /// Records that `token` is handed to the authorizer: from now on it counts as spent, and a
-  /// stored model that carries it is older than any model this process obtained since.
-  mutating func handOver(refreshToken token: String) {
-    guard !handedRefreshTokens.contains(token) else { return }
-    handedRefreshTokens.append(token)
-    if handedRefreshTokens.count > Self.handedRefreshTokenLimit {
-      handedRefreshTokens.removeFirst()
+  /// Records that the model carrying `token` is being replaced by an authorization: from now
+  /// on a stored model that carries it is older than any model this process obtained since.
+  mutating func noteReplaced(refreshToken token: String) {
+    guard !replacedRefreshTokens.contains(token) else { return }
+    replacedRefreshTokens.append(token)
+    if replacedRefreshTokens.count > Self.replacedRefreshTokenLimit {
+      replacedRefreshTokens.removeFirst()
     }
   }
 
@@ -47,11 +47,11 @@ extension AccountStateMachine {
   /// truth, except that an unsaved model in memory is kept over a stored one that is older,
   /// until it is settled (stored, or refused by the fence because a later holder of the lease
   /// saved) or replaced. The stored model is older when it is empty, or carries no refresh
-  /// token, or one this process handed to its authorizer (spent, or refused): the save that
-  /// failed would have replaced it. (An expiry says nothing of which is newer: lifetimes vary
+  /// token, or the refresh token of a model this process's authorizations replaced (spent, or
+  /// refused): the save that failed would have replaced it. (An expiry says nothing of which is newer: lifetimes vary
   /// from one grant to the next.)
   ///
-  /// A stored model with a refresh token this process never handed over was stored after
+  /// A stored model with any other refresh token was stored after
   /// memory's model was obtained, by another process, whose grant came after the hold of the
   /// flight that obtained memory's model lapsed (its check after the write hung, or it paused):
   /// it is newer, and memory follows it; its own model is settled (its retry ends), since
@@ -59,7 +59,7 @@ extension AccountStateMachine {
   func preferred(overStored stored: AuthModel?) -> AuthModel? {
     guard case .model(let cached) = cache, cached.unsaved else { return stored }
     if let stored, stored != cached.model, let token = stored.refreshToken,
-      !handedRefreshTokens.contains(token)
+      !replacedRefreshTokens.contains(token)
     {
       return stored
     }

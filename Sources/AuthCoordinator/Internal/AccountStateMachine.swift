@@ -72,10 +72,11 @@ struct AccountStateMachine<Effects: FlightEffects> {
   /// newest last, at most ``refusedRefreshTokenLimit``: never handed to the authorizer again,
   /// whatever the store still holds.
   var refusedRefreshTokens: [String] = []
-  /// Refresh tokens of the key this process handed to its authorizer, newest last, at most
-  /// ``handedRefreshTokenLimit``: a stored model carrying one is older than memory's unsaved
+  /// Refresh tokens of the models this process's authorizations replaced (handed to the
+  /// authorizer, or refused by the server before), newest last, at most
+  /// ``replacedRefreshTokenLimit``: a stored model carrying one is older than memory's unsaved
   /// model (rule 21, ``preferred(overStored:)``).
-  var handedRefreshTokens: [String] = []
+  var replacedRefreshTokens: [String] = []
   /// Access tokens the current flight's callers rejected, kept while it persists its model: a
   /// deposed flight serves what the store holds, never one of them (rule 16).
   var persistingRejections: Set<String> = []
@@ -88,7 +89,10 @@ struct AccountStateMachine<Effects: FlightEffects> {
   /// The flight that goes on after a sign-out announcement until the lease says whether its
   /// grant predates the sign-out (``signOutAnnounced(flightHoldsGrant:)``), and the model it
   /// left in memory if it ended first.
-  var signOutCheck: (flight: UInt64, model: AuthModel?)?
+  var signOutCheck: (flight: UInt64, model: AuthModel?, grant: LeaseGrant?)?
+  /// The flight that has its result and asks the lease, before serving it, whether its grant
+  /// outlives a sign-out announced while it held it (``StepKind/confirmGrant(_:)``).
+  var confirmingGrant: UInt64?
   /// The jitter source, a number in `0..<1` (the configuration's `random`).
   let random: @Sendable () -> Double
 
@@ -311,6 +315,7 @@ struct AccountStateMachine<Effects: FlightEffects> {
     guard flightID == id else { return stale(id, outcome, date: date, now: now) }
     let action = decide(id, outcome, date: date, now: now)
     guard case .end(let ending) = action else { return action }
+    if let confirm = confirmation(before: ending) { return .next(confirm) }
     return .end(finish(ending))
   }
 
@@ -342,6 +347,8 @@ struct AccountStateMachine<Effects: FlightEffects> {
     case (.persisting, .leaseLost):
       // Lost already: nothing to give back. Never served (rule 16): the store is read.
       return .next(deposed(id, now: now))
+    case (.releasing(var ending), .grantConfirmed(let current)):
+      return .end(grantConfirmed(&ending, current: current))
     case (.releasing(var ending), .leaseReleased):
       // Rule 10 at the end of the release too: a pause while the lease went back may outlast
       // a short token's life (fleet simulation, seed 0xf22ff).
