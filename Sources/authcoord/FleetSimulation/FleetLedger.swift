@@ -443,14 +443,15 @@ final class FleetLedger: @unchecked Sendable {
     }
   }
 
-
   /// The index (in ``announced`` and ``announcedMarks``) of the announcement that follows a
   /// revocation: the next one by the same process. Called under the lock.
   private func announcement(
     of revocation: (began: Int, ended: Int, at: Duration, process: Int), _ account: String
   ) -> Int? {
     guard let marks = announcedMarks[account], let times = announced[account] else { return nil }
-    return marks.indices.first { marks[$0] > revocation.began && times[$0].process == revocation.process }
+    return marks.indices.first {
+      marks[$0] > revocation.began && times[$0].process == revocation.process
+    }
   }
 
   /// What serving a token of a signed-out session was.

@@ -396,7 +396,8 @@ final class FleetWorld: @unchecked Sendable {
       case .afterAnUndoDiedInACrash:
         ledger.count("signed-out session served after its undo died in a crash (open gap)")
         ledger.note(
-          "\(name) was served \(model.accessToken), stored by a late save whose undo died in a crash")
+          "\(name) was served \(model.accessToken), stored by a late save whose undo died in a crash"
+        )
       case .resumedDuringTheLogout:
         // The open race: see ``FleetLedger/SignedOutServing/resumedDuringTheLogout``.
         ledger.count("signed-out session resumed during a stopped logout (open race)")
