@@ -160,7 +160,9 @@ public struct AuthorizationRequest: Sendable {
   /// only (rule 16): the flight's grant is renewed, and a token request leaves only with
   /// enough of it left. A first request that took long (a pause, a slow server) may have let
   /// the grant lapse; another process may hold the lease since, or the key back off after a
-  /// failure (rules 26 and 29). This runs the same guard again. Without a lease, or for a
+  /// failure (rules 26 and 29), or the user sign out in another process (rule 19). This runs
+  /// the same guard again, and asks the lease whether the grant is still current. Without a
+  /// lease, or for a
   /// request made with the public initializer, it returns at once.
   ///
   /// ```swift
@@ -172,7 +174,9 @@ public struct AuthorizationRequest: Sendable {
   ///
   /// - Throws: An ``AuthCoordinatorError`` with code
   ///   ``AuthCoordinatorError/Code-swift.struct/leaseLost`` (transient) when the flight no
-  ///   longer holds its grant, or too little of it for a token request.
+  ///   longer holds its grant, or too little of it for a token request, or
+  ///   ``AuthCoordinatorError/Code-swift.struct/signedOut`` when the user signed out in
+  ///   another process since the grant was taken.
   public func confirmAnotherTokenRequest() async throws {
     try await confirmation?()
   }

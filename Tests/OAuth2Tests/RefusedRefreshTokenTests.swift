@@ -96,6 +96,48 @@ extension RefusedRefreshTokenTests {
       "before the fix: the fallback's login left without the grant (2 token requests)")
     #expect(server.counters.clientCredentialsGrants == 0)
   }
+
+  // Named in the last stop's closing note: the guard renewed the grant and measured what was
+  // left of it, but a lease's renewal ignores sign-outs, so a logout elsewhere during the
+  // refused refresh let the fallback's login leave for a signed-out user (its result was then
+  // refused by the save's check, an orphan token family at the server). The guard now asks
+  // whether the grant is still current too. The announcement never reaches this process here,
+  // so only the guard can see the sign-out.
+  @Test func aLogoutDuringTheRefusedRefreshStopsTheFallback() async throws {
+    let clock = ManualClock()
+    let server = SimulatedTokenServer(
+      clock: clock, tokenLifetime: .seconds(3600), date: clock.dateSource)
+    let lease = TakeOverLease(InMemoryAuthorizationLease(now: clock.dateSource))
+    lease.hidesChanges = true
+    let transport = LogoutTransport(server: server, lease: lease, account: "reports")
+    let authorizer = OAuth2Authorizer(
+      tokenEndpoint: Self.endpoint, clientID: "reports", fallbackOnInvalidGrant: true,
+      transport: transport, now: clock.dateSource)
+    let key = AccountKey(account: "reports")
+    let store = InMemoryTokenStore()
+    await store.save(
+      AuthModel(
+        uid: "reports", accessToken: "expired-access", mcUid: "reports",
+        expiresAt: clock.date.addingTimeInterval(-60), refreshToken: "dead-refresh"), for: key)
+    var configuration = AuthCoordinator.Configuration(authorizationTimeout: .seconds(120))
+    configuration.clock = clock
+    configuration.now = clock.dateSource
+    configuration.random = { 0.5 }
+    var once = SilentRefreshPolicy.recommended
+    once.maxAttempts = 1
+    configuration.silentRefresh = once
+    let coordinator = AuthCoordinator(
+      store: store, lease: lease, authorizer: authorizer, configuration: configuration)
+
+    let error = await #expect(throws: AuthCoordinatorError.self) {
+      try await coordinator.authModel(for: key)
+    }
+    #expect(error?.code == .signedOut, "\(String(describing: error))")
+    #expect(
+      server.counters.tokenRequests == 1,
+      "before the fix: the fallback's login left for the signed-out user (2 token requests)")
+    #expect(server.counters.clientCredentialsGrants == 0)
+  }
 }
 
 /// An in-memory lease that a test can make "taken over by another process": from then on no
@@ -104,8 +146,16 @@ private final class TakeOverLease: AuthorizationLease, @unchecked Sendable {
   let inner: InMemoryAuthorizationLease
   private let lock = NSLock()
   private var taken = false
+  private var hiding = false
 
   init(_ inner: InMemoryAuthorizationLease) { self.inner = inner }
+
+  /// Whether the lease's change notices never reach the coordinator (a process that has not
+  /// heard of another's sign-out yet).
+  var hidesChanges: Bool {
+    get { lock.withLock { hiding } }
+    set { lock.withLock { hiding = newValue } }
+  }
 
   func takeOver() { lock.withLock { taken = true } }
   private var takenOver: Bool { lock.withLock { taken } }
@@ -128,7 +178,25 @@ private final class TakeOverLease: AuthorizationLease, @unchecked Sendable {
   func isCurrent(_ grant: LeaseGrant) async -> Bool {
     takenOver ? false : await inner.isCurrent(grant)
   }
-  func changes() -> AsyncStream<LeaseChange> { inner.changes() }
+  func changes() -> AsyncStream<LeaseChange> {
+    hidesChanges ? AsyncStream { _ in } : inner.changes()
+  }
+}
+
+/// The SIMULATED token server, reached through a transport that has another process log
+/// `account` out (revoke its grants, announce) while the first request is on its way.
+private struct LogoutTransport: HTTPTransport {
+  let server: SimulatedTokenServer
+  let lease: TakeOverLease
+  let account: String
+
+  func send(_ request: HTTPTransportRequest) async throws -> HTTPTransportOutcome {
+    if server.counters.tokenRequests == 0 {
+      await lease.inner.revokeGrants(ofAccount: account)
+      await lease.inner.signOut(account: account, by: "another process")
+    }
+    return try await server.send(request)
+  }
 }
 
 /// The SIMULATED token server, reached through a transport that has the lease taken over while

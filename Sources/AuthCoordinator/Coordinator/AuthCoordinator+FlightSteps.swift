@@ -65,9 +65,11 @@ extension AuthCoordinator {
 
   /// Rule 16's guard, run again for the authorizer before a second token request in one
   /// authorization (``AuthorizationRequest/confirmAnotherTokenRequest()``): the grant is
-  /// renewed, and enough of it must be left for a token request, as in ``confirmLease``.
+  /// renewed, and enough of it must be left for a token request, as in ``confirmLease``; and
+  /// no sign-out of the user may have come since it was taken (a renewal does not say: rule 19).
   ///
-  /// - Throws: ``AuthCoordinatorError/leaseLost(_:)`` when it is not.
+  /// - Throws: ``AuthCoordinatorError/leaseLost(_:)`` when the grant is not held, or
+  ///   ``AuthCoordinatorError/signedOut(_:)`` when the user signed out since it was taken.
   func confirmAnotherTokenRequest(
     _ key: AccountKey, flight id: UInt64, grant: LeaseGrant, hold: LeaseHold
   ) async throws {
@@ -86,6 +88,8 @@ extension AuthCoordinator {
       reportStoreFailure(key, .lease, error)
     }
     guard hold.confirms(at: clock.now()) else { throw AuthCoordinatorError.leaseLost(key) }
+    // In doubt, current: the save's own checks decide, as before the first request.
+    guard await isCurrent(grant) else { throw AuthCoordinatorError.signedOut(key) }
   }
 
   /// Waits until every stopped refresh the key waits for has finished.
