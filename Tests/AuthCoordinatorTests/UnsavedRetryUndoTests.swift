@@ -26,15 +26,12 @@ import TokenStore
       configuration: SharedLeaseTests.Rig.configuration(clock))
   }
 
-  /// A write after a sign-out elsewhere, with both of its checks failing, then a retry that
-  /// finds the sign-out but cannot read the store: in doubt, the retry undoes. Before the fix
-  /// it compared the stored model with its own only when the read succeeded, and a failed read
-  /// left the signed-out session in the store for good.
-  @Test func aRetryThatCannotReadTheStoreUndoesItsEarlierWriteInDoubt() async throws {
-    let events = EventRecorder(coordinator)
+  /// A flight whose authorizer answers after another process logged the user out (its
+  /// announcement has not arrived here): its caller is served, its write lands, and its checks
+  /// after the write fail (`modelUnsaved`).
+  func writeAfterASignOutElsewhereWithFailingChecks(_ events: EventRecorder) async throws {
     let caller = Task { try await coordinator.authModel(for: u1) }
     let call = await authorizer.nextCall()
-    // Another process logs the user out; its announcement has not arrived here.
     await inner.revokeGrants(ofAccount: "u1")
     await store.inner.removeModels(forAccount: "u1")
     await inner.signOut(account: "u1", by: "other")
@@ -44,6 +41,15 @@ import TokenStore
     #expect(try await caller.value == rotated, "its caller asked before the sign-out")
     try await events.first { if case .modelUnsaved = $0 { true } else { false } }
     #expect(await store.inner.model(for: u1) == rotated, "written; not known to be current")
+  }
+
+  /// A write after a sign-out elsewhere, with both of its checks failing, then a retry that
+  /// finds the sign-out but cannot read the store: in doubt, the retry undoes. Before the fix
+  /// it compared the stored model with its own only when the read succeeded, and a failed read
+  /// left the signed-out session in the store for good.
+  @Test func aRetryThatCannotReadTheStoreUndoesItsEarlierWriteInDoubt() async throws {
+    let events = EventRecorder(coordinator)
+    try await writeAfterASignOutElsewhereWithFailingChecks(events)
     // The lease answers again; the store cannot be read.
     lease.failsChecks = false
     store.failsReads = true
@@ -68,17 +74,7 @@ import TokenStore
   /// until the lease answers, and removes the write.
   @Test func aWriteInDoubtIsCheckedEvenAfterMemoryForgotItsModel() async throws {
     let events = EventRecorder(coordinator)
-    let caller = Task { try await coordinator.authModel(for: u1) }
-    let call = await authorizer.nextCall()
-    await inner.revokeGrants(ofAccount: "u1")
-    await store.inner.removeModels(forAccount: "u1")
-    await inner.signOut(account: "u1", by: "other")
-    lease.failsChecks = true
-    let rotated = makeModel("rotated", clock: clock, expiresIn: 3600)
-    call.succeed(with: rotated)
-    #expect(try await caller.value == rotated, "its caller asked before the sign-out")
-    try await events.first { if case .modelUnsaved = $0 { true } else { false } }
-    #expect(await store.inner.model(for: u1) == rotated, "written; not known to be current")
+    try await writeAfterASignOutElsewhereWithFailingChecks(events)
     // The announcement arrives: memory forgets the model.
     lease.deliver(.signedOut(account: "u1", by: "other"))
     try await events.first { if case .signedOutElsewhere = $0 { true } else { false } }

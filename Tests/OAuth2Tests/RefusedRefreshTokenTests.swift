@@ -61,40 +61,19 @@ import Testing
 // request only. The fallback now asks the guard again (`confirmAnotherTokenRequest()`).
 extension RefusedRefreshTokenTests {
   @Test func theFallbackAfterARefusedRefreshPassesTheLeaseGuardAgain() async throws {
-    let clock = ManualClock()
-    let server = SimulatedTokenServer(
-      clock: clock, tokenLifetime: .seconds(3600), date: clock.dateSource)
-    let lease = TakeOverLease(InMemoryAuthorizationLease(now: clock.dateSource))
-    // The refresh's answer arrives after another process took the lease over.
-    let transport = TakeOverTransport(server: server, lease: lease)
-    let authorizer = OAuth2Authorizer(
-      tokenEndpoint: Self.endpoint, clientID: "reports", fallbackOnInvalidGrant: true,
-      transport: transport, now: clock.dateSource)
-    let key = AccountKey(account: "reports")
-    let store = InMemoryTokenStore()
-    await store.save(
-      AuthModel(
-        uid: "reports", accessToken: "expired-access", mcUid: "reports",
-        expiresAt: clock.date.addingTimeInterval(-60), refreshToken: "dead-refresh"), for: key)
-    var configuration = AuthCoordinator.Configuration(authorizationTimeout: .seconds(120))
-    configuration.clock = clock
-    configuration.now = clock.dateSource
-    configuration.random = { 0.5 }
-    var once = SilentRefreshPolicy.recommended
-    once.maxAttempts = 1
-    configuration.silentRefresh = once
-    let coordinator = AuthCoordinator(
-      store: store, lease: lease, authorizer: authorizer, configuration: configuration)
-
+    let rig = await LeaseRig { server, lease in
+      // The refresh's answer arrives after another process took the lease over.
+      TakeOverTransport(server: server, lease: lease)
+    }
     let error = await #expect(throws: AuthCoordinatorError.self) {
-      try await coordinator.authModel(for: key)
+      try await rig.coordinator.authModel(for: rig.key)
     }
     #expect(error?.code == .leaseLost, "\(String(describing: error))")
     #expect(error?.refusesRefreshToken == true, "the dead refresh token is never sent again")
     #expect(
-      server.counters.tokenRequests == 1,
+      rig.server.counters.tokenRequests == 1,
       "before the fix: the fallback's login left without the grant (2 token requests)")
-    #expect(server.counters.clientCredentialsGrants == 0)
+    #expect(rig.server.counters.clientCredentialsGrants == 0)
   }
 
   // Named in the last stop's closing note: the guard renewed the grant and measured what was
@@ -104,16 +83,42 @@ extension RefusedRefreshTokenTests {
   // whether the grant is still current too. The announcement never reaches this process here,
   // so only the guard can see the sign-out.
   @Test func aLogoutDuringTheRefusedRefreshStopsTheFallback() async throws {
-    let clock = ManualClock()
-    let server = SimulatedTokenServer(
+    let rig = await LeaseRig { server, lease in
+      lease.hidesChanges = true
+      return LogoutTransport(server: server, lease: lease, account: "reports")
+    }
+    let error = await #expect(throws: AuthCoordinatorError.self) {
+      try await rig.coordinator.authModel(for: rig.key)
+    }
+    #expect(error?.code == .signedOut, "\(String(describing: error))")
+    #expect(
+      rig.server.counters.tokenRequests == 1,
+      "before the fix: the fallback's login left for the signed-out user (2 token requests)")
+    #expect(rig.server.counters.clientCredentialsGrants == 0)
+  }
+}
+
+/// A coordinator under a lease whose stored model carries a refresh token the SIMULATED
+/// server no longer knows, with an `OAuth2Authorizer` that falls back to its primary grant on
+/// `invalid_grant`, one silent attempt per flight, reaching the server through the transport
+/// `makeTransport` builds.
+private struct LeaseRig {
+  let clock = ManualClock()
+  let server: SimulatedTokenServer
+  let lease: TakeOverLease
+  let key = AccountKey(account: "reports")
+  let coordinator: AuthCoordinator
+
+  init(
+    makeTransport: (SimulatedTokenServer, TakeOverLease) -> any HTTPTransport
+  ) async {
+    server = SimulatedTokenServer(
       clock: clock, tokenLifetime: .seconds(3600), date: clock.dateSource)
-    let lease = TakeOverLease(InMemoryAuthorizationLease(now: clock.dateSource))
-    lease.hidesChanges = true
-    let transport = LogoutTransport(server: server, lease: lease, account: "reports")
+    lease = TakeOverLease(InMemoryAuthorizationLease(now: clock.dateSource))
     let authorizer = OAuth2Authorizer(
-      tokenEndpoint: Self.endpoint, clientID: "reports", fallbackOnInvalidGrant: true,
-      transport: transport, now: clock.dateSource)
-    let key = AccountKey(account: "reports")
+      tokenEndpoint: RefusedRefreshTokenTests.endpoint, clientID: "reports",
+      fallbackOnInvalidGrant: true, transport: makeTransport(server, lease),
+      now: clock.dateSource)
     let store = InMemoryTokenStore()
     await store.save(
       AuthModel(
@@ -126,17 +131,8 @@ extension RefusedRefreshTokenTests {
     var once = SilentRefreshPolicy.recommended
     once.maxAttempts = 1
     configuration.silentRefresh = once
-    let coordinator = AuthCoordinator(
+    coordinator = AuthCoordinator(
       store: store, lease: lease, authorizer: authorizer, configuration: configuration)
-
-    let error = await #expect(throws: AuthCoordinatorError.self) {
-      try await coordinator.authModel(for: key)
-    }
-    #expect(error?.code == .signedOut, "\(String(describing: error))")
-    #expect(
-      server.counters.tokenRequests == 1,
-      "before the fix: the fallback's login left for the signed-out user (2 token requests)")
-    #expect(server.counters.clientCredentialsGrants == 0)
   }
 }
 
