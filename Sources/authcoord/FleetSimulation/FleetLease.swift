@@ -114,6 +114,7 @@ struct FleetLease: AuthorizationLease {
     await process.gate(clock)
     await process.maybeHang("grant check", clock: clock, ledger: ledger)
     if process.fails("grant check", rate: \.failedLeaseCalls, ledger: ledger) {
+      ledger.saveInDoubt(grant.key, process: process.index)
       throw CallFault()
     }
     let current = await inner.isCurrent(grant)

@@ -77,6 +77,9 @@ final class FleetLedger: @unchecked Sendable {
   /// Per account, when the undos of late saves were announced: a process that read the late
   /// save's model before the undo removed it hears of the undo up to the notice delay later.
   private var undoAnnounced: [String: [Duration]] = [:]
+  /// Per account, the processes whose save or grant check failed, until a save of theirs for
+  /// it lands: a save retry, or a write in doubt, may be pending there.
+  private var retryingSaves: [String: Set<Int>] = [:]
   /// Per account, when a process crashed with a late save's undo pending.
   private var undoDiedInACrash: [String: [Duration]] = [:]
 
@@ -212,6 +215,8 @@ final class FleetLedger: @unchecked Sendable {
     let at = now()
     lock.withLock {
       crashes[index, default: []].append(at)
+      for account in retryingSaves.keys { retryingSaves[account]?.remove(index) }
+      retryingSaves = retryingSaves.filter { !$0.value.isEmpty }
       for logout in logouts.indices
       where logouts[logout].process == index && logouts[logout].announcedAt == nil {
         logouts[logout].died = true
@@ -389,6 +394,8 @@ final class FleetLedger: @unchecked Sendable {
   /// for the pause: the undo window.
   func saveLanded(_ key: AccountKey, access: String, process: Int) {
     let late = lock.withLock { () -> Bool in
+      retryingSaves[key.account]?.remove(process)
+      if retryingSaves[key.account]?.isEmpty == true { retryingSaves[key.account] = nil }
       guard let birth = births[access],
         logouts.contains(where: { $0.account == key.account && $0.started > birth })
       else { return false }
@@ -409,6 +416,16 @@ final class FleetLedger: @unchecked Sendable {
       pendingUndo[key.account]?[process] = current ? nil : true
       if pendingUndo[key.account]?.isEmpty == true { pendingUndo[key.account] = nil }
     }
+  }
+
+  /// `process`'s save, or one of its grant checks, for `key` failed.
+  func saveInDoubt(_ key: AccountKey, process: Int) {
+    lock.withLock { _ = retryingSaves[key.account, default: []].insert(process) }
+  }
+
+  /// A process that may be retrying a save of `user`, or have a write of it in doubt.
+  func saver(retrying user: AccountKey) -> Int? {
+    lock.withLock { retryingSaves[user.account]?.min() }
   }
 
   /// Whether the session of `access` was born during a logout of `account` that was stopped

@@ -55,6 +55,7 @@ struct FleetStore: FencedTokenStore {
     if process.draw({ $0.chance(rate) }) {
       ledger.count("fault: save failed")
       ledger.note("p\(process.index)'s save of \(token) for \(key.account) failed (fence \(fence))")
+      ledger.saveInDoubt(key, process: process.index)
       throw SaveFault()
     }
     let saved = await inner.save(model, for: key, fence: fence)

@@ -45,6 +45,10 @@ final class FleetWorld: @unchecked Sendable {
   /// seeds, at 2 % of the operations.
   var crashes: FleetRandom
   var crashRate = 0.0
+  /// Whether logouts are also aimed at a save retry or a write in doubt (30 % of the seeds),
+  /// and the draws of that aim: a stream of their own.
+  var aims: FleetRandom
+  var aimsAtSaves = false
   /// Calls of processes that crashed: they never end, and are not waited for.
   var crashedCalls: Set<Int> = []
   /// The coordinators of crashed processes, for the summary's counts.
@@ -76,6 +80,7 @@ final class FleetWorld: @unchecked Sendable {
     rng = FleetRandom.derived(seed, 1)
     spellings = FleetRandom.derived(seed, 3)
     crashes = FleetRandom.derived(seed, 5)
+    aims = FleetRandom.derived(seed, 10)
     let base = baseDate
     let world = clock.world
     let date: @Sendable () -> Date = { base.addingTimeInterval(world.now.seconds) }
@@ -107,6 +112,7 @@ final class FleetWorld: @unchecked Sendable {
       var limits = FleetRandom.derived(seed, 9)
       if limits.chance(30) { faults.tooManyRequests = Double.random(in: 30...100, using: &limits) }
       if options.plant != .noLease, crashes.chance(30) { crashRate = 2 }
+      aimsAtSaves = aims.chance(30)
     }
     self.faults = faults
     ledger.noticeBound = faults.noticeDelayLimit
@@ -287,13 +293,22 @@ final class FleetWorld: @unchecked Sendable {
   }
 
   /// A logout of `user`, or, aimed at a phase, of a user whose key backs off (a failure
-  /// recorded at the lease) or whose lease is held (a flight under way).
+  /// recorded at the lease), whose lease is held (a flight under way), or one of whose
+  /// processes retries a save or has a write in doubt (a save or a grant check failed).
   private func logout(_ process: Int, _ user: AccountKey) {
     var user = user
     var process = process
     let backingOff = users.filter { ledger.isBackingOff($0) }
     let holding = users.filter { ledger.holder(of: $0) != nil }
-    if !backingOff.isEmpty, rng.chance(50) {
+    let retrying = aimsAtSaves ? users.filter { ledger.saver(retrying: $0) != nil } : []
+    if !retrying.isEmpty, aims.chance(50) {
+      user = retrying[Int.random(in: 0..<retrying.count, using: &aims)]
+      ledger.count("operation: logout aimed at a save retry")
+      // From another process than the saver's, which then hears of it only by the lease.
+      if let saver = ledger.saver(retrying: user), saver == process {
+        process = (process + 1) % processes.count
+      }
+    } else if !backingOff.isEmpty, rng.chance(50) {
       user = backingOff[Int.random(in: 0..<backingOff.count, using: &rng)]
       ledger.count("operation: logout aimed at a back-off")
     } else if !holding.isEmpty, rng.chance(70) {
