@@ -370,6 +370,7 @@ extension AccountStateMachineLeaseTests {
         return
       }
       #expect(ending.result == .cancelled(.signedOut))
+      #expect(!ending.adoptedFromStore, "not counted as adopted: nothing was served")
       #expect(reader.cachedModel == nil, "the signed-out session's model is forgotten")
     }
     #expect(reader.flightID == nil)

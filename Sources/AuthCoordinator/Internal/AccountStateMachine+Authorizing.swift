@@ -103,9 +103,10 @@ extension AccountStateMachine {
     case (.releasing(let model), .leaseReleased):
       state = .idle
       // Rule 10: the release may have outlasted the model's life (a pause).
-      let result: Ending.Result =
-        Self.expired(model, at: date) ? .failed(expiredBeforeServed()) : .succeeded(model)
-      return .end(Ending(flight: preparing.id, result: result, adoptedFromStore: true))
+      guard !Self.expired(model, at: date) else {
+        return .end(Ending(flight: preparing.id, result: .failed(expiredBeforeServed())))
+      }
+      return .end(Ending(flight: preparing.id, result: .succeeded(model), adoptedFromStore: true))
     default:
       preconditionFailure(
         "Internal inconsistency: \(outcome) reported while preparing (\(preparing.stage))")

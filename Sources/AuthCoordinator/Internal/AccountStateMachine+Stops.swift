@@ -267,6 +267,7 @@ extension AccountStateMachine {
     let error = AuthCoordinatorError.signedOut(key)
     ending.result = .cancelled(.signedOut)
     ending.followers = .fail(error)
+    ending.adoptedFromStore = false
     return ending
   }
 }
