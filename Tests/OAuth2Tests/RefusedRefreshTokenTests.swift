@@ -96,6 +96,37 @@ extension RefusedRefreshTokenTests {
       "before the fix: the fallback's login left for the signed-out user (2 token requests)")
     #expect(rig.server.counters.clientCredentialsGrants == 0)
   }
+
+  // Found by the fleet simulation once the guard asked isCurrent (seed 0x17f7): the guard
+  // renewed the grant and measured what was left of it, then asked isCurrent, which hung for
+  // 29 s; the fallback's request then left on a grant long lapsed, during another process's
+  // back-off. The question now comes first, and the renewal and the margin after it.
+  @Test func aSlowAnswerToTheGuardsQuestionLeavesNoStaleMargin() async throws {
+    let rig = await LeaseRig { server, lease in
+      NoTransport(server: server)
+    }
+    // The first question takes a minute, during which another process takes the lease over.
+    rig.lease.onCheck = { [clock = rig.clock, lease = rig.lease, key = rig.key] in
+      clock.advance(by: .seconds(60))
+      _ = await lease.inner.acquire(key, owner: "another process", timeToLive: .seconds(15))
+    }
+    let error = await #expect(throws: AuthCoordinatorError.self) {
+      try await rig.coordinator.authModel(for: rig.key)
+    }
+    #expect(error?.code == .leaseLost, "\(String(describing: error))")
+    #expect(
+      rig.server.counters.tokenRequests == 1,
+      "before the fix: the fallback's login left on a lapsed grant (2 token requests)")
+  }
+}
+
+/// The SIMULATED token server, reached directly.
+private struct NoTransport: HTTPTransport {
+  let server: SimulatedTokenServer
+
+  func send(_ request: HTTPTransportRequest) async throws -> HTTPTransportOutcome {
+    try await server.send(request)
+  }
 }
 
 /// A coordinator under a lease whose stored model carries a refresh token the SIMULATED
@@ -143,6 +174,13 @@ private final class TakeOverLease: AuthorizationLease, @unchecked Sendable {
   private let lock = NSLock()
   private var taken = false
   private var hiding = false
+  private var checkHook: (@Sendable () async -> Void)?
+
+  /// Runs once, before the next `isCurrent` answer (a lease that takes its time).
+  var onCheck: (@Sendable () async -> Void)? {
+    get { lock.withLock { checkHook } }
+    set { lock.withLock { checkHook = newValue } }
+  }
 
   init(_ inner: InMemoryAuthorizationLease) { self.inner = inner }
 
@@ -171,8 +209,15 @@ private final class TakeOverLease: AuthorizationLease, @unchecked Sendable {
     await inner.revokeGrants(ofAccount: account)
   }
   func revokeAllGrants() async { await inner.revokeAllGrants() }
+  /// A takeover ends renewals, not the grant's generation: `isCurrent` answers about
+  /// sign-outs only, as a real lease's does.
   func isCurrent(_ grant: LeaseGrant) async -> Bool {
-    takenOver ? false : await inner.isCurrent(grant)
+    let hook = lock.withLock { () -> (@Sendable () async -> Void)? in
+      defer { checkHook = nil }
+      return checkHook
+    }
+    await hook?()
+    return await inner.isCurrent(grant)
   }
   func changes() -> AsyncStream<LeaseChange> {
     hidesChanges ? AsyncStream { _ in } : inner.changes()
