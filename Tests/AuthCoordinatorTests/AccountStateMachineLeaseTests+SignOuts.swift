@@ -380,6 +380,12 @@ extension AccountStateMachineLeaseTests {
     #expect(
       saver.signOutAnnounced(flightHoldsGrant: true, grant: grant) == .checkGrant(flight: id))
     #expect(saver.advance(id, .saveFailed(model("t2")), date: date, now: .zero) == confirm)
+    // Fleet simulation, seed 0x7f371: memory holds the model unsaved meanwhile; a new request
+    // is no cache hit on it, it joins the flight and gets what the answer decides.
+    #expect(saver.servableModel(at: date) == nil)
+    #expect(
+      saver.request(.ifNeeded, date: date, now: .zero, newFlightID: noNewFlight())
+        == .join(flight: id))
     let saved = saver.advance(id, .grantConfirmed(current: current), date: date, now: .zero)
     guard case .end(let ending) = saved else {
       Issue.record("the flight must end: \(saved)")

@@ -114,7 +114,10 @@ struct AccountStateMachine<Effects: FlightEffects> {
   /// request is served without deciding anything (a due refresh ahead is decided by
   /// ``request(_:date:now:newFlightID:)``).
   func servableModel(at date: Date) -> AuthModel? {
-    guard case .model(let cached) = cache, cached.model.isValid(at: date, leeway: cached.leeway)
+    // While a flight asks the lease whether its model is a signed-out session's
+    // (``StepKind/confirmGrant(_:)``), memory's model is not served: requests join the flight.
+    guard confirmingGrant == nil, case .model(let cached) = cache,
+      cached.model.isValid(at: date, leeway: cached.leeway)
     else { return nil }
     if let due = cached.refreshAheadAt, date >= due { return nil }
     return cached.model
@@ -185,7 +188,9 @@ struct AccountStateMachine<Effects: FlightEffects> {
     _ refresh: RefreshPolicy, date: Date, now: Duration, newFlightID: @autoclosure () -> UInt64
   ) -> RequestAction {
     let rejection = resolve(refresh)
-    if case .model(let cached) = cache, cached.model.isValid(at: date, leeway: cached.leeway) {
+    if confirmingGrant == nil, case .model(let cached) = cache,
+      cached.model.isValid(at: date, leeway: cached.leeway)
+    {
       switch rejection {
       case .none:
         // Inside the advisory window of a silent-refresh policy: served, and refreshed ahead.
