@@ -29,8 +29,10 @@ final class FleetLedger: @unchecked Sendable {
     var expiresAt: Date
   }
 
-  private let lock = NSLock()
-  private let now: @Sendable () -> Duration
+  /// Guards every stored property. The ones that are not private are the sign-out bookkeeping
+  /// (FleetLedger+SignOuts.swift), which runs under it too.
+  let lock = NSLock()
+  let now: @Sendable () -> Duration
   private let worldDate: @Sendable () -> Date
   private(set) var trace: [String] = []
   private var spends: [String: Send] = [:]
@@ -49,57 +51,39 @@ final class FleetLedger: @unchecked Sendable {
   /// Orders what the lease was told: sign-outs and back-offs, each marked before the lease was
   /// asked and after it answered (the task may be suspended in between, and another lease
   /// operation run there).
-  private var leaseSequence = 0
+  var leaseSequence = 0
   /// Each account's sign-outs and revocations at the lease (`""`: everyone's): the marks before
   /// and after, and when it ended.
-  private var signedOut: [String: [(began: Int, ended: Int, at: Duration, process: Int)]] = [:]
+  var signedOut: [String: [(began: Int, ended: Int, at: Duration, process: Int)]] = [:]
   /// The back-offs recorded, by key and the expiry the lease gives them.
   private var backOffs: [AccountKey: [Date: (sequence: Int, at: Duration)]] = [:]
   /// When each token's family was born: the client-credentials request it descends from left.
-  private var births: [String: Duration] = [:]
+  var births: [String: Duration] = [:]
   /// The logouts the callers asked for, and each account's announced sign-outs.
-  private var logouts: [Logout] = []
-  private var announced: [String: [(at: Duration, process: Int)]] = [:]
+  var logouts: [Logout] = []
+  var announced: [String: [(at: Duration, process: Int)]] = [:]
   /// The longest a change notice takes to reach another process (``FleetLease/changes()``).
-  private var noticeDelayBound = Duration.zero
+  var noticeDelayBound = Duration.zero
   var noticeBound: Duration {
     get { lock.withLock { noticeDelayBound } }
     set { lock.withLock { noticeDelayBound = newValue } }
   }
   /// Each account's announced sign-outs and grants, as lease marks.
-  private var announcedMarks: [String: [Int]] = [:]
-  private var grantMarks: [String: [Int]] = [:]
+  var announcedMarks: [String: [Int]] = [:]
+  var grantMarks: [String: [Int]] = [:]
   /// Per account, a save of a signed-out session's model that landed after the logout and
   /// whose undo (the saver's check of its grant after the save, then its announced removal)
   /// has not run yet.
   /// By account, then by the saving process: whether its check came back (`false`: not yet).
-  private var pendingUndo: [String: [Int: Bool]] = [:]
+  var pendingUndo: [String: [Int: Bool]] = [:]
   /// Per account, when the undos of late saves were announced: a process that read the late
   /// save's model before the undo removed it hears of the undo up to the notice delay later.
-  private var undoAnnounced: [String: [Duration]] = [:]
+  var undoAnnounced: [String: [Duration]] = [:]
   /// Per account, the processes whose save or grant check failed, until a save of theirs for
   /// it lands: a save retry, or a write in doubt, may be pending there.
-  private var retryingSaves: [String: Set<Int>] = [:]
+  var retryingSaves: [String: Set<Int>] = [:]
   /// Per account, when a process crashed with a late save's undo pending.
-  private var undoDiedInACrash: [String: [Duration]] = [:]
-
-  /// A logout a caller asked for: from its start until it returned and its sign-out was
-  /// announced to the fleet.
-  struct Logout {
-    var account: String
-    var started: Duration
-    var returned: Duration?
-    /// The process that logs out.
-    var process: Int
-    /// When its own announcement was made (after its removal), and its lease mark: the
-    /// process's announcements that are not undos' go to its logouts in order.
-    var announcedAt: Duration?
-    var announceMark: Int?
-    /// Its process crashed before it announced: it never will.
-    var died = false
-    /// The lease mark (``mark()``) when it began.
-    var mark: Int
-  }
+  var undoDiedInACrash: [String: [Duration]] = [:]
 
   init(
     now: @escaping @Sendable () -> Duration, date: @escaping @Sendable () -> Date, keepsTrace: Bool
@@ -340,203 +324,6 @@ final class FleetLedger: @unchecked Sendable {
       let birth = spent.flatMap { births[$0] } ?? sentAt
       if let access { births[access] = birth }
       if let refresh { births[refresh] = birth }
-    }
-  }
-
-  /// A caller asked to log `account` out; returns the logout's index for ``logoutReturned(_:)``.
-  func logoutStarted(_ account: String, by process: Int) -> Int {
-    let at = now()
-    return lock.withLock {
-      leaseSequence += 1
-      logouts.append(
-        Logout(account: account, started: at, process: process, mark: leaseSequence))
-      return logouts.count - 1
-    }
-  }
-
-  func logoutReturned(_ index: Int) {
-    let at = now()
-    lock.withLock { logouts[index].returned = at }
-  }
-
-  /// The lease announced `account`'s sign-out to the fleet, for `process`: a logout's
-  /// announcement, or the end of that process's undo of a late save (which removed the model
-  /// first). Another process's announcement (a logout stopped before it, announcing late)
-  /// ends no undo.
-  func signOutAnnounced(_ account: String, by process: Int) {
-    let at = now()
-    lock.withLock {
-      announced[account, default: []].append((at, process))
-      leaseSequence += 1
-      announcedMarks[account, default: []].append(leaseSequence)
-      if pendingUndo[account]?[process] == true {
-        pendingUndo[account]?[process] = nil
-        undoAnnounced[account, default: []].append(at)
-      } else if let index = logouts.firstIndex(where: {
-        $0.account == account && $0.process == process && $0.announcedAt == nil && !$0.died
-      }) {
-        logouts[index].announcedAt = at
-        logouts[index].announceMark = leaseSequence
-      }
-      if pendingUndo[account]?.isEmpty == true { pendingUndo[account] = nil }
-    }
-  }
-
-  /// The lease granted `key` to a process that asked at the mark `asked`.
-  func granted(_ key: AccountKey, asked: Int) {
-    lock.withLock { grantMarks[key.account, default: []].append(asked) }
-  }
-
-  /// `process`'s save of `access` for `key` landed: if the token's family was born before a
-  /// logout of the account that had begun, the save resurrected a signed-out session until its
-  /// saver checks its grant again and undoes it (rule: a sign-out that lands during a save is
-  /// undone at once). A process paused between the save and that check leaves it in the store
-  /// for the pause: the undo window.
-  func saveLanded(_ key: AccountKey, access: String, process: Int) {
-    let late = lock.withLock { () -> Bool in
-      retryingSaves[key.account]?.remove(process)
-      if retryingSaves[key.account]?.isEmpty == true { retryingSaves[key.account] = nil }
-      guard let birth = births[access],
-        logouts.contains(where: { $0.account == key.account && $0.started > birth })
-      else { return false }
-      pendingUndo[key.account, default: [:]][process] = false
-      return true
-    }
-    guard late else { return }
-    count("phase: save landed after a logout")
-    note("p\(process)'s save of \(access) for \(key.account) landed after its logout")
-  }
-
-  /// `process` asked whether its grant of `key` is current, and was told `current`: after a
-  /// late save (``saveLanded(_:access:process:)``), `false` starts the undo, `true` means none
-  /// will come.
-  func grantChecked(_ key: AccountKey, process: Int, current: Bool) {
-    lock.withLock {
-      guard pendingUndo[key.account]?[process] == false else { return }
-      pendingUndo[key.account]?[process] = current ? nil : true
-      if pendingUndo[key.account]?.isEmpty == true { pendingUndo[key.account] = nil }
-    }
-  }
-
-  /// `process`'s save, or one of its grant checks, for `key` failed.
-  func saveInDoubt(_ key: AccountKey, process: Int) {
-    lock.withLock { _ = retryingSaves[key.account, default: []].insert(process) }
-  }
-
-  /// A process that may be retrying a save of `user`, or have a write of it in doubt.
-  func saver(retrying user: AccountKey) -> Int? {
-    lock.withLock { retryingSaves[user.account]?.min() }
-  }
-
-  /// Whether the session of `access` was born during a logout of `account` that was stopped
-  /// between its revocation and its announcement while another process was granted the lease:
-  /// the open race of docs/reliability.md. Such a session is signed out by the announcement
-  /// (its grants taken before it are not current), so the rotation of a process that refreshed
-  /// it under one of those grants is refused, and the store keeps the spent token.
-  func bornDuringAStoppedLogout(_ account: String, access: String) -> Bool {
-    lock.withLock {
-      guard let birth = births[access] else { return false }
-      let duringALogout = logouts.contains { logout in
-        guard logout.account == account, birth >= logout.started,
-          let revoked = signedOut[account]?.first(where: {
-            $0.began > logout.mark && $0.process == logout.process
-          })?.ended,
-          let announce = logout.announceMark
-        else { return false }
-        return grantMarks[account]?.contains(where: { $0 > revoked && $0 < announce }) == true
-      }
-      // An undo of a late save revokes, removes and announces as a logout does, and has the
-      // same window: a session born after its revocation and before its announcement, under
-      // a grant taken in between, is signed out by the announcement (0x18f58).
-      let duringAnUndo = (signedOut[account] ?? []).contains { revocation in
-        guard revocation.at <= birth,
-          let index = announcement(of: revocation, account),
-          let announce = announced[account]?[index], birth < announce.at
-        else { return false }
-        let mark = announcedMarks[account]![index]
-        return grantMarks[account]?.contains { $0 > revocation.ended && $0 < mark } == true
-      }
-      return duringALogout || duringAnUndo
-    }
-  }
-
-  /// The index (in ``announced`` and ``announcedMarks``) of the announcement that follows a
-  /// revocation: the next one by the same process. Called under the lock.
-  private func announcement(
-    of revocation: (began: Int, ended: Int, at: Duration, process: Int), _ account: String
-  ) -> Int? {
-    guard let marks = announcedMarks[account], let times = announced[account] else { return nil }
-    return marks.indices.first {
-      marks[$0] > revocation.began && times[$0].process == revocation.process
-    }
-  }
-
-  /// What serving a token of a signed-out session was.
-  enum SignedOutServing {
-    /// A violation: served after this logout had ended.
-    case afterLogout(Logout)
-    /// While a late save's undo was pending (``saveLanded(_:access:process:)``).
-    case inTheUndoWindow
-    /// After a late save whose saver crashed before its undo, and before the account's next
-    /// logout emptied the store again: an open gap of the library (docs/reliability.md),
-    /// counted apart.
-    case afterAnUndoDiedInACrash
-    /// The logout was stopped between its revocation and its announcement, and a process was
-    /// granted the account's lease meanwhile: it read the signed-out session from the store
-    /// (not yet emptied), refreshed it under a current grant and stored it after the removal.
-    /// An open race of the library (docs/reliability.md), counted apart.
-    case resumedDuringTheLogout
-  }
-
-  /// A call for `key` that started at `started` was served `access`: a token of a family born
-  /// before a logout of the account that had ended (returned, and announced) before the call
-  /// started is a signed-out session served again, unless a late save's undo is pending.
-  func signedOutSession(
-    _ key: AccountKey, access: String, started: Duration
-  ) -> SignedOutServing? {
-    lock.withLock {
-      guard let birth = births[access] else { return nil }
-      let logout = logouts.first { logout in
-        guard logout.account == key.account, let returned = logout.returned,
-          birth < logout.started,
-          // Its own announcement, which follows its removal: another process's (an earlier
-          // logout's, paused, or an undo's) says nothing of this one. A logout whose store
-          // work hung, or whose process crashed, before it announced has not ended for the
-          // others (it returned at the store timeout, its removal pending).
-          let announce = logout.announcedAt
-        else { return false }
-        // Another process hears of it up to the seed's notice delay after the announcement.
-        return max(returned, announce + noticeDelayBound) < started
-      }
-      guard let logout else { return nil }
-      if pendingUndo[key.account] != nil { return .inTheUndoWindow }
-      // An undo's announcement, like the logout's, reaches another process up to the notice
-      // delay late; until then that process serves what it read or refreshed while the undo
-      // was pending (a call that started before it heard).
-      let heardLate = undoAnnounced[key.account]?.contains { announce in
-        announce >= logout.started && started < announce + noticeDelayBound
-      }
-      if heardLate == true { return .inTheUndoWindow }
-      let orphaned = undoDiedInACrash[key.account]?.contains { crash in
-        crash >= logout.started
-          && !logouts.contains { next in
-            next.account == key.account && next.started > crash
-              && (next.returned.map { $0 + noticeDelayBound < started } ?? false)
-          }
-      }
-      if orphaned == true { return .afterAnUndoDiedInACrash }
-      let account = key.account
-      // The logout's revocation, or a later one (an undo of a late save revokes, removes and
-      // announces as a logout does, and has the same window), then its announcement, with a
-      // grant in between.
-      let resumed = (signedOut[account] ?? []).contains { revocation in
-        guard revocation.began > logout.mark,
-          let announce = announcement(of: revocation, account).map({ announcedMarks[account]![$0] })
-        else { return false }
-        return grantMarks[account]?.contains { $0 > revocation.ended && $0 < announce } == true
-      }
-      if resumed { return .resumedDuringTheLogout }
-      return .afterLogout(logout)
     }
   }
 }
