@@ -69,6 +69,7 @@ public struct AccountKey: Hashable, Sendable, Codable, CustomStringConvertible {
   /// - Returns: The same id in Form C (an ASCII id is returned as it is).
   public static func normalized(_ account: String) -> String {
     if account.utf8.allSatisfy({ $0 < 0x80 }) { return account }
+    if PlantedBug.planted == .keyPerSpelling { return account }
     return account.precomposedStringWithCanonicalMapping
   }
 

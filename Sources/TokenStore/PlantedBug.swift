@@ -25,6 +25,10 @@ package enum PlantedBug: String, CaseIterable, Sendable {
   /// during an outage. Put back in ``InMemoryAuthorizationLease``'s acquisition, which grants
   /// a key that backs off.
   case ignoreBackOffOnAcquire = "ignore-backoff-on-acquire"
+  /// The seams issue's twelfth break: one account in two Unicode spellings was two keys (in
+  /// memory, in the store, in the lease). Put back in ``AccountKey/normalized(_:)``, which
+  /// returns a non-ASCII id as it is given.
+  case keyPerSpelling = "key-per-spelling"
 
   /// The bug planted in this process, if any.
   nonisolated(unsafe) package static var planted: PlantedBug?

@@ -32,6 +32,30 @@ import Testing
     #expect(h.authorizer.callCount == 3, "b came back from the store, not a new authorization")
   }
 
+  // The fleet simulation's check on unbounded state during a storm reads these sizes: they
+  // must count what the coordinator keeps, or the check passes whatever leaks.
+  @Test func stateSizesCountTheKeysFlightsAndPerKeyRecordsTheCoordinatorKeeps() async throws {
+    let h = Harness()
+    let a = AccountKey(account: "a")
+    try await warm(h, a)
+    try await warm(h, AccountKey(account: "b"))
+    var sizes = h.coordinator.stateSizes
+    #expect(sizes.keys == 2)
+    #expect(sizes.flights == 0)
+    #expect(sizes.perKey["loop-guard starts"] == 0)
+    let forced = h.request(a, refresh: .force(rejecting: nil))
+    let call = await h.authorizer.nextCall()
+    sizes = h.coordinator.stateSizes
+    #expect(sizes.flights == 1)
+    #expect(sizes.deadlines >= 1, "the authorization's deadline is armed")
+    call.succeed(with: makeModel("t2", mcUid: "a"))
+    _ = try await forced.value
+    sizes = h.coordinator.stateSizes
+    #expect(sizes.flights == 0)
+    #expect(sizes.perKey["loop-guard starts"] == 1, "a forced refresh is counted by the guard")
+    #expect(sizes.storeOrder >= 2, "a latch per key for its last store operation")
+  }
+
   // Rule 14: a request the loop guard refuses starts no flight, so it must not make the
   // eviction think a flight is still running (found by reading: refusals drew a flight id).
   @Test func requestsTheLoopGuardRefusedDoNotHideIdleKeysFromEviction() async throws {

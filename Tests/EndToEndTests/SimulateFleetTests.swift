@@ -79,6 +79,7 @@ struct SimulateFleetTests {
       ("forget-sign-outs-on-history-reset", 300, "signed-out session served"),
       ("ignore-backoff-on-logout", 100, "back-off outlived a logout"),
       ("ignore-backoff-on-acquire", 100, "token request during a back-off"),
+      ("key-per-spelling", 30, "unbounded state"),
     ])
   func aPlantedBugIsCaught(plant: String, seeds: Int, violation: String) async throws {
     let run = try await Self.fleet(["--plant", plant, "--seeds", "\(seeds)"])

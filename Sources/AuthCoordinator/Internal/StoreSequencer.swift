@@ -20,6 +20,9 @@ struct StoreSequencer {
   private var userBarriers: [String: Latch] = [:]
   private var barrier: Latch?
 
+  /// The latches kept, per key and per user (for ``AuthCoordinator/stateSizes``).
+  var entryCount: Int { tails.count + writes.count + userBarriers.count }
+
   /// Reserves the next operation for `key`.
   ///
   /// - Parameter writes: The operation writes to the store (a save): a user's removal issued

@@ -7,6 +7,9 @@ struct UnremovedUsers {
   private var users: Set<String> = []
   private var everyone = false
 
+  /// The users recorded (for ``AuthCoordinator/stateSizes``).
+  var count: Int { users.count }
+
   /// Whether the store may still hold a pre-logout model of `account`.
   func covers(_ account: String) -> Bool { everyone || users.contains(account) }
 

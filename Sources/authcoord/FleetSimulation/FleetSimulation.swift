@@ -21,6 +21,7 @@ enum FleetSimulation {
     case forgetSignOutsOnHistoryReset = "forget-sign-outs-on-history-reset"
     case ignoreBackOffOnLogout = "ignore-backoff-on-logout"
     case ignoreBackOffOnAcquire = "ignore-backoff-on-acquire"
+    case keyPerSpelling = "key-per-spelling"
 
     /// The library bug this plant puts back, if it is one.
     var libraryBug: PlantedBug? { PlantedBug(rawValue: rawValue) }
@@ -169,6 +170,7 @@ enum FleetSimulation {
     let began = Date()
     var failing: [FleetWorld.Report] = []
     var coverage: [String: Int] = [:]
+    var largest: [String: Int] = [:]
     var combined: UInt64 = 0xCBF2_9CE4_8422_2325
     var ran = 0
     for seed in seeds {
@@ -189,6 +191,7 @@ enum FleetSimulation {
       ran += 1
       combined = (combined ^ report.traceHash) &* 0x0100_0000_01B3
       for (name, value) in report.coverage { coverage[name, default: 0] += value }
+      for (name, value) in report.largest { largest[name] = max(largest[name] ?? 0, value) }
       if options.trace { for line in report.trace { print(line) } }
       if options.hashes {
         print("seed 0x\(String(seed, radix: 16)) hash 0x\(String(report.traceHash, radix: 16))")
@@ -217,6 +220,10 @@ enum FleetSimulation {
       coverage (totals over the seeds):
       """)
     for (name, value) in coverage.sorted(by: { $0.key < $1.key }) {
+      print("  \(name) \(String(repeating: ".", count: max(2, 40 - name.count))) \(value)")
+    }
+    print("largest state seen during the storms (checked before every operation):")
+    for (name, value) in largest.sorted(by: { $0.key < $1.key }) {
       print("  \(name) \(String(repeating: ".", count: max(2, 40 - name.count))) \(value)")
     }
     return failing.isEmpty ? 0 : 1

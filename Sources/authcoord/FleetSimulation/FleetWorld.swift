@@ -19,6 +19,8 @@ final class FleetWorld: @unchecked Sendable {
     var traceHash: UInt64
     var trace: [String]
     var coverage: [String: Int]
+    /// The largest of each kind of state seen during the storm (``checkBoundedState()``).
+    var largest: [String: Int]
   }
 
   struct Call {
@@ -59,6 +61,10 @@ final class FleetWorld: @unchecked Sendable {
   var nextCall = 0
   var lastSeen: [Int: [AccountKey: String]] = [:]
   var worstInBounds = 0.0
+  /// The largest of each kind of state seen during the storm (``checkBoundedState()``).
+  var largest: [String: Int] = [:]
+  /// The kinds of state already reported past their bound in this seed.
+  var unboundedReported: Set<String> = []
 
   let baseDate = Date(timeIntervalSince1970: 1_800_000_000)
   var processes: [(state: FleetProcessState, coordinator: AuthCoordinator)] = []
@@ -194,6 +200,7 @@ final class FleetWorld: @unchecked Sendable {
       let gap = Duration.milliseconds(
         Int.random(in: 10...(2 * span * 1000 / operations), using: &rng))
       try? await clock.sleep(for: gap)
+      checkBoundedState()
       perform()
     }
     await drain()
@@ -234,7 +241,7 @@ final class FleetWorld: @unchecked Sendable {
     return Report(
       seed: seed, shape: shape, violations: ledger.violations,
       violationCount: ledger.violationCount, traceHash: ledger.traceHash, trace: ledger.trace,
-      coverage: coverage)
+      coverage: coverage, largest: lock.withLock { largest })
   }
 
   /// Calms the world down (no more injected faults), then waits, on the virtual clock, until
