@@ -41,13 +41,15 @@ struct SimulateFleetTests {
       // Added later, each from a stream of its own: garbled replies after a rotation, an
       // account in its other Unicode spelling, a process that crashes and restarts, store
       // and lease operations that hang, fail or are slow, lease notices that arrive late,
-      // 429 answers with `Retry-After`, logouts aimed at a save retry or a write in doubt.
+      // 429 answers with `Retry-After`, logouts aimed at a save retry or a write in doubt,
+      // at a store read and at a token request in progress.
       "fault: garbled reply after the server answered", "fault: account in its decomposed spelling",
       "fault: crash and restart", "fault: hung store read", "fault: hung save",
       "fault: hung lease acquire", "fault: hung lease renewal", "fault: hung grant check",
       "fault: store read failed", "fault: lease acquire failed", "fault: grant check failed",
       "fault: slow store read", "fault: slow save", "fault: lease notice late", "fault: 429",
-      "operation: logout aimed at a save retry",
+      "operation: logout aimed at a save retry", "operation: logout aimed at a store read",
+      "operation: logout aimed at a token request",
     ] {
       let line = run.out.split(separator: "\n").first { $0.contains("  \(exercised) ..") }
       let count = line.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0

@@ -194,11 +194,46 @@ final class FleetLedger: @unchecked Sendable {
   /// Whether `token` is the last of its chain: no refresh of it was ever granted.
   func isNewest(_ token: String) -> Bool { lock.withLock { successor[token] == nil } }
 
+  /// What a logout can be aimed at while it is in progress (``began(_:_:process:)``).
+  enum Phase: String, CaseIterable {
+    case storeRead = "a store read"
+    case tokenRequest = "a token request"
+  }
+
+  /// Store reads and token requests in progress, by phase, account and process.
+  private var inProgress: [Phase: [String: [Int: Int]]] = [:]
+
+  /// `process` began `phase` for `account`.
+  func began(_ phase: Phase, _ account: String, process: Int) {
+    lock.withLock {
+      inProgress[phase, default: [:]][account, default: [:]][process, default: 0] += 1
+    }
+  }
+
+  /// `process` ended `phase` for `account`.
+  func ended(_ phase: Phase, _ account: String, process: Int) {
+    lock.withLock {
+      let left = (inProgress[phase]?[account]?[process] ?? 1) - 1
+      inProgress[phase]?[account]?[process] = left > 0 ? left : nil
+      if inProgress[phase]?[account]?.isEmpty == true { inProgress[phase]?[account] = nil }
+    }
+  }
+
+  /// The processes with `phase` in progress for `user`, lowest first.
+  func processes(in phase: Phase, for user: AccountKey) -> [Int] {
+    lock.withLock { inProgress[phase]?[user.account]?.keys.sorted() ?? [] }
+  }
+
   /// Process `index` crashed now.
   func crashed(_ index: Int) {
     let at = now()
     lock.withLock {
       crashes[index, default: []].append(at)
+      for phase in Phase.allCases {
+        for account in inProgress[phase]?.keys.sorted() ?? [] {
+          inProgress[phase]?[account]?[index] = nil
+        }
+      }
       for account in retryingSaves.keys { retryingSaves[account]?.remove(index) }
       retryingSaves = retryingSaves.filter { !$0.value.isEmpty }
       for logout in logouts.indices

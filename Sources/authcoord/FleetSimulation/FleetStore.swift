@@ -24,6 +24,8 @@ struct FleetStore: FencedTokenStore {
   }
 
   func model(for key: AccountKey) async throws -> AuthModel? {
+    ledger.began(.storeRead, key.account, process: process.index)
+    defer { ledger.ended(.storeRead, key.account, process: process.index) }
     await process.gate(clock)
     await process.maybeHang("store read", clock: clock, ledger: ledger)
     await process.maybeSlow("store read", clock: clock, ledger: ledger)

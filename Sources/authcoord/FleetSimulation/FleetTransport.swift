@@ -71,6 +71,8 @@ struct FleetTransport: HTTPTransport {
     let form = Self.form(request.urlRequest.httpBody ?? Data())
     let refreshToken = form["grant_type"] == "refresh_token" ? form["refresh_token"] : nil
     let liveAtEntry = key.map { ledger.holdsLiveLease($0, process: process.index) } ?? false
+    if let key { ledger.began(.tokenRequest, key.account, process: process.index) }
+    defer { if let key { ledger.ended(.tokenRequest, key.account, process: process.index) } }
     await process.gate(clock)
     let send = FleetLedger.Send(
       caller: caller, process: process.index, at: clock.world.now, liveAtEntry: liveAtEntry,

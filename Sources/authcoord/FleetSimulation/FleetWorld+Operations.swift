@@ -61,16 +61,32 @@ extension FleetWorld {
     }
   }
 
-  /// A logout of `user`, or, aimed at a phase, of a user whose key backs off (a failure
-  /// recorded at the lease), whose lease is held (a flight under way), or one of whose
-  /// processes retries a save or has a write in doubt (a save or a grant check failed).
+  /// A logout of `user`, or, aimed at a phase, of a user one of whose processes reads the
+  /// store or has a token request out, whose key backs off (a failure recorded at the lease),
+  /// whose lease is held (a flight under way), or one of whose processes retries a save or has
+  /// a write in doubt (a save or a grant check failed).
   private func logout(_ process: Int, _ user: AccountKey) {
     var user = user
     var process = process
     let backingOff = users.filter { ledger.isBackingOff($0) }
     let holding = users.filter { ledger.holder(of: $0) != nil }
     let retrying = aimsAtSaves ? users.filter { ledger.saver(retrying: $0) != nil } : []
-    if !retrying.isEmpty, aims.chance(50) {
+    let busy =
+      aimsAtPhases
+      ? FleetLedger.Phase.allCases.flatMap { phase in
+        users.flatMap { user in
+          ledger.processes(in: phase, for: user).map { (phase, user, $0) }
+        }
+      } : []
+    if !busy.isEmpty, phaseAims.chance(50) {
+      let (phase, aimed, busyProcess) = busy[Int.random(in: 0..<busy.count, using: &phaseAims)]
+      user = aimed
+      ledger.count("operation: logout aimed at \(phase.rawValue)")
+      // Half from the process reading or requesting (a local logout during its own step),
+      // half from another, which it then hears of only by the lease.
+      process =
+        phaseAims.chance(50) ? busyProcess : (busyProcess + 1) % processes.count
+    } else if !retrying.isEmpty, aims.chance(50) {
       user = retrying[Int.random(in: 0..<retrying.count, using: &aims)]
       ledger.count("operation: logout aimed at a save retry")
       // From another process than the saver's, which then hears of it only by the lease.

@@ -51,6 +51,10 @@ final class FleetWorld: @unchecked Sendable {
   /// and the draws of that aim: a stream of their own.
   var aims: FleetRandom
   var aimsAtSaves = false
+  /// Whether logouts are also aimed at a store read or a token request in progress (30 % of
+  /// the seeds), and the draws of that aim: a stream of their own.
+  var phaseAims: FleetRandom
+  var aimsAtPhases = false
   /// Calls of processes that crashed: they never end, and are not waited for.
   var crashedCalls: Set<Int> = []
   /// The coordinators of crashed processes, for the summary's counts.
@@ -87,6 +91,7 @@ final class FleetWorld: @unchecked Sendable {
     spellings = FleetRandom.derived(seed, 3)
     crashes = FleetRandom.derived(seed, 5)
     aims = FleetRandom.derived(seed, 10)
+    phaseAims = FleetRandom.derived(seed, 11)
     let base = baseDate
     let world = clock.world
     let date: @Sendable () -> Date = { base.addingTimeInterval(world.now.seconds) }
@@ -119,6 +124,7 @@ final class FleetWorld: @unchecked Sendable {
       if limits.chance(30) { faults.tooManyRequests = Double.random(in: 30...100, using: &limits) }
       if options.plant != .noLease, crashes.chance(30) { crashRate = 2 }
       aimsAtSaves = aims.chance(30)
+      aimsAtPhases = phaseAims.chance(30)
     }
     self.faults = faults
     ledger.noticeBound = faults.noticeDelayLimit
