@@ -116,6 +116,56 @@ import Testing
     #expect(!machine.hasUnsavedModel, "settled: the next re-read takes what the next holder stored")
   }
 
+  /// Found by the fleet simulation's 1,000,000-seed run (seed 0xf382c): a sign-out's
+  /// announcement arrived late, after a newer session's flight ended with its save failed.
+  /// Memory forgets the model, as an announcement makes it; the retry used to end at its next
+  /// attempt with a check of its grant (current) and no write, and the rotation was lost. It
+  /// now saves on the lease's answer: the grant decides, not the announcement's timing.
+  @Test func aRetryWhoseModelAnAnnouncementForgotSavesOnTheLeasesAnswer() {
+    var (machine, unsaved, _) = self.unsaved()
+    #expect(machine.signOutAnnounced(flightHoldsGrant: false) == .stopped(nil))
+    #expect(machine.cachedModel == nil, "memory forgets, as an announcement makes it")
+    let confirmed = Machine.AdvanceAction.next(
+      .init(kind: .retrySave(unsaved, attempt: 1, confirmingGrant: true), deadline: nil))
+    #expect(
+      machine.advance(2, .backedOff, date: date, now: .seconds(1)) == confirmed,
+      "before the fix: checkWrite, which never writes")
+    #expect(
+      machine.advance(2, .saveFailed(unsaved), date: date, now: .seconds(1))
+        == .next(wait(until: .seconds(3))), "in doubt: asked again after the next wait")
+    // A read meanwhile brings back the model it replaced: older, the retry goes on.
+    _ = machine.request(.ifNeeded, date: date, now: .seconds(2), newFlightID: 3)
+    _ = machine.advance(
+      3, .loaded(model("t0", expiresIn: 3600, refreshToken: "r0")), date: date, now: .seconds(2))
+    #expect(
+      machine.advance(2, .backedOff, date: date, now: .seconds(3))
+        == .next(.init(kind: .retrySave(unsaved, attempt: 2, confirmingGrant: true), deadline: nil))
+    )
+    #expect(
+      machine.advance(2, .saved, date: date, now: .seconds(3)) == .saveRetryOver(saved: true))
+  }
+
+  /// The other side: once memory holds a newer model, or a logout here removed the store's
+  /// models, the retry of a model an announcement made memory forget writes nothing again; it
+  /// only checks its earlier write.
+  @Test func aRetryWhoseModelAnAnnouncementForgotWritesNothingAfterANewerModelOrALocalLogout() {
+    for newer in [true, false] {
+      var (machine, unsaved, _) = self.unsaved()
+      _ = machine.signOutAnnounced(flightHoldsGrant: false)
+      if newer {
+        _ = machine.request(.ifNeeded, date: date, now: .seconds(1), newFlightID: 3)
+        _ = machine.advance(
+          3, .loaded(model("t9", expiresIn: 3600, refreshToken: "r9")), date: date, now: .seconds(1)
+        )
+      } else {
+        _ = machine.signOut()
+      }
+      #expect(
+        machine.advance(2, .backedOff, date: date, now: .seconds(1))
+          == .next(.init(kind: .checkWrite(unsaved), deadline: nil)), "newer: \(newer)")
+    }
+  }
+
   @Test func aSignOutElsewhereOrACancelledTaskEndsTheRetry() {
     for outcome: Machine.StepOutcome in [.signedOutElsewhere, .waitCancelled] {
       var (machine, _, _) = self.unsaved()

@@ -12,7 +12,7 @@ import TokenStore
 /// store whose reads fail on demand; the sign-out is another process's.
 @Suite(.timeLimit(.minutes(1))) struct UnsavedRetryUndoTests {
   let clock = ManualClock()
-  let store = ReadFailingStore()
+  let store = FailingStore()
   let inner: InMemoryAuthorizationLease
   let lease: LateLease
   let authorizer = ScriptedAuthorizer()
@@ -88,6 +88,50 @@ import TokenStore
     #expect(lease.signOutLog == ["revoke u1", "signOut u1"], "the undo revoked and announced")
   }
 
+  /// Found by the fleet simulation's 1,000,000-seed run (seed 0xf382c): a sign-out elsewhere,
+  /// then this process took the lease and refreshed a newer session, and its save failed
+  /// (rule 21: served, kept unsaved, retried). The sign-out's announcement arrived late, after
+  /// the flight ended: memory forgot the model, and the retry, finding memory no longer held
+  /// it, only checked its grant (current) and ended without saving. The store kept the spent
+  /// refresh token, and the next refresh would present it again (the family revoked, the user
+  /// signed in again). The retry now goes on saving a model an announcement made memory
+  /// forget: its check of its grant before the write decides.
+  @Test func aLateAnnouncementDoesNotDropTheSaveRetryOfASessionBegunAfterTheSignOut()
+    async throws
+  {
+    let events = EventRecorder(coordinator)
+    // The sign-out, in another process; its announcement has not arrived here.
+    await inner.revokeGrants(ofAccount: "u1")
+    await inner.signOut(account: "u1", by: "other")
+    // The newer session, stored by a third process, expired by now.
+    let newer = makeModel("newer", clock: clock, expiresIn: 10)
+    await store.inner.save(newer, for: u1)
+    clock.advance(by: .seconds(20))
+    store.failsSaves = true
+    let caller = Task { try await coordinator.authModel(for: u1) }
+    let call = await authorizer.nextCall()
+    #expect(call.request.replacing == newer)
+    let rotated = makeModel("rotated", clock: clock, expiresIn: 3600)
+    call.succeed(with: rotated)
+    #expect(try await caller.value == rotated, "served though unsaved (rule 21)")
+    try await events.first { if case .modelUnsaved = $0 { true } else { false } }
+    // The late announcement, with no flight in progress: memory forgets the model.
+    lease.deliver(.signedOut(account: "u1", by: "other"))
+    try await events.first { if case .signedOutElsewhere = $0 { true } else { false } }
+    store.failsSaves = false
+    clock.advance(by: .seconds(1))
+    try await events.first { event in
+      switch event {
+      case .unsavedModelSaved, .unsavedModelDropped: true
+      default: false
+      }
+    }
+    #expect(
+      await store.inner.model(for: u1) == rotated,
+      "before the fix: the retry dropped the rotation; the store kept the spent token")
+    #expect(lease.signOutLog.isEmpty, "nothing undone, nothing announced")
+  }
+
   /// The other side: a first save (no earlier write of its own) that finds a sign-out and
   /// cannot read the store removes nothing: what the store holds is not this flight's.
   @Test func aFirstSaveThatFindsASignOutUndoesNothing() async throws {
@@ -107,8 +151,9 @@ import TokenStore
   }
 }
 
-/// An ``InMemoryTokenStore`` whose reads fail while ``failsReads`` is set.
-final class ReadFailingStore: FencedTokenStore, @unchecked Sendable {
+/// An ``InMemoryTokenStore`` whose reads fail while ``failsReads`` is set, and whose saves
+/// fail while ``failsSaves`` is set.
+final class FailingStore: FencedTokenStore, @unchecked Sendable {
   let inner = InMemoryTokenStore()
   private let failing = LockedState(false)
 
@@ -121,17 +166,30 @@ final class ReadFailingStore: FencedTokenStore, @unchecked Sendable {
     set { failing.withLock { $0 = newValue } }
   }
 
+  private let failingSaves = LockedState(false)
+
+  struct SaveFailure: Error, CustomStringConvertible {
+    var description: String { "the store could not be written (simulated)" }
+  }
+
+  var failsSaves: Bool {
+    get { failingSaves.withLock { $0 } }
+    set { failingSaves.withLock { $0 = newValue } }
+  }
+
   func model(for key: AccountKey) async throws -> AuthModel? {
     if failsReads { throw ReadFailure() }
     return await inner.model(for: key)
   }
 
   func save(_ model: AuthModel, for key: AccountKey) async throws {
+    if failsSaves { throw SaveFailure() }
     await inner.save(model, for: key)
   }
 
   func save(_ model: AuthModel, for key: AccountKey, fence: UInt64) async throws -> Bool {
-    await inner.save(model, for: key, fence: fence)
+    if failsSaves { throw SaveFailure() }
+    return await inner.save(model, for: key, fence: fence)
   }
 
   func removeModel(for key: AccountKey) async throws { await inner.removeModel(for: key) }

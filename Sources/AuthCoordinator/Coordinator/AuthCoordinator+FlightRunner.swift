@@ -94,9 +94,10 @@ extension AuthCoordinator {
           model, key, flight: id, turn: step.storeTurn, under: held)
       case .awaitSaveRetry(let until):
         outcome = await awaitSaveRetry(until: until)
-      case .retrySave(let model, let attempt):
+      case .retrySave(let model, let attempt, let confirmingGrant):
         outcome = await retrySave(
-          model, key, flight: id, attempt: attempt, turn: step.storeTurn, under: held)
+          model, key, flight: id, attempt: attempt, confirmingGrant: confirmingGrant,
+          turn: step.storeTurn, under: held)
       case .checkWrite(let model):
         outcome = await checkWrite(model, key, turn: step.storeTurn, under: held)
       case .confirmGrant(let grant):

@@ -263,7 +263,7 @@ extension AuthCoordinator {
   ///   a sign-out found now removes that write, and in doubt (the store cannot be read) too.
   func save(
     _ model: AuthModel, for key: AccountKey, turn: StoreTurn, under held: HeldLease,
-    flight id: UInt64, retry: Bool = false
+    flight id: UInt64, retry: Bool = false, confirmingGrant: Bool = false
   ) async -> SaveResult {
     await turn.waitForTurn()
     defer { turn.finish() }
@@ -281,7 +281,19 @@ extension AuthCoordinator {
       case .unknown(let error): return .failed(error)
       }
     }
-    guard await isCurrent(grant) else {
+    // A retry whose model memory forgot on a sign-out announced elsewhere writes only on the
+    // lease's answer: in doubt, the model may be the signed-out session's (seed 0xf382c).
+    let current: Bool
+    if confirmingGrant {
+      switch await checkAfterWrite(grant) {
+      case .current: current = true
+      case .notCurrent: current = false
+      case .unknown(let error): return .failed(error)
+      }
+    } else {
+      current = await isCurrent(grant)
+    }
+    guard current else {
       // A retry of a write whose check could not be made: that write is undone now. A first
       // attempt wrote nothing: what the store holds is not this flight's.
       guard retry else { return .signedOut }

@@ -25,13 +25,17 @@ extension AuthCoordinator {
     }
   }
 
-  /// Attempt `attempt` at saving `model` again.
+  /// Attempt `attempt` at saving `model` again; with `confirmingGrant`, only once the lease
+  /// answered that the retry's grant is current (``KeyMachine/StepKind/retrySave(_:attempt:confirmingGrant:)``).
   @inline(never)
   func retrySave(
-    _ model: AuthModel, _ key: AccountKey, flight id: UInt64, attempt: Int, turn: StoreTurn,
-    under held: HeldLease
+    _ model: AuthModel, _ key: AccountKey, flight id: UInt64, attempt: Int,
+    confirmingGrant: Bool = false, turn: StoreTurn, under held: HeldLease
   ) async -> KeyMachine.StepOutcome {
-    switch await save(model, for: key, turn: turn, under: held, flight: id, retry: true) {
+    switch await save(
+      model, for: key, turn: turn, under: held, flight: id, retry: true,
+      confirmingGrant: confirmingGrant)
+    {
     case .saved: return .saved
     case .failed(let error):
       broadcaster.emit(.saveRetryFailed(key: key, attempt: attempt, message: "\(error)"))

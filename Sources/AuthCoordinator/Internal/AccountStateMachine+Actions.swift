@@ -87,8 +87,11 @@ extension AccountStateMachine {
     case awaitSaveRetry(until: Duration)
     /// Save again, in the key's store order, a model served whose save failed (attempt
     /// `attempt`): reports ``StepOutcome/saved``, ``StepOutcome/saveFailed(_:)``,
-    /// ``StepOutcome/leaseLost`` or ``StepOutcome/signedOutElsewhere``.
-    case retrySave(AuthModel, attempt: Int)
+    /// ``StepOutcome/leaseLost`` or ``StepOutcome/signedOutElsewhere``. With
+    /// `confirmingGrant`, memory forgot the model on a sign-out announced elsewhere: the write
+    /// is made only once the lease answered that the retry's grant is current (never "in
+    /// doubt, yes"; in doubt, ``StepOutcome/saveFailed(_:)``, asked again after the next wait).
+    case retrySave(AuthModel, attempt: Int, confirmingGrant: Bool = false)
     /// Memory let go of a model whose save is being retried (a newer model replaced it, or a
     /// sign-out's announcement emptied memory), but an earlier attempt may have written it
     /// after a sign-out elsewhere (its checks after the write could not be made): ask the

@@ -18,6 +18,25 @@ extension AccountStateMachine {
     /// Memory let the model go: the retry only checks that no earlier write of it came after
     /// a sign-out (``StepKind/checkWrite(_:)``).
     var checksOnly = false
+    /// Memory forgot the model on a sign-out announced elsewhere (cleared by a logout here).
+    /// The announcement may be late, and the retry's grant a newer session's: whether
+    /// the sign-out predates the grant is the lease's to say, so the retry goes on, writing
+    /// only on the lease's answer (``StepKind/retrySave(_:attempt:confirmingGrant:)``).
+    var forgottenOnAnnouncement = false
+  }
+
+  /// A sign-out was announced elsewhere and memory forgets its model: a retry of the model
+  /// memory held unsaved goes on until the lease says whether the sign-out predates its grant
+  /// (``SaveRetry/forgottenOnAnnouncement``). Found by the fleet simulation's 1,000,000-seed
+  /// run (seed 0xf382c): a notice 4.5 s late emptied memory, the retry then only checked its
+  /// grant (current) and ended, and the store kept the spent refresh token the model's
+  /// refresh had rotated.
+  mutating func retriesOutliveAnnouncement() {
+    // (Called before memory forgets.)
+    guard case .model(let cached) = cache, cached.unsaved else { return }
+    for (id, retry) in saveRetries where retry.model == cached.model && !retry.checksOnly {
+      saveRetries[id]?.forgottenOnAnnouncement = true
+    }
   }
 
   /// The longest wait between two attempts: never zero, which would retry a failing store in
@@ -44,6 +63,15 @@ extension AccountStateMachine {
       deadline: nil)
   }
 
+  /// Whether memory holds a model newer than `model`: another one, carrying a refresh token
+  /// that no authorization of this process replaced (a read after an announcement may bring
+  /// back `model`'s predecessor, which is older; rule 21's ``preferred(overStored:)``).
+  func holdsNewerModel(than model: AuthModel) -> Bool {
+    guard case .model(let cached) = cache, cached.model != model else { return false }
+    guard let token = cached.model.refreshToken else { return false }
+    return !replacedRefreshTokens.contains(token)
+  }
+
   /// Whether flight `id` is retrying a save (its outcomes are the retry's).
   func isRetryingSave(_ id: UInt64) -> Bool { saveRetries[id] != nil }
 
@@ -56,6 +84,14 @@ extension AccountStateMachine {
       // turn under the same lock): a newer model's save or a logout's removal issued before
       // this point goes first, and then this one is not needed.
       retry.attempts += 1
+      // Memory forgot it on an announcement, and holds nothing newer: the lease decides.
+      if retry.forgottenOnAnnouncement, !retry.checksOnly, !holdsNewerModel(than: retry.model) {
+        saveRetries[id] = retry
+        return .next(
+          Step(
+            kind: .retrySave(retry.model, attempt: retry.attempts, confirmingGrant: true),
+            deadline: nil))
+      }
       guard needsSave(retry.model) else {
         // Memory let the model go, but an earlier attempt may have written it after a
         // sign-out elsewhere, with checks after the write that failed: the question outlives

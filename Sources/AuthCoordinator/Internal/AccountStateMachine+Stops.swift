@@ -186,6 +186,7 @@ extension AccountStateMachine {
   mutating func signOutAnnounced(
     flightHoldsGrant: Bool, grant: LeaseGrant? = nil
   ) -> SignOutAnnouncement {
+    retriesOutliveAnnouncement()
     guard flightHoldsGrant, let id = flightID else { return .stopped(signOut(elsewhere: true)) }
     if case .model = cache { cache = .unknown }
     loopGuardStarts.removeAll()
@@ -223,6 +224,10 @@ extension AccountStateMachine {
   mutating func signedOut(elsewhere: Bool) -> Ending? {
     let id = flightID
     state = .idle
+    // A logout here removed the store's models itself: no retry writes again.
+    if !elsewhere {
+      for retry in saveRetries.keys { saveRetries[retry]?.forgottenOnAnnouncement = false }
+    }
     cache = elsewhere ? .unknown : .empty
     loopGuardStarts.removeAll()
     cooldown = nil
