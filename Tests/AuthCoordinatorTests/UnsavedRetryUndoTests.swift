@@ -132,6 +132,42 @@ import TokenStore
     #expect(lease.signOutLog.isEmpty, "nothing undone, nothing announced")
   }
 
+  /// A flight whose save failed while a sign-out announced elsewhere was being checked asks
+  /// the lease itself before serving (`confirmGrant`), carrying its save retry. A logout here
+  /// while that question hung ended the flight; when the lease answered, the machine took the
+  /// answer for an outcome of the save retry that it could not have asked for, and trapped:
+  /// the process crashed. The answer now reaches the retry as its start: it goes on, finds the
+  /// logout, and ends with nothing stored.
+  @Test func aLogoutHereWhileAFlightAsksAboutItsGrantLetsItsSaveRetryEnd() async throws {
+    let events = EventRecorder(coordinator)
+    await store.inner.save(makeModel("old", clock: clock, expiresIn: 10), for: u1)
+    clock.advance(by: .seconds(20))
+    let caller = Task { try await coordinator.authModel(for: u1) }
+    let call = await authorizer.nextCall()
+    // A sign-out announced while the flight holds its grant; the lease's answer hangs.
+    lease.checks.close()
+    lease.deliver(.signedOut(account: "u1", by: "other"))
+    try await lease.checks.waitUntilHeld(1)
+    // The save's check before its write answers, the write fails, and the flight's own
+    // question before serving hangs.
+    lease.checks.close(lettingThrough: 1)
+    store.failsSaves = true
+    call.succeed(with: makeModel("rotated", clock: clock, expiresIn: 3600))
+    try await lease.checks.waitUntilHeld(2)
+    await coordinator.accountStatusChanged(.logout(account: "u1"))
+    let error = await #expect(throws: AuthCoordinatorError.self) { try await caller.value }
+    #expect(error?.code == .signedOut)
+    // The lease answers (the logout revoked the grant): before the fix, a trap here. Then the
+    // retry waits for its first attempt.
+    store.failsSaves = false
+    let sleepers = clock.sleeperCount
+    lease.checks.open()
+    await clock.waitForSleepers(sleepers + 1)
+    clock.advance(by: .seconds(1))
+    try await events.first { if case .unsavedModelDropped = $0 { true } else { false } }
+    #expect(await store.inner.model(for: u1) == nil, "nothing of the signed-out session stored")
+  }
+
   /// The other side: a first save (no earlier write of its own) that finds a sign-out and
   /// cannot read the store removes nothing: what the store holds is not this flight's.
   @Test func aFirstSaveThatFindsASignOutUndoesNothing() async throws {

@@ -287,13 +287,17 @@ extension AccountStateMachine {
     var stale: AuthModel?
     /// For a failure: the key remembers it for this long (a cooldown began).
     var cooldown: Duration?
+    /// Stopped from outside while its task still has a save retry to carry out (its save
+    /// failed before it asked the lease about its grant, ``StepKind/confirmGrant(_:)``): the
+    /// task is not cancelled; the retry goes on once its step returns.
+    var leavesSaveRetry = false
 
     /// Whether the flight's work must be cancelled (it was stopped before producing a result).
     var stopsWork: Bool {
       switch result {
       // A flight whose save ran out of time still saves: its model is served and cached.
       case .succeeded, .failed: return false
-      case .timedOut, .cancelled: return !letsRefreshFinish
+      case .timedOut, .cancelled: return !letsRefreshFinish && !leavesSaveRetry
       }
     }
   }

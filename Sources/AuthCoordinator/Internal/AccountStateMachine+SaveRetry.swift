@@ -57,7 +57,7 @@ extension AccountStateMachine {
     return awaitSaveRetry(after: delay, now: now)
   }
 
-  private func awaitSaveRetry(after delay: Duration, now: Duration) -> Step {
+  func awaitSaveRetry(after delay: Duration, now: Duration) -> Step {
     Step(
       kind: .awaitSaveRetry(until: CoordinatorClock.deadline(after: delay, from: now)),
       deadline: nil)

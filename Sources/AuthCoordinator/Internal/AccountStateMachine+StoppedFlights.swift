@@ -45,6 +45,7 @@ extension AccountStateMachine {
     var ending = ending
     state = .idle
     if confirmingGrant == ending.flight { confirmingGrant = nil }
+    if ending.saveRetry == nil, saveRetries[ending.flight] != nil { ending.leavesSaveRetry = true }
     ending.effects = effects
     effects = nil
     if ending.letsRefreshFinish {
@@ -76,6 +77,9 @@ extension AccountStateMachine {
   mutating func stale(
     _ id: UInt64, _ outcome: StepOutcome, date: Date, now: Duration
   ) -> AdvanceAction {
+    if case .grantConfirmed(let current) = outcome {
+      return grantConfirmedAfterItsFlight(id, current: current, now: now)
+    }
     if isRetryingSave(id) { return saveRetried(id, outcome, now: now) }
     let savedPastDeadline = savesPastDeadline.removeValue(forKey: id)
     switch outcome {

@@ -275,4 +275,21 @@ extension AccountStateMachine {
     ending.adoptedFromStore = false
     return ending
   }
+
+  /// The lease answered the question of a flight that was stopped while it asked (a logout
+  /// here, or an announcement once its lease went back): the answer still decides what memory
+  /// keeps, and a grant that predates the sign-out makes memory forget the flight's model if a
+  /// read brought it back. A save retry the flight carried goes on from its first wait: it
+  /// saves, or checks and undoes, its write. (Before, the answer reached the retry as an
+  /// outcome it could not have asked for, and trapped.)
+  mutating func grantConfirmedAfterItsFlight(
+    _ id: UInt64, current: Bool, now: Duration
+  ) -> AdvanceAction {
+    let left = signOutCheck?.flight == id ? signOutCheck?.model : nil
+    if signOutCheck?.flight == id { signOutCheck = nil }
+    if !current, let left { modelSignedOut(left) }
+    guard let retry = saveRetries[id] else { return .ignore }
+    if !current { modelSignedOut(retry.model) }
+    return .next(awaitSaveRetry(after: retry.delay, now: now))
+  }
 }
