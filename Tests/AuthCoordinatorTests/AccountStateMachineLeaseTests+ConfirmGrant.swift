@@ -7,6 +7,61 @@ import Testing
 // stopped from outside while it asks: a logout here, or a second announcement once its lease
 // went back (a part of `AccountStateMachineLeaseTests`, in a file of its own for its size).
 extension AccountStateMachineLeaseTests {
+  /// The step that asks the lease about `grant` before serving, with its own deadline: the
+  /// store timeout from `now`.
+  func confirming(_ grant: LeaseGrant, _ machine: Machine, now: Duration = .zero)
+    -> Machine.AdvanceAction
+  {
+    .next(
+      .init(
+        kind: .confirmGrant(grant),
+        deadline: CoordinatorClock.deadline(after: machine.policy.storeTimeout, from: now)))
+  }
+
+  /// Found by testing the gap named last stop: a lease that hung while a flight asked it about
+  /// its grant held every caller without a timeout of its own for good. The question has a
+  /// deadline of its own: past it, in doubt, not current; the flight ends `signed_out`,
+  /// memory forgets its model, and its task goes on with its save retry once the lease answers.
+  @Test(arguments: [true, false])
+  func aQuestionAboutTheGrantThatHangsEndsTheFlightInDoubtAtItsDeadline(_ saveFailed: Bool) {
+    let grant = LeaseGrant(
+      key: u1, owner: "here", fence: 7, generation: 3, expiresAt: date.addingTimeInterval(15))
+    var (saver, id) = self.machine(in: .persisting)
+    _ = saver.signOutAnnounced(flightHoldsGrant: true, grant: grant)
+    let obtained = model("t2")
+    let outcome: Machine.StepOutcome = saveFailed ? .saveFailed(obtained) : .saved
+    let now = Duration.seconds(3)
+    #expect(saver.advance(id, outcome, date: date, now: now) == confirming(grant, saver, now: now))
+    let deadline = CoordinatorClock.deadline(after: saver.policy.storeTimeout, from: now)
+    #expect(
+      saver.deadlineReached(id, phase: .save, date: date, at: .seconds(1)) == nil,
+      "an earlier step's deadline: the callers still wait for the answer")
+    guard let ending = saver.deadlineReached(id, phase: .save, date: date, at: deadline) else {
+      Issue.record("before the fix: the question's wait had no end")
+      return
+    }
+    #expect(ending.result == .cancelled(.signedOut), "in doubt, not current")
+    #expect(ending.saveRetry == nil, "the task carries its retry on once the answer comes")
+    #expect(ending.stopsWork == !saveFailed)
+    #expect(saver.flightID == nil)
+    #expect(saver.cachedModel == nil)
+    // The answer comes late and says current: a save retry goes on, asking the lease before
+    // it writes (memory let the model go).
+    let late = saver.advance(id, .grantConfirmed(current: true), date: date, now: deadline)
+    if saveFailed {
+      guard case .next(let wait) = late, case .awaitSaveRetry = wait.kind else {
+        Issue.record("the retry goes on: \(late)")
+        return
+      }
+      #expect(
+        saver.advance(id, .backedOff, date: date, now: deadline + .seconds(1))
+          == .next(
+            .init(kind: .retrySave(obtained, attempt: 1, confirmingGrant: true), deadline: nil)))
+    } else {
+      #expect(late == .ignore)
+    }
+  }
+
   enum StopWhileConfirming: CaseIterable, Sendable {
     /// A logout in this process.
     case logoutHere
@@ -31,7 +86,7 @@ extension AccountStateMachineLeaseTests {
     let unsaved = model("t2")
     #expect(
       saver.advance(id, .saveFailed(unsaved), date: date, now: .zero)
-        == .next(.init(kind: .confirmGrant(grant), deadline: nil)))
+        == confirming(grant, saver))
     let ending: Machine.Ending?
     switch stop {
     case .logoutHere: ending = saver.signOut()
@@ -78,7 +133,7 @@ extension AccountStateMachineLeaseTests {
     let saved = model("t2")
     #expect(
       saver.advance(id, .saved, date: date, now: .zero)
-        == .next(.init(kind: .confirmGrant(grant), deadline: nil)))
+        == confirming(grant, saver))
     #expect(saver.signOut(elsewhere: true)?.result == .cancelled(.signedOut))
     // A request reads the flight's model back from the store before the answer.
     _ = saver.request(.ifNeeded, date: date, now: .zero, newFlightID: 5)

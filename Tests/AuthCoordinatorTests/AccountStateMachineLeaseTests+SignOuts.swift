@@ -346,7 +346,6 @@ extension AccountStateMachineLeaseTests {
   func aFlightWithItsResultAsksTheLeaseBeforeServingAfterAnAnnouncement(_ current: Bool) {
     let grant = LeaseGrant(
       key: u1, owner: "here", fence: 7, generation: 3, expiresAt: date.addingTimeInterval(15))
-    let confirm = Machine.AdvanceAction.next(.init(kind: .confirmGrant(grant), deadline: nil))
     // A model it read from the store.
     var reader = leaseMachine(holding: model("t0", expiresIn: 10))
     _ = reader.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
@@ -354,9 +353,11 @@ extension AccountStateMachineLeaseTests {
       reader.signOutAnnounced(flightHoldsGrant: true, grant: grant) == .checkGrant(flight: 2))
     let stored = model("t4")
     _ = reader.advance(2, .leaseAttempted(.acquiredWithRead(stored)), date: date, now: .zero)
-    #expect(reader.advance(2, .leaseReleased, date: date, now: .zero) == confirm)
     #expect(
-      reader.deadlineReached(2, phase: .save, date: date) == nil, "a deadline serves nothing")
+      reader.advance(2, .leaseReleased, date: date, now: .zero) == confirming(grant, reader))
+    #expect(
+      reader.deadlineReached(2, phase: .save, date: date, at: .seconds(1)) == nil,
+      "another step's deadline serves nothing")
     #expect(
       reader.signOutChecked(flight: 2, grantCurrent: false) == nil, "the flight's answer ends it")
     let read = reader.advance(2, .grantConfirmed(current: current), date: date, now: .zero)
@@ -379,7 +380,9 @@ extension AccountStateMachineLeaseTests {
     var (saver, id) = self.machine(in: .persisting)
     #expect(
       saver.signOutAnnounced(flightHoldsGrant: true, grant: grant) == .checkGrant(flight: id))
-    #expect(saver.advance(id, .saveFailed(model("t2")), date: date, now: .zero) == confirm)
+    #expect(
+      saver.advance(id, .saveFailed(model("t2")), date: date, now: .zero)
+        == confirming(grant, saver))
     // Fleet simulation, seed 0x7f371: memory holds the model unsaved meanwhile; a new request
     // is no cache hit on it, it joins the flight and gets what the answer decides.
     #expect(saver.servableModel(at: date) == nil)

@@ -76,6 +76,29 @@ import Testing
     #expect(await store.model(for: u1) == nil)
   }
 
+  // Found by testing the gap named last stop: the flight has its result and asks the lease
+  // about its grant before serving (a sign-out was announced while it held it), and the lease
+  // hangs. The callers, without a timeout of their own, waited for good. The question now has
+  // a deadline of its own (the store timeout): past it, in doubt, not current.
+  @Test func aHungQuestionAboutTheGrantBeforeServingEndsAtItsDeadline() async throws {
+    await store.save(makeModel("old", clock: clock, expiresIn: 10), for: u1)
+    let caller = Task { try await coordinator.authModel(for: u1) }
+    let call = await authorizer.nextCall()
+    lease.checks.close()
+    await announce(.signedOut(account: "u1", by: "other"))
+    try await lease.checks.waitUntilHeld(1)
+    // The save's checks before and after its write answer; the flight's own question hangs.
+    lease.checks.close(lettingThrough: 2)
+    call.succeed(with: makeModel("fresh", clock: clock, expiresIn: 3600))
+    try await lease.checks.waitUntilHeld(2)
+    // Past the store timeout (10 s), not the authorization's (120 s). The deadline scheduler's
+    // sleeper, armed before the question was asked, wakes at once if it sleeps only now.
+    clock.advance(by: .seconds(11))
+    let error = await #expect(throws: AuthCoordinatorError.self) { try await caller.value }
+    #expect(error?.code == .signedOut, "in doubt, not current; before the fix: no end")
+    lease.checks.open()
+  }
+
   // In doubt, a logout wins: the lease cannot say whether the grant predates the sign-out
   // (its check throws), and the flight stops as it would have without the check.
   @Test func aGrantCheckThatFailsStopsTheFlight() async throws {

@@ -15,7 +15,7 @@ extension AccountStateMachine {
     guard flightID == id else { return stale(id, outcome, date: date, now: now) }
     let action = decide(id, outcome, date: date, now: now)
     guard case .end(let ending) = action else { return action }
-    if let confirm = confirmation(before: ending) { return .next(confirm) }
+    if let confirm = confirmation(before: ending, now: now) { return .next(confirm) }
     return .end(finish(ending))
   }
 

@@ -23,6 +23,8 @@ extension AccountStateMachine {
     /// the sign-out predates the grant is the lease's to say, so the retry goes on, writing
     /// only on the lease's answer (``StepKind/retrySave(_:attempt:confirmingGrant:)``).
     var forgottenOnAnnouncement = false
+    /// A logout here removed the store's models since: the retry writes nothing again.
+    var removedHere = false
   }
 
   /// A sign-out was announced elsewhere and memory forgets its model: a retry of the model

@@ -95,9 +95,12 @@ extension AccountStateMachine {
           AuthCoordinatorError(
             .storeFailed, "the token store did not answer the load within \(policy.storeTimeout)")),
         storeTimedOut: .load)
+    case (.save, .releasing(let ending))
+    where confirmingGrant == id && (deadline == nil || deadline == confirmDeadline):
+      return confirmationTimedOut(ending)
     case (_, .releasing(let ending)):
       // Asking the lease whether its grant outlives an announced sign-out: the callers wait
-      // for the answer (their own deadlines bound it).
+      // for the answer, bounded by the question's own deadline (above).
       guard confirmingGrant != id else { return nil }
       // Any deadline still armed for the flight: its callers get the result at once; the
       // lease goes back in the background.
@@ -226,7 +229,10 @@ extension AccountStateMachine {
     state = .idle
     // A logout here removed the store's models itself: no retry writes again.
     if !elsewhere {
-      for retry in saveRetries.keys { saveRetries[retry]?.forgottenOnAnnouncement = false }
+      for retry in saveRetries.keys {
+        saveRetries[retry]?.forgottenOnAnnouncement = false
+        saveRetries[retry]?.removedHere = true
+      }
     }
     cache = elsewhere ? .unknown : .empty
     loopGuardStarts.removeAll()
@@ -251,21 +257,40 @@ extension AccountStateMachine {
   /// Found by the fleet simulation's long run (seeds 0x4ac70, 0x51836, 0xf0259, 0x167cd): a
   /// flight whose grant check hung, or that resumed from a pause together with the answer,
   /// served the signed-out session's model before the answer stopped it.
-  mutating func confirmation(before ending: Ending) -> Step? {
+  ///
+  /// The question has a deadline of its own, the store timeout from `now`: a lease that hangs
+  /// does not hold the callers for good (``expired(_:phase:date:at:)``).
+  mutating func confirmation(before ending: Ending, now: Duration) -> Step? {
     guard let check = signOutCheck, check.flight == ending.flight, let grant = check.grant,
       confirmingGrant != ending.flight, case .succeeded = ending.result
     else { return nil }
     confirmingGrant = ending.flight
     state = .releasing(ending)
-    return Step(kind: .confirmGrant(grant), deadline: nil)
+    let deadline = CoordinatorClock.deadline(after: policy.storeTimeout, from: now)
+    confirmDeadline = deadline
+    return Step(kind: .confirmGrant(grant), deadline: deadline)
   }
 
-  /// The lease answered the flight's own question (``confirmation(before:)``): a current grant
+  /// The question of ``confirmation(before:now:)`` was not answered by its deadline: in doubt,
+  /// not current (a logout is never undone on a guess), and the flight ends as
+  /// ``grantConfirmed(_:current:)`` ends it then. Its task, still waiting for the lease, goes
+  /// on with the save retry it carries once the answer comes
+  /// (``grantConfirmedAfterItsFlight(_:current:now:)``). Found by testing the gap named last
+  /// stop: a lease that hung there held every caller without a timeout of its own for good.
+  mutating func confirmationTimedOut(_ ending: Ending) -> Ending {
+    var ending = ending
+    ending.saveRetry = nil
+    state = .idle
+    return grantConfirmed(&ending, current: false)
+  }
+
+  /// The lease answered the flight's own question (``confirmation(before:now:)``): a current grant
   /// serves `ending`; one that predates the sign-out makes the flight end as the sign-out
   /// would have stopped it, and memory forget its model. A save retry the ending carries goes
   /// on: it checks, and undoes, what an earlier attempt may have written.
   mutating func grantConfirmed(_ ending: inout Ending, current: Bool) -> Ending {
     confirmingGrant = nil
+    confirmDeadline = nil
     if signOutCheck?.flight == ending.flight { signOutCheck = nil }
     guard !current, case .succeeded(let model) = ending.result else { return ending }
     if case .model(let cached) = cache, cached.model == model { cache = .unknown }
@@ -289,7 +314,13 @@ extension AccountStateMachine {
     if signOutCheck?.flight == id { signOutCheck = nil }
     if !current, let left { modelSignedOut(left) }
     guard let retry = saveRetries[id] else { return .ignore }
-    if !current { modelSignedOut(retry.model) }
+    if current {
+      // Memory may have let the model go on the stop (a deadline in doubt): the lease decides
+      // before the retry writes, as after an announcement; unless a logout here removed it.
+      if !retry.removedHere { saveRetries[id]?.forgottenOnAnnouncement = true }
+    } else {
+      modelSignedOut(retry.model)
+    }
     return .next(awaitSaveRetry(after: retry.delay, now: now))
   }
 }

@@ -94,6 +94,8 @@ struct AccountStateMachine<Effects: FlightEffects> {
   /// The flight that has its result and asks the lease, before serving it, whether its grant
   /// outlives a sign-out announced while it held it (``StepKind/confirmGrant(_:)``).
   var confirmingGrant: UInt64?
+  /// The deadline of that question (``confirmation(before:now:)``).
+  var confirmDeadline: Duration?
   /// The jitter source, a number in `0..<1` (the configuration's `random`).
   let random: @Sendable () -> Double
 
