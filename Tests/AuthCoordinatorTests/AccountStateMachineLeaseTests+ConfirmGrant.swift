@@ -18,16 +18,23 @@ extension AccountStateMachineLeaseTests {
         deadline: CoordinatorClock.deadline(after: machine.policy.storeTimeout, from: now)))
   }
 
+  /// Flight 2 persisting the model it obtained under `grant`, after a sign-out was announced
+  /// while it held the grant (the lease has not answered yet).
+  func persistingAfterAnAnnouncement() -> (Machine, UInt64, LeaseGrant) {
+    let grant = LeaseGrant(
+      key: u1, owner: "here", fence: 7, generation: 3, expiresAt: date.addingTimeInterval(15))
+    var (saver, id) = self.machine(in: .persisting)
+    _ = saver.signOutAnnounced(flightHoldsGrant: true, grant: grant)
+    return (saver, id, grant)
+  }
+
   /// Found by testing the gap named last stop: a lease that hung while a flight asked it about
   /// its grant held every caller without a timeout of its own for good. The question has a
   /// deadline of its own: past it, in doubt, not current; the flight ends `signed_out`,
   /// memory forgets its model, and its task goes on with its save retry once the lease answers.
   @Test(arguments: [true, false])
   func aQuestionAboutTheGrantThatHangsEndsTheFlightInDoubtAtItsDeadline(_ saveFailed: Bool) {
-    let grant = LeaseGrant(
-      key: u1, owner: "here", fence: 7, generation: 3, expiresAt: date.addingTimeInterval(15))
-    var (saver, id) = self.machine(in: .persisting)
-    _ = saver.signOutAnnounced(flightHoldsGrant: true, grant: grant)
+    var (saver, id, grant) = persistingAfterAnAnnouncement()
     let obtained = model("t2")
     let outcome: Machine.StepOutcome = saveFailed ? .saveFailed(obtained) : .saved
     let now = Duration.seconds(3)
@@ -79,10 +86,7 @@ extension AccountStateMachineLeaseTests {
   func aFlightStoppedWhileItAsksAboutItsGrantLetsItsSaveRetryGoOn(
     _ stop: StopWhileConfirming, _ current: Bool
   ) {
-    let grant = LeaseGrant(
-      key: u1, owner: "here", fence: 7, generation: 3, expiresAt: date.addingTimeInterval(15))
-    var (saver, id) = self.machine(in: .persisting)
-    _ = saver.signOutAnnounced(flightHoldsGrant: true, grant: grant)
+    var (saver, id, grant) = persistingAfterAnAnnouncement()
     let unsaved = model("t2")
     #expect(
       saver.advance(id, .saveFailed(unsaved), date: date, now: .zero)
@@ -126,10 +130,7 @@ extension AccountStateMachineLeaseTests {
   /// when the grant predates the sign-out.
   @Test(arguments: [true, false])
   func aStaleAnswerStillDecidesWhetherMemoryKeepsTheFlightsModel(_ current: Bool) {
-    let grant = LeaseGrant(
-      key: u1, owner: "here", fence: 7, generation: 3, expiresAt: date.addingTimeInterval(15))
-    var (saver, id) = self.machine(in: .persisting)
-    _ = saver.signOutAnnounced(flightHoldsGrant: true, grant: grant)
+    var (saver, id, grant) = persistingAfterAnAnnouncement()
     let saved = model("t2")
     #expect(
       saver.advance(id, .saved, date: date, now: .zero)
