@@ -30,6 +30,7 @@ sources=(
   "$root/Sources/TokenStore/TokenStoreError.swift"
   "$root/Sources/TokenStore/AuthModel.swift"
   "$root/Sources/TokenStore/AccountKey.swift"
+  "$root/Sources/TokenStore/PlantedBug.swift"
 )
 
 echo "fuzz-lease: compiling the lease-record fuzzer" >&2

@@ -23,6 +23,7 @@ sources=(
   "$root/Sources/TokenStore/TokenStoreError.swift"
   "$root/Sources/TokenStore/AuthModel.swift"
   "$root/Sources/TokenStore/AccountKey.swift"
+  "$root/Sources/TokenStore/PlantedBug.swift"
 )
 
 echo "fuzz-store: compiling the decoder fuzzer" >&2
