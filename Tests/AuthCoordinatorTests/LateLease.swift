@@ -27,6 +27,10 @@ final class LateLease: AuthorizationLease, @unchecked Sendable {
   /// that stopped answering).
   let checks = Gate()
 
+  /// The gate every `renew` passes: closed, it holds the renewals (a holder whose renewal
+  /// hangs, and whose hold lapses meanwhile).
+  let renewals = Gate()
+
   init(_ inner: InMemoryAuthorizationLease) { self.inner = inner }
 
   /// Delivers `change` to every subscription.
@@ -38,7 +42,8 @@ final class LateLease: AuthorizationLease, @unchecked Sendable {
     await inner.acquire(key, owner: owner, timeToLive: timeToLive)
   }
   func renew(_ grant: LeaseGrant, timeToLive: Duration) async -> LeaseGrant? {
-    await inner.renew(grant, timeToLive: timeToLive)
+    await renewals.pass()
+    return await inner.renew(grant, timeToLive: timeToLive)
   }
   func release(_ grant: LeaseGrant) async { await inner.release(grant) }
   func signOut(account: String, by owner: String) async {

@@ -102,6 +102,8 @@ extension AuthCoordinator {
         outcome = await checkWrite(model, key, turn: step.storeTurn, under: held)
       case .confirmGrant(let grant):
         outcome = .grantConfirmed(current: await grantOutlivesAnnouncement(grant))
+      case .checkUnsavedGrant(let grant):
+        outcome = await checkUnsavedGrant(grant)
       }
       next = advance(key, flight: id, outcome)
     }
@@ -235,7 +237,8 @@ extension AuthCoordinator {
         exchangeBegan: { [weak self] in self?.exchangeBegan(key, flight: id) },
         interactionBegan: { [weak self] in self?.interactionBegan(key, flight: id) },
         serverClock: serverClock)
-    case .awaitLeaseHolder, .releaseLease, .releaseLeaseBackingOff, .awaitSaveRetry, .confirmGrant:
+    case .awaitLeaseHolder, .releaseLease, .releaseLeaseBackingOff, .awaitSaveRetry, .confirmGrant,
+      .checkUnsavedGrant:
       break
     }
     return prepared

@@ -151,7 +151,7 @@ extension AuthCoordinator {
     case .leaseLost: return .leaseLost
     case .failed(let error):
       reportUnsaved(key, flight: id, error)
-      return .saveFailed(model)
+      return .saveFailed(model, obtainedUnder: held.grant)
     }
   }
 
@@ -167,7 +167,7 @@ extension AuthCoordinator {
     case .leaseLost: return .lateResultSaved(nil)
     case .failed(let error):
       reportUnsaved(key, flight: id, error)
-      return .lateResultUnsaved(model)
+      return .lateResultUnsaved(model, obtainedUnder: held.grant)
     }
   }
 

@@ -45,6 +45,25 @@ extension AuthCoordinator {
     }
   }
 
+  /// Whether a sign-out came since `grant`, under which memory's unsaved model was obtained
+  /// (``KeyMachine/StepKind/checkUnsavedGrant(_:)``): asked three times at most while the lease
+  /// cannot answer (each failure reported).
+  @inline(never)
+  func checkUnsavedGrant(_ grant: LeaseGrant) async -> KeyMachine.StepOutcome {
+    switch await checkAfterWrite(grant) {
+    case .current: return .unsavedGrantChecked(grant, .success(true))
+    case .notCurrent: return .unsavedGrantChecked(grant, .success(false))
+    case .unknown(let error):
+      return .unsavedGrantChecked(
+        grant,
+        .failure(
+          AuthCoordinatorError(
+            .storeFailed,
+            "the cross-process lease could not say whether the user signed out since the unsaved"
+              + " model was obtained", underlying: error)))
+    }
+  }
+
   /// Whether an earlier attempt's write of `model`, which memory let go, came after a sign-out
   /// elsewhere: asked of the lease (never "in doubt, yes": an answer is waited for), and
   /// undone where the store still holds the write.

@@ -106,11 +106,16 @@ extension AccountStateMachine {
     /// the flight asks the lease itself (in doubt, not current). Reports
     /// ``StepOutcome/grantConfirmed(current:)``.
     case confirmGrant(LeaseGrant)
+    /// Memory's unsaved model, obtained under `grant`, is newer than what the store holds, and
+    /// the flight would spend its refresh token: the lease is asked whether a sign-out came
+    /// since `grant` was taken (the announcement may be late). Reports
+    /// ``StepOutcome/unsavedGrantChecked(_:_:)``.
+    case checkUnsavedGrant(LeaseGrant)
 
     /// The phase whose deadline bounds this step.
     var phase: AuthEvent.FlightPhase {
       switch self {
-      case .load, .confirmLease: return .load
+      case .load, .confirmLease, .checkUnsavedGrant: return .load
       case .awaitPredecessors, .acquireLease, .awaitLeaseHolder, .releaseLease,
         .releaseLeaseBackingOff, .backOff, .awaitRetry, .authorize:
         return .authorization
@@ -154,12 +159,16 @@ extension AccountStateMachine {
     /// ``StepKind/confirmLease`` reports when the grant is gone.
     case leaseLost
     /// The model could not be stored: it is served and kept unsaved, and its save retried.
-    case saveFailed(AuthModel)
+    /// `obtainedUnder`: the lease grant the flight obtained it under, if any.
+    case saveFailed(AuthModel, obtainedUnder: LeaseGrant? = nil)
     /// The save was not made: the user signed out in another process since the lease was taken.
     case signedOutElsewhere
     /// The lease said whether the flight's grant outlives the sign-out announced while the
     /// flight held it (``StepKind/confirmGrant(_:)``).
     case grantConfirmed(current: Bool)
+    /// The lease said whether `grant`, under which memory's unsaved model was obtained, is
+    /// current (no sign-out since), or could not say (``StepKind/checkUnsavedGrant(_:)``).
+    case unsavedGrantChecked(LeaseGrant, Result<Bool, AuthCoordinatorError>)
     /// The stopped flights the key waited for have finished.
     case predecessorsFinished
     /// The lease was taken, or found held.
@@ -178,7 +187,7 @@ extension AccountStateMachine {
     case lateResultSignedOut
     /// A stopped refresh's result could not be stored: memory keeps it unsaved if it is newer,
     /// and its save is retried.
-    case lateResultUnsaved(AuthModel)
+    case lateResultUnsaved(AuthModel, obtainedUnder: LeaseGrant? = nil)
     /// A wait ended early because the flight's task was cancelled.
     case waitCancelled
   }

@@ -4,14 +4,18 @@ import TokenStore
 // What memory keeps of a model: its adoption, the leeway it gets, and the rule that a model
 // that expired before it could be served (a flight stalled past a short token's life) is not.
 extension AccountStateMachine {
-  /// Caches a model an authorization produced at `date`; `unsaved` when its save failed.
-  mutating func adopt(_ model: AuthModel, obtainedAt date: Date, unsaved: Bool = false) {
+  /// Caches a model an authorization produced at `date`; `unsaved` when its save failed, with
+  /// the lease grant it was obtained under (``Cached/obtainedUnder``).
+  mutating func adopt(
+    _ model: AuthModel, obtainedAt date: Date, unsaved: Bool = false, under grant: LeaseGrant? = nil
+  ) {
     var cached = cached(model, from: date)
     cached.leeway = Self.leeway(
       policy.refreshLeeway, forModelExpiring: model.expiresAt, obtainedAt: date)
     cached.arrivedInsideLeeway =
       model.expiresAt.map { $0.timeIntervalSince(date) <= policy.refreshLeeway } ?? false
     cached.unsaved = unsaved
+    cached.obtainedUnder = unsaved ? grant : nil
     cache = .model(cached)
     recovered()
   }

@@ -56,11 +56,11 @@ extension AccountStateMachine {
         ending.result = .failed(expiredBeforeServed())
       }
       return .end(ending)
-    case (.persisting(_, let model, _), .saveFailed):
+    case (.persisting(_, let model, _), .saveFailed(_, let grant)):
       // Served all the same (rule 10), and kept: the store may hold the model it replaced,
       // whose refresh token the authorizer may have spent (rule 21). The lease is kept, renewed,
       // while the save is retried, so that no other process spends that refresh token.
-      adopt(model, obtainedAt: date, unsaved: true)
+      adopt(model, obtainedAt: date, unsaved: true, under: grant)
       if signOutCheck?.flight == id { signOutCheck?.model = model }
       state = .idle
       var ending = Ending(

@@ -64,6 +64,8 @@ extension AccountStateMachine {
       return .next(reread(&preparing, now: now))
     case (.confirmingLease, .loaded(let model)):
       return reread(preparing, model, date: date, now: now)
+    case (.askingAboutUnsaved, .unsavedGrantChecked(let grant, let answer)):
+      return unsavedGrantChecked(&preparing, grant, answer, now: now)
     case (.confirmingLease, .leaseLost):
       // Taken over during the wait: take the lease again (or wait for its holder), then read
       // what the holder stored. A lease that loses every grant at once is broken: after a few
@@ -139,6 +141,16 @@ extension AccountStateMachine {
     // The store is the shared truth: memory follows it (a model this process cached keeps its
     // leeway and history), unless memory holds a newer model whose save failed (rule 21).
     let model = preferred(overStored: model)
+    if preparing.holdsLease, let grant = unsavedGrant(of: model),
+      grant != preparing.confirmedUnsavedGrant
+    {
+      // Rule 19 before rule 21: unless the lease says no sign-out came since.
+      preparing.stage = .askingAboutUnsaved
+      let step = step(.checkUnsavedGrant(grant), now: now)
+      preparing.readDeadline = step.deadline
+      state = .preparing(preparing)
+      return .next(step)
+    }
     if model != cachedModel {
       cache = model.map { .model(cached($0, from: date)) } ?? .empty
     }

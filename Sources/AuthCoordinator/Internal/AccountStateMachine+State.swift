@@ -15,6 +15,10 @@ extension AccountStateMachine {
     /// re-read must not bring back (its refresh token may be spent). Cleared when a retry
     /// stores it; a newer model or a logout replaces it.
     var unsaved = false
+    /// The lease grant under which the authorization that obtained an unsaved model was made:
+    /// before a token request spends the model's refresh token, the lease is asked whether a
+    /// sign-out came since (``StepKind/checkUnsavedGrant(_:)``). `nil` without a lease.
+    var obtainedUnder: LeaseGrant?
     /// From when (wall clock) a cache hit starts a refresh ahead (a ``SilentRefreshPolicy``'s
     /// advisory window, jittered); `nil` when none is due for this model (no policy, or one
     /// was tried and may not be tried again).
@@ -71,6 +75,10 @@ extension AccountStateMachine {
       case awaitingHolder
       /// Reading the store.
       case rereading
+      /// The re-read under the lease found memory's unsaved model newer than the store's: the
+      /// lease is asked whether a sign-out came since that model's grant
+      /// (``StepKind/checkUnsavedGrant(_:)``), before its refresh token is spent.
+      case askingAboutUnsaved
       /// The re-read found this model to adopt; giving the lease back before the callers
       /// resume (a process may exit as soon as they have it).
       case releasing(AuthModel)
@@ -78,7 +86,7 @@ extension AccountStateMachine {
       /// A store read is in progress, bounded by ``Preparing/readDeadline``.
       var reads: Bool {
         switch self {
-        case .rereading, .confirmingLease: return true
+        case .rereading, .confirmingLease, .askingAboutUnsaved: return true
         default: return false
         }
       }
@@ -107,6 +115,9 @@ extension AccountStateMachine {
     /// not made: it serves what the store holds, or fails; it never authorizes again (its
     /// refresh token is spent) and never serves its own result.
     var deposed = false
+    /// The grant of memory's unsaved model that the lease said no sign-out came after, during
+    /// this flight: it is not asked about again.
+    var confirmedUnsavedGrant: LeaseGrant?
   }
 
   struct Authorizing: Equatable {

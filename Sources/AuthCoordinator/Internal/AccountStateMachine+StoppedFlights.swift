@@ -80,6 +80,12 @@ extension AccountStateMachine {
     if case .grantConfirmed(let current) = outcome {
       return grantConfirmedAfterItsFlight(id, current: current, now: now)
     }
+    if case .unsavedGrantChecked(let grant, .success(false)) = outcome {
+      // Its flight ended while it asked (a deadline, a logout): the answer still says memory's
+      // unsaved model belongs to a signed-out session.
+      unsavedModelSignedOut(under: grant)
+      return .ignore
+    }
     if isRetryingSave(id) { return saveRetried(id, outcome, now: now) }
     let savedPastDeadline = savesPastDeadline.removeValue(forKey: id)
     switch outcome {
@@ -117,12 +123,12 @@ extension AccountStateMachine {
       // heard here first emptied memory already; what it holds now came after, and stays.
       if takeStoppedRefresh(id)?.storesResult == true { cache = .unknown }
       return .ignore
-    case .lateResultUnsaved(let model):
-      staleSaveFailed(model, date: date, lateResultOf: id)
+    case .lateResultUnsaved(let model, let grant):
+      staleSaveFailed(model, under: grant, date: date, lateResultOf: id)
       return .next(beginSaveRetry(id, model, now: now))
-    case .saveFailed(let model):
+    case .saveFailed(let model, let grant):
       // The save deadline passed before the save failed: the model was served and cached.
-      staleSaveFailed(model, date: date, lateResultOf: nil)
+      staleSaveFailed(model, under: grant, date: date, lateResultOf: nil)
       return .next(beginSaveRetry(id, model, now: now))
     default:
       return .ignore

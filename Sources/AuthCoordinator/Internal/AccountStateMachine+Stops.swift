@@ -76,13 +76,14 @@ extension AccountStateMachine {
     case (.load, .preparing(let preparing))
     where preparing.stage.reads && (deadline == nil || deadline == preparing.readDeadline):
       state = .idle
+      let unanswered =
+        preparing.stage == .askingAboutUnsaved
+        ? "the cross-process lease did not say whether the user signed out"
+        : "the token store did not answer the re-read"
       return Ending(
         flight: id,
         result: .timedOut(
-          .load,
-          AuthCoordinatorError(
-            .storeFailed,
-            "the token store did not answer the re-read within \(policy.storeTimeout)")),
+          .load, AuthCoordinatorError(.storeFailed, "\(unanswered) within \(policy.storeTimeout)")),
         storeTimedOut: .load)
     case (.load, .loading):
       // The cache stays unknown: the next request reads the store again. Nothing is

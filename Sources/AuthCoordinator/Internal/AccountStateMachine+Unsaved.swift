@@ -17,6 +17,7 @@ extension AccountStateMachine {
   mutating func unsavedModelSettled(_ model: AuthModel) {
     guard case .model(var cached) = cache, cached.model == model else { return }
     cached.unsaved = false
+    cached.obtainedUnder = nil
     cache = .model(cached)
   }
 
@@ -66,19 +67,70 @@ extension AccountStateMachine {
     return cached.model
   }
 
+  /// The grant memory's model was obtained under, when `model` is memory's model, unsaved
+  /// (what ``preferred(overStored:)`` keeps over the store).
+  func unsavedGrant(of model: AuthModel?) -> LeaseGrant? {
+    guard case .model(let cached) = cache, cached.unsaved, cached.model == model else {
+      return nil
+    }
+    return cached.obtainedUnder
+  }
+
+  /// The lease answered the flight's question about the grant memory's unsaved model was
+  /// obtained under (``StepKind/checkUnsavedGrant(_:)``). Found by the fleet simulation's
+  /// 400,000-seed run (seed 0x47143): a session begun here under a grant taken before a
+  /// logout elsewhere, whose save failed, was refreshed by a flight that took the lease after
+  /// the logout (its own grant current, the store empty) before the announcement arrived: it
+  /// spent the signed-out session's refresh token and stored the result, which every process
+  /// then served.
+  ///
+  /// - Current: the model is the newest the process knows; the flight reads the store again
+  ///   under its grant (the question took time a token request needs) and goes on with it.
+  /// - Not current: memory forgets the model, as the announcement will make it; its save
+  ///   retry checks its write. The flight reads the store again and goes on with what it holds.
+  /// - No answer: in doubt, nothing is spent (forgetting the model would spend the store's
+  ///   older refresh token again); the callers get the lease's error and memory keeps the
+  ///   model, for the next request to ask again.
+  mutating func unsavedGrantChecked(
+    _ preparing: inout Preparing, _ grant: LeaseGrant, _ answer: Result<Bool, AuthCoordinatorError>,
+    now: Duration
+  ) -> AdvanceAction {
+    switch answer {
+    case .success(true):
+      preparing.confirmedUnsavedGrant = grant
+    case .success(false):
+      unsavedModelSignedOut(under: grant)
+    case .failure(let error):
+      return releasing(Ending(flight: preparing.id, result: .failed(error)), holdsLease: true)
+    }
+    return .next(reread(&preparing, now: now))
+  }
+
+  /// The lease said a sign-out came after `grant`: memory forgets the unsaved model obtained
+  /// under it (if it still holds it); its save retry, if any, only checks its earlier write.
+  mutating func unsavedModelSignedOut(under grant: LeaseGrant) {
+    guard case .model(let cached) = cache, cached.unsaved, cached.obtainedUnder == grant else {
+      return
+    }
+    cache = .unknown
+  }
+
   /// A save of a flight that is no longer current failed (its deadline passed, or it was a
   /// stopped refresh's late result): memory keeps the model unsaved if it is what memory
   /// serves. A stopped refresh's late result is taken whatever the expiries: it spent the
   /// newest refresh token this process knew (every later refresh waited for it), so the model
   /// memory holds carries a spent one, and forgetting the result would spend that again.
-  mutating func staleSaveFailed(_ model: AuthModel, date: Date, lateResultOf id: UInt64?) {
+  mutating func staleSaveFailed(
+    _ model: AuthModel, under grant: LeaseGrant?, date: Date, lateResultOf id: UInt64?
+  ) {
     if let id {
       guard takeStoppedRefresh(id)?.storesResult == true else { return }
-      adopt(model, obtainedAt: date, unsaved: true)
+      adopt(model, obtainedAt: date, unsaved: true, under: grant)
       return
     }
     guard case .model(var cached) = cache, cached.model == model else { return }
     cached.unsaved = true
+    cached.obtainedUnder = grant
     cache = .model(cached)
   }
 }
