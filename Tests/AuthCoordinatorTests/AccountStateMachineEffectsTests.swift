@@ -13,7 +13,8 @@ import Testing
     guard
       case .start(let id, _) = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 1)
     else { throw Unexpected("a cold key starts a flight") }
-    #expect(machine.attach(flight, to: id).isEmpty, "nothing was stopped before")
+    let stopped = machine.attach(flight, to: id)
+    #expect(stopped.cancelling.isEmpty && stopped.discarded.isEmpty, "nothing was stopped before")
     #expect(machine.effects === flight)
     guard case .end(let ending) = machine.advance(id, .loaded(model("t1")), date: date, now: .zero)
     else { throw Unexpected("a valid stored model ends the flight") }
@@ -40,7 +41,7 @@ import Testing
     guard
       case .start(let id, _) = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
     else { throw Unexpected("the store is read again") }
-    let cancelling = machine.attach(second, to: id)
+    let cancelling = machine.attach(second, to: id).cancelling
     #expect(cancelling.count == 1 && cancelling.first === first, "the new flight makes sure")
     #expect(machine.stopped.isEmpty, "and the record of it is gone")
   }
@@ -71,7 +72,8 @@ import Testing
     guard
       case .start(let id, _) = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 3)
     else { throw Unexpected("the expired model is renewed") }
-    #expect(machine.attach(next, to: id).isEmpty)
+    let stopped = machine.attach(next, to: id)
+    #expect(stopped.cancelling.isEmpty && stopped.discarded.isEmpty)
     #expect(machine.effects(ofStopped: 2) === refresh)
 
     let rotated = model("t1", refreshToken: "r1")
@@ -95,6 +97,26 @@ import Testing
       machine.advance(2, .authorized(.success(model("t1"))), date: date, now: .zero)
         == .discardLateResult)
     #expect(machine.stopped.isEmpty)
+  }
+
+  /// Rule 1: the next flight after a sign-out does not wait for the old user's refresh, nor
+  /// run beside it: the machine hands it over to be cancelled first, and forgets it
+  /// (`StoppedRefreshCancellationTests` through the coordinator).
+  @Test func theNextFlightAfterASignOutCancelsTheStoppedRefreshFirst() throws {
+    let refresh = TestFlight()
+    var (machine, _) = machineWithStoppedRefresh(refresh)
+    _ = machine.signOut()
+    let next = TestFlight()
+    guard
+      case .start(let id, _) = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 3)
+    else { throw Unexpected("a new login starts a flight") }
+    let stopped = machine.attach(next, to: id)
+    #expect(stopped.discarded.count == 1 && stopped.discarded.first === refresh)
+    #expect(stopped.cancelling.isEmpty)
+    #expect(machine.stopped.isEmpty, "no longer recorded")
+    #expect(
+      machine.advance(2, .authorized(.success(model("t1"))), date: date, now: .zero)
+        == .discardLateResult, "a late result is still discarded")
   }
 }
 

@@ -98,9 +98,14 @@ extension AuthCoordinator {
     }
     let first = prepare(step, key: key, flight: id, in: stripe, wake: &wake)
     let flight = Flight(queue: queue)
-    let stopping = slot.machine.attach(flight, to: id).compactMap(\.cancellation)
+    let stopped = slot.machine.attach(flight, to: id)
+    let stopping = stopped.cancelling.compactMap(\.cancellation)
+    let discarded = stopped.discarded.compactMap(\.work)
     flight.work = Task { [weak self] in
-      // Stopped flights' authorizers are told to stop before this one's starts.
+      // Stopped flights' authorizers are told to stop before this one's starts. A discarded
+      // refresh was never cancelled: this is the first cancel, whose handlers run before it
+      // returns.
+      for work in discarded { work.cancel() }
       for latch in stopping { await latch.wait() }
       await self?.runFlight(key, flight: id, effects: flight, first: first)
     }

@@ -154,14 +154,14 @@ extension AuthCoordinator {
     for stripe in table.stripes {
       var closings: [Closing] = []
       stripe.lock.lock()
-      var abandoned: [(AccountKey, UInt64, Latch?)] = []
+      var abandoned: [(AccountKey, UInt64, Latch?, Task<Void, Never>?)] = []
       for entry in stripe.deadlines.popDue(now: now) {
         if entry.abandons {
           guard let slot = stripe.accounts[entry.key] else { continue }
           let stopped = slot.machine.effects(ofStopped: entry.flight)
           guard slot.machine.abandon(entry.flight) else { continue }
           stripe.counters.update { $0.holdsEnded += 1 }
-          abandoned.append((entry.key, entry.flight, stopped?.finished))
+          abandoned.append((entry.key, entry.flight, stopped?.finished, stopped?.work))
           continue
         }
         guard let slot = stripe.accounts[entry.key],
@@ -174,8 +174,11 @@ extension AuthCoordinator {
       stripe.reportedEarliest = next
       stripe.lock.unlock()
       if let next { scheduler.wake(by: next) }
-      for (key, flight, latch) in abandoned {
+      for (key, flight, latch, work) in abandoned {
         broadcaster.emit(.refreshAbandoned(key: key, flight: flight))
+        // Its result will be discarded: its work is cancelled before the flights that waited
+        // for it go on (rule 1; the first cancel, whose handlers run before it returns).
+        work?.cancel()
         latch?.open()
       }
       for closing in closings { carryOut(closing) }

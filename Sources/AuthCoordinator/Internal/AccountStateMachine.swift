@@ -163,21 +163,41 @@ struct AccountStateMachine<Effects: FlightEffects> {
 
   // MARK: - Events
 
+  /// The work of stopped flights that a new flight deals with before its first step
+  /// (``attach(_:to:)``).
+  struct StoppedWork {
+    /// Flights whose work was told to stop, maybe not delivered yet: the new flight waits
+    /// until their cancellation was delivered.
+    var cancelling: [Effects] = []
+    /// Stopped refreshes still running whose result will never be stored (the user signed out
+    /// since): the new flight cancels their work first. A refresh whose result is discarded
+    /// is no reason to let it run beside a new authorization (rule 1).
+    var discarded: [Effects] = []
+  }
+
   /// The coordinator made the effects of flight `id`, which a request just started: the
   /// machine holds them until the flight ends.
   ///
-  /// - Returns: The effects of stopped flights whose work may not be cancelled yet: the new
-  ///   flight waits until their cancellation was delivered before it starts (a new
-  ///   authorization never runs beside one not told to stop). They are no longer recorded.
-  mutating func attach(_ effects: Effects, to id: UInt64) -> [Effects] {
+  /// - Returns: The stopped flights whose work may still run: the new flight starts only once
+  ///   each was told to stop and that was delivered (a new authorization never runs beside one
+  ///   not told to stop). They are no longer recorded.
+  mutating func attach(_ effects: Effects, to id: UInt64) -> StoppedWork {
     precondition(flightID == id && self.effects == nil, "Internal inconsistency: attaching \(id)")
     self.effects = effects
-    var cancelling: [Effects] = []
-    for (stoppedID, flight) in stopped where flight.fate == .cancelled {
-      stopped.removeValue(forKey: stoppedID)
-      if let effects = flight.effects { cancelling.append(effects) }
+    var work = StoppedWork()
+    for (stoppedID, flight) in stopped {
+      switch flight.fate {
+      case .cancelled:
+        stopped.removeValue(forKey: stoppedID)
+        if let effects = flight.effects { work.cancelling.append(effects) }
+      case .refreshing(storesResult: false):
+        stopped.removeValue(forKey: stoppedID)
+        if let effects = flight.effects { work.discarded.append(effects) }
+      case .refreshing(storesResult: true):
+        break
+      }
     }
-    return cancelling
+    return work
   }
 
   /// A caller asks for a model.
