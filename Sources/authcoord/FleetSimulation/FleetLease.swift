@@ -24,6 +24,8 @@ struct FleetLease: AuthorizationLease {
   func acquire(
     _ key: AccountKey, owner: String, timeToLive: Duration
   ) async throws -> LeaseAttempt {
+    ledger.began(.leaseAcquisition, key.account, process: process.index)
+    defer { ledger.ended(.leaseAcquisition, key.account, process: process.index) }
     await process.gate(clock)
     await process.maybeHang("lease acquire", clock: clock, ledger: ledger)
     if process.fails("lease acquire", rate: \.failedLeaseCalls, ledger: ledger) {
@@ -43,6 +45,8 @@ struct FleetLease: AuthorizationLease {
   }
 
   func renew(_ grant: LeaseGrant, timeToLive: Duration) async throws -> LeaseGrant? {
+    ledger.began(.leaseRenewal, grant.key.account, process: process.index)
+    defer { ledger.ended(.leaseRenewal, grant.key.account, process: process.index) }
     await process.gate(clock)
     let rate = process.faults.failedRenewals
     if process.draw({ $0.chance(rate) }) {

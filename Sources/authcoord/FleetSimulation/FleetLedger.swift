@@ -198,9 +198,13 @@ final class FleetLedger: @unchecked Sendable {
   enum Phase: String, CaseIterable {
     case storeRead = "a store read"
     case tokenRequest = "a token request"
+    case leaseAcquisition = "a lease acquisition"
+    case leaseRenewal = "a lease renewal"
+    case save = "a save"
   }
 
-  /// Store reads and token requests in progress, by phase, account and process.
+  /// Store reads, token requests, lease calls and saves in progress, by phase, account and
+  /// process.
   private var inProgress: [Phase: [String: [Int: Int]]] = [:]
 
   /// `process` began `phase` for `account`.

@@ -47,6 +47,8 @@ struct FleetStore: FencedTokenStore {
   }
 
   func save(_ model: AuthModel, for key: AccountKey, fence: UInt64) async throws -> Bool {
+    ledger.began(.save, key.account, process: process.index)
+    defer { ledger.ended(.save, key.account, process: process.index) }
     await process.maybePause(at: "save", clock: clock, ledger: ledger)
     await process.gate(clock)
     await process.maybeHang("save", clock: clock, ledger: ledger)
