@@ -133,6 +133,24 @@ extension AccountStateMachineLeaseTests {
     #expect(machine.cachedModel == nil, "the late answer: signed out")
   }
 
+  /// A logout here while the flight asks: the flight ends `signed_out` and memory is empty;
+  /// the answer that arrives after it, whatever it says, changes nothing.
+  @Test(arguments: [true, false])
+  func aLogoutHereWhileTheFlightAsksEndsIt(_ current: Bool) {
+    var (machine, unsaved, _) = refreshOfAnUnsavedModel()
+    let ending = machine.signOut()
+    #expect(ending?.result == .cancelled(.signedOut))
+    #expect(ending?.stopsWork == true)
+    #expect(machine.cachedModel == nil)
+    #expect(!machine.needsSave(unsaved), "its retry only checks its earlier write")
+    #expect(
+      machine.advance(
+        2, .unsavedGrantChecked(firstGrant, .success(current)), date: date, now: .seconds(21))
+        == .ignore)
+    #expect(machine.cachedModel == nil)
+    #expect(machine.flightID == nil)
+  }
+
   /// A model obtained without a grant (no lease), or a stored one, is never asked about.
   @Test func aModelWithoutAGrantIsNotAskedAbout() {
     var (machine, unsaved, _) = refreshOfAnUnsavedModel()
