@@ -197,11 +197,16 @@ extension FleetLedger {
         announce >= logout.started && started < announce + noticeDelayBound
       }
       if heardLate == true { return .inTheUndoWindow }
+      // Until a later logout ended for the others: as above, once it returned and its own
+      // announcement could have been heard (seed 0x4355e: a later logout returned at its store
+      // deadline, its removal and announcement still to come).
       let orphaned = undoDiedInACrash[key.account]?.contains { crash in
         crash >= logout.started
           && !logouts.contains { next in
-            next.account == key.account && next.started > crash
-              && (next.returned.map { $0 + noticeDelayBound < started } ?? false)
+            guard next.account == key.account, next.started > crash,
+              let returned = next.returned, let announce = next.announcedAt
+            else { return false }
+            return max(returned, announce + noticeDelayBound) < started
           }
       }
       if orphaned == true { return .afterAnUndoDiedInACrash }
