@@ -94,6 +94,25 @@ extension AccountStateMachineLeaseTests {
     #expect(machine.needsSave(unsaved), "still unsaved until stored")
   }
 
+  /// A pause past the time to live after the lease said "current": the re-read finds the grant
+  /// lost and the flight takes the lease again. A sign-out may have come during the pause, and
+  /// the new grant, taken after it, would not show it: the lease is asked again. Before the fix
+  /// the answer outlived the grant it was given under, and the refresh spent the model's token.
+  @Test func aGrantLostAfterTheAnswerAsksAgainUnderTheNextGrant() {
+    var (machine, _, _) = refreshOfAnUnsavedModel()
+    let now = Duration.seconds(21)
+    _ = machine.advance(2, .unsavedGrantChecked(firstGrant, .success(true)), date: date, now: now)
+    #expect(
+      machine.advance(2, .leaseLost, date: date, now: now)
+        == .next(.init(kind: .acquireLease, deadline: nil)))
+    #expect(
+      machine.advance(2, .leaseAttempted(.acquired), date: date, now: now)
+        == .next(confirm(by: now + machine.policy.storeTimeout)))
+    #expect(
+      machine.advance(2, .loaded(nil), date: date, now: now)
+        == checkUnsavedGrant(firstGrant, machine, now: now))
+  }
+
   /// No answer: nothing is spent, the callers get the lease's error once the lease is given
   /// back, and memory keeps the model for the next request to ask again.
   @Test func noAnswerSpendsNothingAndKeepsTheModel() {

@@ -71,6 +71,9 @@ extension AccountStateMachine {
       // what the holder stored. A lease that loses every grant at once is broken: after a few
       // tries the flight fails instead of spinning until its deadline.
       preparing.holdsLease = false
+      // An answer about the unsaved model's grant holds while the grant it was given under is
+      // held: a sign-out during the wait would not show in the next grant, so it is asked again.
+      preparing.confirmedUnsavedGrant = nil
       preparing.leaseLosses += 1
       guard preparing.leaseLosses <= Self.maxLeaseLosses else {
         state = .idle

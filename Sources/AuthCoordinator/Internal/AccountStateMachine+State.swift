@@ -115,8 +115,8 @@ extension AccountStateMachine {
     /// not made: it serves what the store holds, or fails; it never authorizes again (its
     /// refresh token is spent) and never serves its own result.
     var deposed = false
-    /// The grant of memory's unsaved model that the lease said no sign-out came after, during
-    /// this flight: it is not asked about again.
+    /// The grant of memory's unsaved model that the lease said no sign-out came after, while
+    /// the flight held its current grant: not asked about again until that grant is lost.
     var confirmedUnsavedGrant: LeaseGrant?
   }
 
