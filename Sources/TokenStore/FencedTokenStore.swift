@@ -23,6 +23,12 @@
 ///   voids the older grants through ``SignOutGenerations/revokeGrants(ofAccount:)`` anyway).
 /// - **Leave fences alone on an ordinary save**: a save without a fence neither sets nor
 ///   clears the key's fence.
+/// - **Keep the sign-out marks** (optional, recommended): a logout's removal through
+///   ``removeModels(forAccount:refusingFencesThrough:)`` leaves a mark, and a fenced save at or
+///   below its account's mark (or everyone's) is refused in the same atomic step. Without them
+///   (the default implementations) a save under a grant the logout revoked lands after the
+///   removal, and the coordinator's check after the write undoes it; until then another
+///   process can read it.
 public protocol FencedTokenStore: TokenStore {
   /// Stores `model` for `key` unless a fenced save with a larger fence has landed for `key`.
   ///
@@ -34,4 +40,56 @@ public protocol FencedTokenStore: TokenStore {
   ///   which case nothing changed.
   /// - Throws: When the store cannot be read or changed.
   func save(_ model: AuthModel, for key: AccountKey, fence: UInt64) async throws -> Bool
+
+  /// Removes every model of `account`, as ``TokenStore/removeModels(forAccount:)`` does, and
+  /// from then on refuses every fenced save for any key of `account` whose fence is at most
+  /// `fence`: the grants a sign-out revoked
+  /// (``SignOutGenerations/revokeGrantsReportingFence(ofAccount:)``). A holder whose result
+  /// arrives after the logout's removal, under a grant taken before the logout, then stores
+  /// nothing, and no other process can read (and refresh) the signed-out session meanwhile.
+  ///
+  /// The mark is one number per account, kept (a later sign-out raises it) for as long as the
+  /// store keeps its data; a save under a grant taken after the sign-out has a larger fence
+  /// and is not affected.
+  ///
+  /// The default implementation calls ``TokenStore/removeModels(forAccount:)`` and keeps no
+  /// mark: a late save then lands, and the coordinator's check after the write undoes it.
+  ///
+  /// - Parameters:
+  ///   - account: The account.
+  ///   - fence: The largest fence of a revoked grant.
+  /// - Throws: When the store cannot be read or changed.
+  func removeModels(forAccount account: String, refusingFencesThrough fence: UInt64)
+    async throws
+
+  /// Removes every model, as ``TokenStore/removeAll()`` does, and from then on refuses every
+  /// fenced save whose fence is at most `fence` (see
+  /// ``removeModels(forAccount:refusingFencesThrough:)``).
+  ///
+  /// - Parameter fence: The largest fence of a revoked grant
+  ///   (``SignOutGenerations/revokeAllGrantsReportingFence()``).
+  /// - Throws: When the store cannot be read or changed.
+  func removeAll(refusingFencesThrough fence: UInt64) async throws
+}
+
+extension FencedTokenStore {
+  /// Calls ``TokenStore/removeModels(forAccount:)`` and keeps no mark.
+  ///
+  /// - Parameters:
+  ///   - account: The account.
+  ///   - fence: Ignored.
+  /// - Throws: What ``TokenStore/removeModels(forAccount:)`` throws.
+  public func removeModels(forAccount account: String, refusingFencesThrough fence: UInt64)
+    async throws
+  {
+    try await removeModels(forAccount: account)
+  }
+
+  /// Calls ``TokenStore/removeAll()`` and keeps no mark.
+  ///
+  /// - Parameter fence: Ignored.
+  /// - Throws: What ``TokenStore/removeAll()`` throws.
+  public func removeAll(refusingFencesThrough fence: UInt64) async throws {
+    try await removeAll()
+  }
 }

@@ -121,12 +121,42 @@ extension FileAuthorizationLease {
   /// - Parameter account: The account.
   /// - Throws: ``TokenStoreError``, as ``acquire(_:owner:timeToLive:)`` does.
   public func revokeGrants(ofAccount account: String) async throws(TokenStoreError) {
+    _ = try await revokeGrantsReportingFence(ofAccount: account)
+  }
+
+  /// Ends the current generation of `account`'s grants, and its keys' back-offs, without
+  /// announcing it, and returns the largest fence the file had issued, read in the same
+  /// transaction.
+  ///
+  /// - Parameter account: The account.
+  /// - Returns: The largest fence issued so far (below the record's next one).
+  /// - Throws: ``TokenStoreError``, as ``acquire(_:owner:timeToLive:)`` does.
+  public func revokeGrantsReportingFence(ofAccount account: String)
+    async throws(TokenStoreError) -> UInt64?
+  {
     try await perform { lease throws(TokenStoreError) in
       try lease.transact { record, time in
         record.generation += 1
         record.userRevoked[account] = LeaseRecord.Revocation(
           generation: record.generation, at: time)
         record.endBackOffs { $0.account == account }
+        return record.nextFence - 1
+      }
+    }
+  }
+
+  /// Ends the current generation of every grant, and every back-off, without announcing it,
+  /// and returns the largest fence the file had issued, read in the same transaction.
+  ///
+  /// - Returns: The largest fence issued so far (below the record's next one).
+  /// - Throws: ``TokenStoreError``, as ``acquire(_:owner:timeToLive:)`` does.
+  public func revokeAllGrantsReportingFence() async throws(TokenStoreError) -> UInt64? {
+    try await perform { lease throws(TokenStoreError) in
+      try lease.transact { record, _ in
+        record.generation += 1
+        record.allRevoked = record.generation
+        record.endBackOffs { _ in true }
+        return record.nextFence - 1
       }
     }
   }
@@ -135,13 +165,7 @@ extension FileAuthorizationLease {
   ///
   /// - Throws: ``TokenStoreError``, as ``acquire(_:owner:timeToLive:)`` does.
   public func revokeAllGrants() async throws(TokenStoreError) {
-    try await perform { lease throws(TokenStoreError) in
-      try lease.transact { record, _ in
-        record.generation += 1
-        record.allRevoked = record.generation
-        record.endBackOffs { _ in true }
-      }
-    }
+    _ = try await revokeAllGrantsReportingFence()
   }
 
   /// Ends the current generation of `account`'s grants, and its keys' back-offs, and announces

@@ -67,7 +67,9 @@ extension FileTokenStore {
     case .missing:
       return Snapshot(identity: nil, models: [:])
     case .good(let identity, let contents):
-      return Snapshot(identity: identity, models: contents.models, fences: contents.fences)
+      return Snapshot(
+        identity: identity, models: contents.models, fences: contents.fences,
+        signedOut: contents.signedOut)
     case .newer(let identity, let error):
       issue = error
       report(error)

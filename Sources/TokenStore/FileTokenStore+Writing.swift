@@ -29,6 +29,20 @@ extension FileTokenStore {
     deletingQuarantinedFiles: Bool = false,
     _ change: (inout [AccountKey: AuthModel], inout [AccountKey: UInt64]) -> Void
   ) throws(TokenStoreError) {
+    try modify(deletingQuarantinedFiles: deletingQuarantinedFiles) { models, fences, _ in
+      change(&models, &fences)
+    }
+  }
+
+  /// Read-modify-write of the models, their fences and the sign-out marks
+  /// (``FencedTokenStore``) under the file lock, re-reading the file first. A fence is kept
+  /// only while its key has a model.
+  func modify(
+    deletingQuarantinedFiles: Bool = false,
+    _ change: (
+      inout [AccountKey: AuthModel], inout [AccountKey: UInt64], inout SignedOutFences
+    ) -> Void
+  ) throws(TokenStoreError) {
     do throws(TokenStoreError) {
       try withFileLock { () throws(TokenStoreError) in
         removeStaleTemporaryFilesOnce()
@@ -42,10 +56,14 @@ extension FileTokenStore {
         if let blocker = current.writeBlocker { throw blocker }
         var models = current.models
         var fences = current.fences
-        change(&models, &fences)
+        var signedOut = current.signedOut
+        change(&models, &fences, &signedOut)
         fences = fences.filter { models[$0.key] != nil }
-        guard models != current.models || fences != current.fences else { return }
-        let data = try StoreFileFormat.encode(models, fences: fences)
+        guard
+          models != current.models || fences != current.fences
+            || signedOut != current.signedOut
+        else { return }
+        let data = try StoreFileFormat.encode(models, fences: fences, signedOut: signedOut)
         // Never write what a read would reject: an oversized file would be moved aside whole
         // by the next read, and every other key with it.
         guard data.count <= maximumFileSize else {
@@ -57,7 +75,8 @@ extension FileTokenStore {
         }
         let identity = try replaceFile(with: data)
         state.withLock {
-          $0.cache = Snapshot(identity: identity, models: models, fences: fences)
+          $0.cache = Snapshot(
+            identity: identity, models: models, fences: fences, signedOut: signedOut)
         }
       }
     } catch {

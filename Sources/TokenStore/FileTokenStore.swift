@@ -116,6 +116,8 @@ public final class FileTokenStore: FencedTokenStore {
     var writeBlocker: TokenStoreError?
     /// The fences the models were saved with (``FencedTokenStore``).
     var fences: [AccountKey: UInt64] = [:]
+    /// The sign-out marks (``FencedTokenStore/removeModels(forAccount:refusingFencesThrough:)``).
+    var signedOut = SignedOutFences()
   }
 
   /// Creates a store backed by the file at `url`. Nothing is read until the first call.
@@ -203,8 +205,12 @@ public final class FileTokenStore: FencedTokenStore {
   ) async throws(TokenStoreError) -> Bool {
     try await perform { store throws(TokenStoreError) in
       var stored = true
-      try store.modify { models, fences in
+      try store.modify { models, fences, signedOut in
         if models[key] != nil, let landed = fences[key], landed > fence {
+          stored = false
+          return
+        }
+        if signedOut.refuses(fence, for: key.account) {
           stored = false
           return
         }
@@ -236,6 +242,41 @@ public final class FileTokenStore: FencedTokenStore {
     try await perform { store throws(TokenStoreError) in
       try store.modify(deletingQuarantinedFiles: true) { entries in
         for key in entries.keys where key.account == account { entries[key] = nil }
+      }
+    }
+  }
+
+  /// Removes every model of `account`, as ``removeModels(forAccount:)`` does, and refuses
+  /// every later fenced save of its keys with a fence at most `fence`, in the same atomic
+  /// replace (``FencedTokenStore/removeModels(forAccount:refusingFencesThrough:)``). The mark
+  /// is kept in the file: one number per account.
+  ///
+  /// - Parameters:
+  ///   - account: The user id.
+  ///   - fence: The largest fence of a grant the account's sign-out revoked.
+  /// - Throws: ``TokenStoreError``, as ``removeModel(for:)`` does.
+  public func removeModels(forAccount account: String, refusingFencesThrough fence: UInt64)
+    async throws(TokenStoreError)
+  {
+    let account = AccountKey.normalized(account)
+    try await perform { store throws(TokenStoreError) in
+      try store.modify(deletingQuarantinedFiles: true) { models, _, signedOut in
+        for key in models.keys where key.account == account { models[key] = nil }
+        signedOut.mark(account, through: fence)
+      }
+    }
+  }
+
+  /// Removes every model, as ``removeAll()`` does, and refuses every later fenced save with a
+  /// fence at most `fence` (``FencedTokenStore/removeAll(refusingFencesThrough:)``).
+  ///
+  /// - Parameter fence: The largest fence of a grant the sign-out of everyone revoked.
+  /// - Throws: ``TokenStoreError``, as ``removeModel(for:)`` does.
+  public func removeAll(refusingFencesThrough fence: UInt64) async throws(TokenStoreError) {
+    try await perform { store throws(TokenStoreError) in
+      try store.modify(deletingQuarantinedFiles: true) { models, _, signedOut in
+        models.removeAll()
+        signedOut.markAll(through: fence)
       }
     }
   }

@@ -305,20 +305,40 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
   ///
   /// - Parameter account: The account.
   public func revokeGrants(ofAccount account: String) async {
+    _ = await revokeGrantsReportingFence(ofAccount: account)
+  }
+
+  /// Ends the current generation of `account`'s grants, and its keys' back-offs, silently,
+  /// and returns the largest fence issued before (read in the same step).
+  ///
+  /// - Parameter account: The account.
+  /// - Returns: The largest fence of a grant (or back-off) this lease issued so far, `0` when
+  ///   none.
+  public func revokeGrantsReportingFence(ofAccount account: String) async -> UInt64? {
     let date = now()
-    state.withLock { state in
+    return state.withLock { state in
       state.pruneHistory(at: date)
       state.signOut(account, at: date)
+      return state.nextFence - 1
+    }
+  }
+
+  /// Ends the current generation of every grant, and every back-off, silently, and returns the
+  /// largest fence issued before (read in the same step).
+  ///
+  /// - Returns: The largest fence this lease issued so far, `0` when none.
+  public func revokeAllGrantsReportingFence() async -> UInt64? {
+    let date = now()
+    return state.withLock { state in
+      state.pruneHistory(at: date)
+      state.signOutAll()
+      return state.nextFence - 1
     }
   }
 
   /// Ends the current generation of every grant, and every back-off, silently.
   public func revokeAllGrants() async {
-    let date = now()
-    state.withLock { state in
-      state.pruneHistory(at: date)
-      state.signOutAll()
-    }
+    _ = await revokeAllGrantsReportingFence()
   }
 
   /// Ends the current generation of `account`'s grants, and its keys' back-offs, and announces

@@ -9,6 +9,9 @@ public final class InMemoryTokenStore: FencedTokenStore {
   /// The fence of the last fenced save per key (``FencedTokenStore``), guarded by `models`'
   /// lock order: always taken inside it.
   private let fences = LockedState<[AccountKey: UInt64]>([:])
+  /// The sign-out marks (``FencedTokenStore/removeModels(forAccount:refusingFencesThrough:)``),
+  /// guarded by `models`' lock order as `fences` is.
+  private let signedOut = LockedState(SignedOutFences())
 
   /// Creates a store, optionally pre-filled.
   ///
@@ -18,7 +21,8 @@ public final class InMemoryTokenStore: FencedTokenStore {
   }
 
   /// Stores `model` for `key` unless a fenced save with a larger fence landed for `key` since
-  /// its model was last removed (``FencedTokenStore``).
+  /// its model was last removed, or a sign-out of its account revoked the grant the fence
+  /// belongs to (``FencedTokenStore``).
   ///
   /// - Parameters:
   ///   - model: The model to keep.
@@ -29,6 +33,7 @@ public final class InMemoryTokenStore: FencedTokenStore {
     models.withLock { models in
       fences.withLock { fences in
         if models[key] != nil, let landed = fences[key], landed > fence { return false }
+        if signedOut.withLock({ $0.refuses(fence, for: key.account) }) { return false }
         models[key] = model
         fences[key] = fence
         return true
@@ -80,6 +85,38 @@ public final class InMemoryTokenStore: FencedTokenStore {
       fences.withLock { $0.removeAll() }
     }
   }
+
+  /// Removes every model of `account` and refuses every later fenced save of its keys with a
+  /// fence at most `fence` (``FencedTokenStore/removeModels(forAccount:refusingFencesThrough:)``).
+  ///
+  /// - Parameters:
+  ///   - account: The user id.
+  ///   - fence: The largest fence of a grant the account's sign-out revoked.
+  public func removeModels(forAccount account: String, refusingFencesThrough fence: UInt64)
+    async
+  {
+    let account = AccountKey.normalized(account)
+    models.withLock { models in
+      models = models.filter { $0.key.account != account }
+      fences.withLock { fences in fences = fences.filter { $0.key.account != account } }
+      signedOut.withLock { $0.mark(account, through: fence) }
+    }
+  }
+
+  /// Removes every model and refuses every later fenced save with a fence at most `fence`
+  /// (``FencedTokenStore/removeAll(refusingFencesThrough:)``).
+  ///
+  /// - Parameter fence: The largest fence of a grant the sign-out of everyone revoked.
+  public func removeAll(refusingFencesThrough fence: UInt64) async {
+    models.withLock { models in
+      models.removeAll()
+      fences.withLock { $0.removeAll() }
+      signedOut.withLock { $0.markAll(through: fence) }
+    }
+  }
+
+  /// How many accounts carry a sign-out mark, for tests: one per account at most.
+  package var signOutMarks: Int { signedOut.withLock { $0.accounts.count } }
 
   /// A synchronous copy of everything stored, for tests and diagnostics.
   public var snapshot: [AccountKey: AuthModel] {

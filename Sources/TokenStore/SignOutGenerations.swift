@@ -49,4 +49,50 @@ public protocol SignOutGenerations: Sendable {
   /// - Parameter owner: Who signed everyone out.
   /// - Throws: When the lease's storage cannot be read or changed.
   func signOutAll(by owner: String) async throws
+
+  /// Revokes as ``revokeGrants(ofAccount:)`` does, and returns the largest fence the lease had
+  /// issued when it did: every grant the revocation made not current has a fence at most this
+  /// one, and every grant taken after it a larger one. A logout hands it to a
+  /// ``FencedTokenStore``'s ``FencedTokenStore/removeModels(forAccount:refusingFencesThrough:)``,
+  /// so that a save under a revoked grant that lands after the removal is refused by the store
+  /// itself, not undone later.
+  ///
+  /// The default implementation calls ``revokeGrants(ofAccount:)`` and returns `nil` (the
+  /// lease does not tell; the store keeps no mark). `InMemoryAuthorizationLease` and
+  /// `FileAuthorizationLease` return the fence.
+  ///
+  /// - Parameter account: The account.
+  /// - Returns: The largest fence issued before the revocation, or `nil` when the lease does
+  ///   not tell.
+  /// - Throws: When the lease's storage cannot be read or changed.
+  func revokeGrantsReportingFence(ofAccount account: String) async throws -> UInt64?
+
+  /// Revokes as ``revokeAllGrants()`` does, and returns the largest fence issued before it (see
+  /// ``revokeGrantsReportingFence(ofAccount:)``).
+  ///
+  /// - Returns: The largest fence issued before the revocation, or `nil` when the lease does
+  ///   not tell.
+  /// - Throws: When the lease's storage cannot be read or changed.
+  func revokeAllGrantsReportingFence() async throws -> UInt64?
+}
+
+extension SignOutGenerations {
+  /// Calls ``revokeGrants(ofAccount:)``; the lease does not tell its fence.
+  ///
+  /// - Parameter account: The account.
+  /// - Returns: `nil`.
+  /// - Throws: What ``revokeGrants(ofAccount:)`` throws.
+  public func revokeGrantsReportingFence(ofAccount account: String) async throws -> UInt64? {
+    try await revokeGrants(ofAccount: account)
+    return nil
+  }
+
+  /// Calls ``revokeAllGrants()``; the lease does not tell its fence.
+  ///
+  /// - Returns: `nil`.
+  /// - Throws: What ``revokeAllGrants()`` throws.
+  public func revokeAllGrantsReportingFence() async throws -> UInt64? {
+    try await revokeAllGrants()
+    return nil
+  }
 }

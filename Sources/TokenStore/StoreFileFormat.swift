@@ -14,7 +14,11 @@ import Foundation
 /// - `length` is the body's size in bytes (including its final newline) and `crc32` the
 ///   CRC-32 (IEEE) of those bytes as eight lowercase hex digits. A short body is a truncated
 ///   file; extra bytes or a checksum mismatch make the file corrupt. Nothing is half-read.
-/// - The body is `{"entries":[{"key":{...},"model":{...}}]}`, entries sorted by key. A model's
+/// - The body is `{"entries":[{"key":{...},"model":{...}}]}`, entries sorted by key; an entry
+///   written by a fenced save has its `fence`, and a file that keeps sign-out marks
+///   (``SignedOutFences``) has `"signedOut":[{"fence":7,"mcUid":"u1"}]` (sorted by account) and
+///   `"signedOutAll":9`, each absent when empty. An older reader of the same version ignores
+///   both (and drops them on its next write). A model's
 ///   `expiresAt` is seconds since 2001-01-01T00:00:00Z (Foundation's reference date), so a
 ///   `Date` survives the round trip bit for bit; it is absent when the model has no expiry.
 ///   Likewise `refreshToken` is absent when the model has none.
@@ -49,6 +53,19 @@ package enum StoreFileFormat {
 
   private struct Body: Codable {
     var entries: [Entry]
+    /// The sign-out marks of accounts (``SignedOutFences``), sorted by account; absent when
+    /// there is none. An older reader ignores them (and drops them on its next write, which
+    /// lets a save under a revoked grant land until the coordinator's check undoes it, but
+    /// loses no model).
+    var signedOut: [SignOutMark]?
+    /// Everyone's sign-out mark; absent when there is none.
+    var signedOutAll: UInt64?
+  }
+
+  private struct SignOutMark: Codable {
+    /// The account, under the wire name keys use.
+    var mcUid: String
+    var fence: UInt64
   }
 
   private struct Entry: Codable {
@@ -60,14 +77,20 @@ package enum StoreFileFormat {
     var fence: UInt64?
   }
 
-  /// What a file holds: the models, and the fence each was saved with, if any.
+  /// What a file holds: the models, the fence each was saved with, if any, and the sign-out
+  /// marks.
   package struct Contents: Equatable, Sendable {
     package var models: [AccountKey: AuthModel]
     package var fences: [AccountKey: UInt64]
+    package var signedOut: SignedOutFences
 
-    package init(models: [AccountKey: AuthModel] = [:], fences: [AccountKey: UInt64] = [:]) {
+    package init(
+      models: [AccountKey: AuthModel] = [:], fences: [AccountKey: UInt64] = [:],
+      signedOut: SignedOutFences = SignedOutFences()
+    ) {
       self.models = models
       self.fences = fences
+      self.signedOut = signedOut
     }
   }
 
@@ -106,7 +129,8 @@ package enum StoreFileFormat {
   /// - Throws: ``TokenStoreError/Code/encodingFailed`` when a model cannot be represented
   ///   (for example an expiry date that is not finite, or outside ``isStorableExpiry(_:)``).
   package static func encode(
-    _ models: [AccountKey: AuthModel], fences: [AccountKey: UInt64] = [:]
+    _ models: [AccountKey: AuthModel], fences: [AccountKey: UInt64] = [:],
+    signedOut: SignedOutFences = SignedOutFences()
   ) throws(TokenStoreError) -> Data {
     for model in models.values {
       if let expiresAt = model.expiresAt,
@@ -136,7 +160,13 @@ package enum StoreFileFormat {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
     do {
-      var body = try encoder.encode(Body(entries: entries))
+      let marks = signedOut.accounts.sorted { $0.key < $1.key }.map {
+        SignOutMark(mcUid: $0.key, fence: $0.value)
+      }
+      var body = try encoder.encode(
+        Body(
+          entries: entries, signedOut: marks.isEmpty ? nil : marks,
+          signedOutAll: signedOut.all == 0 ? nil : signedOut.all))
       body.append(UInt8(ascii: "\n"))
       let header = Header(
         format: formatName,
@@ -256,7 +286,15 @@ package enum StoreFileFormat {
       }
       fences[key] = entry.fence
     }
-    return Contents(models: models, fences: fences)
+    var marks: [String: UInt64] = [:]
+    for mark in decoded.signedOut ?? [] {
+      guard marks.updateValue(mark.fence, forKey: AccountKey.normalized(mark.mcUid)) == nil else {
+        throw TokenStoreError(.corruptFile, "The file marks the same account twice.")
+      }
+    }
+    return Contents(
+      models: models, fences: fences,
+      signedOut: SignedOutFences(accounts: marks, all: decoded.signedOutAll ?? 0))
   }
 
   // MARK: - Helpers

@@ -78,10 +78,11 @@ extension AuthCoordinator {
         plan?.read(key, try? await store.model(for: key))
       }
       // Grants taken before now can no longer store a result, before the store is emptied: a
-      // holder in another process whose result lands meanwhile sees it (rule 19).
-      await self?.revokeGrants(change)
+      // holder in another process whose result lands meanwhile sees it (rule 19), and a
+      // fenced store refuses its save once the removal marked the revoked fences.
+      let revokedThrough = await self?.revokeGrants(change)
       if let self {
-        await self.removeAndAnnounce(change)
+        await self.removeAndAnnounce(change, refusingFencesThrough: revokedThrough ?? nil)
       } else {
         // The coordinator is gone: the user's models still leave the store.
         try? await Self.remove(change, from: store)
@@ -198,9 +199,25 @@ extension AuthCoordinator {
   /// because a sign-out elsewhere landed during it. A removal that failed is recorded
   /// (``removalFinished(_:failure:)``): until one succeeds, what a read finds for the user is
   /// not served.
-  func removeAndAnnounce(_ change: AccountStatusChange) async {
+  ///
+  /// - Parameters:
+  ///   - change: The sign-out.
+  ///   - fence: The largest fence of a grant the sign-out revoked, when the lease told it: a
+  ///     fenced store then refuses the late saves of those grants
+  ///     (``FencedTokenStore/removeModels(forAccount:refusingFencesThrough:)``).
+  func removeAndAnnounce(
+    _ change: AccountStatusChange, refusingFencesThrough fence: UInt64? = nil
+  ) async {
     var failure: (any Error)?
-    do { try await Self.remove(change, from: store) } catch { failure = error }
+    do {
+      if let fence, let fenced = store as? any FencedTokenStore {
+        try await Self.remove(change, from: fenced, refusingFencesThrough: fence)
+      } else {
+        try await Self.remove(change, from: store)
+      }
+    } catch {
+      failure = error
+    }
     removalFinished(change, failure: failure)
     await announceSignOut(change)
   }
@@ -216,26 +233,42 @@ extension AuthCoordinator {
     }
   }
 
+  /// Removes what `change` signs out from `store`, and marks the grants the sign-out revoked.
+  private static func remove(
+    _ change: AccountStatusChange, from store: any FencedTokenStore,
+    refusingFencesThrough fence: UInt64
+  ) async throws {
+    switch change {
+    case .logout(let account), .unbind(let account):
+      try await store.removeModels(forAccount: account, refusingFencesThrough: fence)
+    case .logoutAll: try await store.removeAll(refusingFencesThrough: fence)
+    }
+  }
+
   /// Undoes a save that a sign-out elsewhere made stale, as a logout would: the user's grants
   /// are revoked first (a process that read the saved model meanwhile, under a grant taken
   /// after the sign-out, must not store its refresh of it after the removal; fleet simulation,
   /// seed 0x1dbe), then the store's models are removed and the sign-out announced.
   func undoSave(of key: AccountKey) async {
-    await revokeGrants(.logout(account: key.account))
-    await removeAndAnnounce(.logout(account: key.account))
+    let revokedThrough = await revokeGrants(.logout(account: key.account))
+    await removeAndAnnounce(
+      .logout(account: key.account), refusingFencesThrough: revokedThrough)
   }
 
   /// Makes the lease's earlier grants of the user (or everyone) not current, silently.
-  private func revokeGrants(_ change: AccountStatusChange) async {
-    guard let lease else { return }
+  ///
+  /// - Returns: The largest fence of a grant it revoked, when the lease tells it.
+  private func revokeGrants(_ change: AccountStatusChange) async -> UInt64? {
+    guard let lease else { return nil }
     do {
       switch change {
       case .logout(let account), .unbind(let account):
-        try await lease.revokeGrants(ofAccount: account)
-      case .logoutAll: try await lease.revokeAllGrants()
+        return try await lease.revokeGrantsReportingFence(ofAccount: account)
+      case .logoutAll: return try await lease.revokeAllGrantsReportingFence()
       }
     } catch {
       reportStoreFailure(nil, .lease, error)
+      return nil
     }
   }
 

@@ -101,17 +101,27 @@ struct FleetLease: AuthorizationLease {
   }
 
   func revokeGrants(ofAccount account: String) async {
-    await process.gate(clock)
-    let began = ledger.mark()
-    await inner.revokeGrants(ofAccount: account)
-    ledger.leaseSignedOut(account, began: began, by: process.index)
+    _ = await revokeGrantsReportingFence(ofAccount: account)
   }
 
   func revokeAllGrants() async {
+    _ = await revokeAllGrantsReportingFence()
+  }
+
+  func revokeGrantsReportingFence(ofAccount account: String) async -> UInt64? {
     await process.gate(clock)
     let began = ledger.mark()
-    await inner.revokeAllGrants()
+    let fence = await inner.revokeGrantsReportingFence(ofAccount: account)
+    ledger.leaseSignedOut(account, began: began, by: process.index)
+    return fence
+  }
+
+  func revokeAllGrantsReportingFence() async -> UInt64? {
+    await process.gate(clock)
+    let began = ledger.mark()
+    let fence = await inner.revokeAllGrantsReportingFence()
     ledger.leaseSignedOut(nil, began: began, by: process.index)
+    return fence
   }
 
   func isCurrent(_ grant: LeaseGrant) async throws -> Bool {

@@ -76,9 +76,27 @@ struct FleetStore: FencedTokenStore {
   }
 
   func removeModels(forAccount account: String) async throws {
+    try await removeModels(forAccount: account, refusingFencesThrough: nil)
+  }
+
+  func removeModels(forAccount account: String, refusingFencesThrough fence: UInt64)
+    async throws
+  {
+    try await removeModels(forAccount: account, refusingFencesThrough: Optional(fence))
+  }
+
+  /// A logout's removal, with the sign-out mark when the lease told the revoked fences.
+  private func removeModels(forAccount account: String, refusingFencesThrough fence: UInt64?)
+    async throws
+  {
     await process.gate(clock)
-    await inner.removeModels(forAccount: account)
-    ledger.note("p\(process.index) removed \(account)'s models")
+    if let fence {
+      await inner.removeModels(forAccount: account, refusingFencesThrough: fence)
+      ledger.note("p\(process.index) removed \(account)'s models, refusing fences through \(fence)")
+    } else {
+      await inner.removeModels(forAccount: account)
+      ledger.note("p\(process.index) removed \(account)'s models")
+    }
     // Between a logout's removal and its announcement: a holder that has not heard of the
     // sign-out yet checks its grant (`isCurrent`) and nothing else keeps its late result out.
     if let length = process.takePauseAfterRemoval() {
@@ -93,5 +111,10 @@ struct FleetStore: FencedTokenStore {
   func removeAll() async throws {
     await process.gate(clock)
     await inner.removeAll()
+  }
+
+  func removeAll(refusingFencesThrough fence: UInt64) async throws {
+    await process.gate(clock)
+    await inner.removeAll(refusingFencesThrough: fence)
   }
 }

@@ -259,12 +259,19 @@ public final class PostgresAuthorizationLease: AuthorizationLease, CustomStringC
       WITH generation AS (
         UPDATE \(schema).counters SET value = value + 1 WHERE name = 'generation'
         RETURNING value),
+      issued AS (
+        SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS fence
+        FROM \(schema).fences),
       recorded AS (
-        INSERT INTO \(schema).sign_outs AS sign_out (account_hash, account, owner, generation, announced)
-        SELECT \(digest), $1::text, $2, value, $3::boolean FROM generation
+        INSERT INTO \(schema).sign_outs AS sign_out
+          (account_hash, account, owner, generation, announced, fence_through)
+        SELECT \(digest), $1::text, $2, value, $3::boolean,
+          CASE WHEN $3::boolean THEN NULL ELSE fence END
+        FROM generation, issued
         ON CONFLICT (account_hash) DO UPDATE
           SET owner = EXCLUDED.owner, generation = EXCLUDED.generation,
-            announced = EXCLUDED.announced
+            announced = EXCLUDED.announced,
+            fence_through = greatest(sign_out.fence_through, EXCLUDED.fence_through)
         RETURNING generation),
       back_offs_ended AS (
         DELETE FROM \(schema).leases AS lease

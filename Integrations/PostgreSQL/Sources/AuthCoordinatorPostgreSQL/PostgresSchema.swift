@@ -6,7 +6,7 @@
 /// share.
 enum PostgresSchema {
   /// The version this package writes and reads.
-  static let version = 5
+  static let version = 6
 
   /// The longest a grant lasts (a longer time to live is shortened to it): a day.
   static let maximumTimeToLiveSeconds = 86_400
@@ -138,6 +138,19 @@ enum PostgresSchema {
     """
   }
 
+  /// Version 6 records with each revocation the fences it voided: `sign_outs.fence_through`,
+  /// the largest fence issued when a revocation (``TokenStore/SignOutGenerations/revokeGrants(ofAccount:)``)
+  /// recorded it; an announcement leaves it. ``PostgresTokenStore``'s fenced save refuses a
+  /// fence at or below its account's mark (or everyone's) in the same statement, so a holder
+  /// whose result arrives after a logout, under a grant taken before it, stores nothing. A
+  /// replica of the previous version during a rolling upgrade neither sets nor checks it: its
+  /// late save lands, and its check after the write undoes it, as before.
+  static func version6(_ schema: String) -> String {
+    """
+    ALTER TABLE \(schema).sign_outs ADD COLUMN IF NOT EXISTS fence_through bigint;
+    """
+  }
+
   /// The lease's acquire and its re-read of the key's model in one round trip (see
   /// ``version2(_:)``), clearing a lapsed back-off when it takes the row over and holding every
   /// row to the lease's bounds (see ``version4(_:)``); with `reportsBackOff`, a live back-off's
@@ -247,6 +260,9 @@ enum PostgresSchema {
       }
       if current < 5 {
         try connection.executeScript(version5(schema), until: deadline)
+      }
+      if current < 6 {
+        try connection.executeScript(version6(schema), until: deadline)
       }
       if current < version {
         _ = try connection.execute(

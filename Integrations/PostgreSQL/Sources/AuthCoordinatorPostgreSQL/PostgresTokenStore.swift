@@ -7,8 +7,9 @@ import TokenStore
 /// - Every statement is parameterised; keys, accounts and models are never part of SQL text.
 /// - A fenced save (the coordinator's, while it holds a ``PostgresAuthorizationLease`` grant) is
 ///   one conditional statement: it lands only if no later grant of the key exists and no save
-///   with a later fence landed; zero rows written means the grant was lost, and the result is
-///   not stored.
+///   with a later fence landed, and its fence is above the account's sign-out mark (schema
+///   version 6: a grant taken before a logout's revocation stores nothing); zero rows written
+///   means the grant was lost, and the result is not stored.
 /// - Removing every model of an account is one statement.
 /// - Accounts are stored and matched in Unicode Normalization Form C, as
 ///   ``TokenStore/AccountKey`` keeps them: one account in two spellings is one row.
@@ -108,6 +109,10 @@ public final class PostgresTokenStore: FencedTokenStore, CustomStringConvertible
       INSERT INTO \(table) (key_hash, account_hash, account, mode, model, fence)
       SELECT sha256(convert_to($1, 'UTF8')), sha256(convert_to($2, 'UTF8')), $2, $3, $4, $5::bigint
       WHERE NOT EXISTS (SELECT 1 FROM grant_now WHERE fence > $5::bigint)
+        AND NOT EXISTS (
+          SELECT 1 FROM \(database.schema).sign_outs
+          WHERE account_hash IN (sha256(convert_to($2, 'UTF8')), '\\x00'::bytea)
+            AND fence_through >= $5::bigint)
       ON CONFLICT (key_hash) DO UPDATE
         SET model = EXCLUDED.model, fence = EXCLUDED.fence, updated_at = now()
         WHERE \(table).fence IS NULL OR \(table).fence <= EXCLUDED.fence
