@@ -207,6 +207,14 @@ final class ProcessLease: AuthorizationLease {
 
   func revokeAllGrants() async throws { await shared.revokeAllGrants() }
 
+  func revokeGrantsReportingFence(ofAccount account: String) async throws -> UInt64? {
+    await shared.revokeGrantsReportingFence(ofAccount: account)
+  }
+
+  func revokeAllGrantsReportingFence() async throws -> UInt64? {
+    await shared.revokeAllGrantsReportingFence()
+  }
+
   func isCurrent(_ grant: LeaseGrant) async throws -> Bool {
     await shared.isCurrent(grant)
   }
