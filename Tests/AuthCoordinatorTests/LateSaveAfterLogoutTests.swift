@@ -53,8 +53,8 @@ import Testing
     let shared = InMemoryTokenStore()
     let lease = InMemoryAuthorizationLease()
     // SIMULATED token server: the TestKit's shared rotation rules.
-    let issuer = LockedState(RotatingTokenIssuer())
-    await shared.save(Self.login(issuer, lifetime: .seconds(-1)), for: key)
+    let issuer = TestTokenIssuer()
+    await shared.save(issuer.login(mcUid: "u1", at: Date().addingTimeInterval(-7200)), for: key)
     let configuration = AuthCoordinator.Configuration(authorizationTimeout: .seconds(60))
     let gate = Gate(closed: true)
     let appStore = GatedSaveStore(shared, gate: gate)
@@ -63,16 +63,15 @@ import Testing
       store: appStore, lease: lease, authorizer: appAuthorizer, configuration: configuration)
     let widget = AuthCoordinator(
       store: shared, lease: lease,
-      authorizer: ClosureAuthorizer { _ in Self.login(issuer, lifetime: .seconds(3600)) },
+      authorizer: ClosureAuthorizer { _ in issuer.login(mcUid: "u1", at: Date()) },
       configuration: configuration)
 
     // The app refreshes the expired session under its grant; the server rotates the token,
     // and the app's save waits (the process is paused).
     let refreshing = Task { try await app.authModel(for: key) }
     let call = await appAuthorizer.nextCall()
-    let spent = try #require(call.request.replacing?.refreshToken)
-    let rotation = issuer.withLock { $0.rotate(spent, at: Date(), lifetime: .seconds(3600)) }
-    let rotated = Self.model(try rotation.get())
+    let rotated = try issuer.refresh(
+      call.request.replacing?.refreshToken, mcUid: "u1", at: Date())
     call.succeed(with: rotated)
     try await gate.waitUntilHeld()
 
@@ -101,16 +100,6 @@ import Testing
     // The next request anywhere begins a new session.
     let served = try await widget.authModel(for: key)
     #expect(served != rotated)
-    #expect(issuer.withLock { $0.counters.reuses } == 0)
-  }
-
-  static func login(_ issuer: LockedState<RotatingTokenIssuer>, lifetime: Duration) -> AuthModel {
-    model(issuer.withLock { $0.startFamily(at: Date(), lifetime: lifetime) })
-  }
-
-  static func model(_ issued: RotatingTokenIssuer.Issued) -> AuthModel {
-    AuthModel(
-      uid: "2088000000000001", accessToken: issued.accessToken, mcUid: "u1",
-      expiresAt: issued.expiresAt, refreshToken: issued.refreshToken)
+    #expect(issuer.reuses == 0)
   }
 }
