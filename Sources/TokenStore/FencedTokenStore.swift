@@ -23,7 +23,7 @@
 ///   voids the older grants through ``SignOutGenerations/revokeGrants(ofAccount:)`` anyway).
 /// - **Leave fences alone on an ordinary save**: a save without a fence neither sets nor
 ///   clears the key's fence.
-/// - **Keep the sign-out marks** (optional, recommended): a logout's removal through
+/// - **Keep the revoked fences** (optional, recommended): a logout's removal through
 ///   ``removeModels(forAccount:refusingFencesThrough:)`` leaves a mark, and a fenced save at or
 ///   below its account's mark (or everyone's) is refused in the same atomic step. Without them
 ///   (the default implementations) a save under a grant the logout revoked lands after the

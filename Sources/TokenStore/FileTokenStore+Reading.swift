@@ -69,7 +69,7 @@ extension FileTokenStore {
     case .good(let identity, let contents):
       return Snapshot(
         identity: identity, models: contents.models, fences: contents.fences,
-        signedOut: contents.signedOut)
+        revoked: contents.revoked)
     case .newer(let identity, let error):
       issue = error
       report(error)

@@ -34,13 +34,13 @@ extension FileTokenStore {
     }
   }
 
-  /// Read-modify-write of the models, their fences and the sign-out marks
+  /// Read-modify-write of the models, their fences and the revoked fences
   /// (``FencedTokenStore``) under the file lock, re-reading the file first. A fence is kept
   /// only while its key has a model.
   func modify(
     deletingQuarantinedFiles: Bool = false,
     _ change: (
-      inout [AccountKey: AuthModel], inout [AccountKey: UInt64], inout SignedOutFences
+      inout [AccountKey: AuthModel], inout [AccountKey: UInt64], inout RevokedFences
     ) -> Void
   ) throws(TokenStoreError) {
     do throws(TokenStoreError) {
@@ -56,14 +56,14 @@ extension FileTokenStore {
         if let blocker = current.writeBlocker { throw blocker }
         var models = current.models
         var fences = current.fences
-        var signedOut = current.signedOut
-        change(&models, &fences, &signedOut)
+        var revoked = current.revoked
+        change(&models, &fences, &revoked)
         fences = fences.filter { models[$0.key] != nil }
         guard
           models != current.models || fences != current.fences
-            || signedOut != current.signedOut
+            || revoked != current.revoked
         else { return }
-        let data = try StoreFileFormat.encode(models, fences: fences, signedOut: signedOut)
+        let data = try StoreFileFormat.encode(models, fences: fences, revoked: revoked)
         // Never write what a read would reject: an oversized file would be moved aside whole
         // by the next read, and every other key with it.
         guard data.count <= maximumFileSize else {
@@ -76,7 +76,7 @@ extension FileTokenStore {
         let identity = try replaceFile(with: data)
         state.withLock {
           $0.cache = Snapshot(
-            identity: identity, models: models, fences: fences, signedOut: signedOut)
+            identity: identity, models: models, fences: fences, revoked: revoked)
         }
       }
     } catch {

@@ -116,8 +116,8 @@ public final class FileTokenStore: FencedTokenStore {
     var writeBlocker: TokenStoreError?
     /// The fences the models were saved with (``FencedTokenStore``).
     var fences: [AccountKey: UInt64] = [:]
-    /// The sign-out marks (``FencedTokenStore/removeModels(forAccount:refusingFencesThrough:)``).
-    var signedOut = SignedOutFences()
+    /// The revoked fences (``FencedTokenStore/removeModels(forAccount:refusingFencesThrough:)``).
+    var revoked = RevokedFences()
   }
 
   /// Creates a store backed by the file at `url`. Nothing is read until the first call.
@@ -205,12 +205,12 @@ public final class FileTokenStore: FencedTokenStore {
   ) async throws(TokenStoreError) -> Bool {
     try await perform { store throws(TokenStoreError) in
       var stored = true
-      try store.modify { models, fences, signedOut in
+      try store.modify { models, fences, revoked in
         if models[key] != nil, let landed = fences[key], landed > fence {
           stored = false
           return
         }
-        if signedOut.refuses(fence, for: key.account) {
+        if revoked.refuses(fence, for: key.account) {
           stored = false
           return
         }
@@ -260,9 +260,9 @@ public final class FileTokenStore: FencedTokenStore {
   {
     let account = AccountKey.normalized(account)
     try await perform { store throws(TokenStoreError) in
-      try store.modify(deletingQuarantinedFiles: true) { models, _, signedOut in
+      try store.modify(deletingQuarantinedFiles: true) { models, _, revoked in
         for key in models.keys where key.account == account { models[key] = nil }
-        signedOut.mark(account, through: fence)
+        revoked.mark(account, through: fence)
       }
     }
   }
@@ -274,9 +274,9 @@ public final class FileTokenStore: FencedTokenStore {
   /// - Throws: ``TokenStoreError``, as ``removeModel(for:)`` does.
   public func removeAll(refusingFencesThrough fence: UInt64) async throws(TokenStoreError) {
     try await perform { store throws(TokenStoreError) in
-      try store.modify(deletingQuarantinedFiles: true) { models, _, signedOut in
+      try store.modify(deletingQuarantinedFiles: true) { models, _, revoked in
         models.removeAll()
-        signedOut.markAll(through: fence)
+        revoked.markAll(through: fence)
       }
     }
   }

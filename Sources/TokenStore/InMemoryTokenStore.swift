@@ -9,9 +9,9 @@ public final class InMemoryTokenStore: FencedTokenStore {
   /// The fence of the last fenced save per key (``FencedTokenStore``), guarded by `models`'
   /// lock order: always taken inside it.
   private let fences = LockedState<[AccountKey: UInt64]>([:])
-  /// The sign-out marks (``FencedTokenStore/removeModels(forAccount:refusingFencesThrough:)``),
+  /// The revoked fences (``FencedTokenStore/removeModels(forAccount:refusingFencesThrough:)``),
   /// guarded by `models`' lock order as `fences` is.
-  private let signedOut = LockedState(SignedOutFences())
+  private let revoked = LockedState(RevokedFences())
 
   /// Creates a store, optionally pre-filled.
   ///
@@ -33,7 +33,7 @@ public final class InMemoryTokenStore: FencedTokenStore {
     models.withLock { models in
       fences.withLock { fences in
         if models[key] != nil, let landed = fences[key], landed > fence { return false }
-        if signedOut.withLock({ $0.refuses(fence, for: key.account) }) { return false }
+        if revoked.withLock({ $0.refuses(fence, for: key.account) }) { return false }
         models[key] = model
         fences[key] = fence
         return true
@@ -99,7 +99,7 @@ public final class InMemoryTokenStore: FencedTokenStore {
     models.withLock { models in
       models = models.filter { $0.key.account != account }
       fences.withLock { fences in fences = fences.filter { $0.key.account != account } }
-      signedOut.withLock { $0.mark(account, through: fence) }
+      revoked.withLock { $0.mark(account, through: fence) }
     }
   }
 
@@ -111,12 +111,18 @@ public final class InMemoryTokenStore: FencedTokenStore {
     models.withLock { models in
       models.removeAll()
       fences.withLock { $0.removeAll() }
-      signedOut.withLock { $0.markAll(through: fence) }
+      revoked.withLock { $0.markAll(through: fence) }
     }
   }
 
-  /// How many accounts carry a sign-out mark, for tests: one per account at most.
-  package var signOutMarks: Int { signedOut.withLock { $0.accounts.count } }
+  /// Whether a revoked fence refuses a fenced save of `account`'s keys under `fence`, for the
+  /// fleet simulation's coverage counters. Reads, changes nothing.
+  package func refusesRevokedFence(_ fence: UInt64, for account: String) -> Bool {
+    revoked.withLock { $0.refuses(fence, for: AccountKey.normalized(account)) }
+  }
+
+  /// How many accounts carry a revoked fence, for tests: one per account at most.
+  package var revokedFenceAccounts: Int { revoked.withLock { $0.accounts.count } }
 
   /// A synchronous copy of everything stored, for tests and diagnostics.
   public var snapshot: [AccountKey: AuthModel] {

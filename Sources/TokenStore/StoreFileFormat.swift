@@ -15,9 +15,9 @@ import Foundation
 ///   CRC-32 (IEEE) of those bytes as eight lowercase hex digits. A short body is a truncated
 ///   file; extra bytes or a checksum mismatch make the file corrupt. Nothing is half-read.
 /// - The body is `{"entries":[{"key":{...},"model":{...}}]}`, entries sorted by key; an entry
-///   written by a fenced save has its `fence`, and a file that keeps sign-out marks
-///   (``SignedOutFences``) has `"signedOut":[{"fence":7,"mcUid":"u1"}]` (sorted by account) and
-///   `"signedOutAll":9`, each absent when empty. An older reader of the same version ignores
+///   written by a fenced save has its `fence`, and a file that keeps revoked fences
+///   (``RevokedFences``) has `"revoked":[{"fence":7,"mcUid":"u1"}]` (sorted by account) and
+///   `"revokedAll":9`, each absent when empty. An older reader of the same version ignores
 ///   both (and drops them on its next write). A model's
 ///   `expiresAt` is seconds since 2001-01-01T00:00:00Z (Foundation's reference date), so a
 ///   `Date` survives the round trip bit for bit; it is absent when the model has no expiry.
@@ -53,16 +53,16 @@ package enum StoreFileFormat {
 
   private struct Body: Codable {
     var entries: [Entry]
-    /// The sign-out marks of accounts (``SignedOutFences``), sorted by account; absent when
+    /// The revoked fences of accounts (``RevokedFences``), sorted by account; absent when
     /// there is none. An older reader ignores them (and drops them on its next write, which
     /// lets a save under a revoked grant land until the coordinator's check undoes it, but
     /// loses no model).
-    var signedOut: [SignOutMark]?
-    /// Everyone's sign-out mark; absent when there is none.
-    var signedOutAll: UInt64?
+    var revoked: [RevokedFence]?
+    /// Everyone's revoked fence; absent when there is none.
+    var revokedAll: UInt64?
   }
 
-  private struct SignOutMark: Codable {
+  private struct RevokedFence: Codable {
     /// The account, under the wire name keys use.
     var mcUid: String
     var fence: UInt64
@@ -82,15 +82,15 @@ package enum StoreFileFormat {
   package struct Contents: Equatable, Sendable {
     package var models: [AccountKey: AuthModel]
     package var fences: [AccountKey: UInt64]
-    package var signedOut: SignedOutFences
+    package var revoked: RevokedFences
 
     package init(
       models: [AccountKey: AuthModel] = [:], fences: [AccountKey: UInt64] = [:],
-      signedOut: SignedOutFences = SignedOutFences()
+      revoked: RevokedFences = RevokedFences()
     ) {
       self.models = models
       self.fences = fences
-      self.signedOut = signedOut
+      self.revoked = revoked
     }
   }
 
@@ -130,7 +130,7 @@ package enum StoreFileFormat {
   ///   (for example an expiry date that is not finite, or outside ``isStorableExpiry(_:)``).
   package static func encode(
     _ models: [AccountKey: AuthModel], fences: [AccountKey: UInt64] = [:],
-    signedOut: SignedOutFences = SignedOutFences()
+    revoked: RevokedFences = RevokedFences()
   ) throws(TokenStoreError) -> Data {
     for model in models.values {
       if let expiresAt = model.expiresAt,
@@ -160,13 +160,13 @@ package enum StoreFileFormat {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
     do {
-      let marks = signedOut.accounts.sorted { $0.key < $1.key }.map {
-        SignOutMark(mcUid: $0.key, fence: $0.value)
+      let marks = revoked.accounts.sorted { $0.key < $1.key }.map {
+        RevokedFence(mcUid: $0.key, fence: $0.value)
       }
       var body = try encoder.encode(
         Body(
-          entries: entries, signedOut: marks.isEmpty ? nil : marks,
-          signedOutAll: signedOut.all == 0 ? nil : signedOut.all))
+          entries: entries, revoked: marks.isEmpty ? nil : marks,
+          revokedAll: revoked.all == 0 ? nil : revoked.all))
       body.append(UInt8(ascii: "\n"))
       let header = Header(
         format: formatName,
@@ -287,14 +287,14 @@ package enum StoreFileFormat {
       fences[key] = entry.fence
     }
     var marks: [String: UInt64] = [:]
-    for mark in decoded.signedOut ?? [] {
+    for mark in decoded.revoked ?? [] {
       guard marks.updateValue(mark.fence, forKey: AccountKey.normalized(mark.mcUid)) == nil else {
         throw TokenStoreError(.corruptFile, "The file marks the same account twice.")
       }
     }
     return Contents(
       models: models, fences: fences,
-      signedOut: SignedOutFences(accounts: marks, all: decoded.signedOutAll ?? 0))
+      revoked: RevokedFences(accounts: marks, all: decoded.revokedAll ?? 0))
   }
 
   // MARK: - Helpers

@@ -71,6 +71,9 @@ struct FleetStore: FencedTokenStore {
       ledger.saveLanded(key, access: model.accessToken, process: process.index)
     } else {
       ledger.count("fenced save refused")
+      if inner.refusesRevokedFence(fence, for: key.account) {
+        ledger.count("fenced save refused: its grant revoked by a logout")
+      }
     }
     return saved
   }
@@ -85,7 +88,7 @@ struct FleetStore: FencedTokenStore {
     try await removeModels(forAccount: account, refusingFencesThrough: Optional(fence))
   }
 
-  /// A logout's removal, with the sign-out mark when the lease told the revoked fences.
+  /// A logout's removal, with the revoked fence when the lease told the revoked fences.
   private func removeModels(forAccount account: String, refusingFencesThrough fence: UInt64?)
     async throws
   {

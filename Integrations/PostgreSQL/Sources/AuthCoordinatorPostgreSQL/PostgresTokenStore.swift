@@ -7,7 +7,7 @@ import TokenStore
 /// - Every statement is parameterised; keys, accounts and models are never part of SQL text.
 /// - A fenced save (the coordinator's, while it holds a ``PostgresAuthorizationLease`` grant) is
 ///   one conditional statement: it lands only if no later grant of the key exists and no save
-///   with a later fence landed, and its fence is above the account's sign-out mark (schema
+///   with a later fence landed, and its fence is above the account's revoked fence (schema
 ///   version 6: a grant taken before a logout's revocation stores nothing); zero rows written
 ///   means the grant was lost, and the result is not stored.
 /// - Removing every model of an account is one statement.

@@ -3,11 +3,11 @@ import Testing
 
 @testable import TokenStore
 
-/// The sign-out marks: a logout's removal tells a fenced store the largest fence its lease's
+/// The revoked fences: a logout's removal tells a fenced store the largest fence its lease's
 /// revocation voided, and the store refuses a later save under any of those grants itself. So
 /// a holder whose save lands after the removal, under a grant taken before the logout, stores
 /// nothing that another process could read and refresh (fleet simulation, seed 0x679c4).
-@Suite(.timeLimit(.minutes(5))) struct SignOutMarkTests {
+@Suite(.timeLimit(.minutes(5))) struct RevokedFenceTests {
   let models = (0...4).map { sampleModel($0) }
 
   @Test func aRevocationReportsAFenceAboveEveryEarlierGrantAndBelowEveryLaterOne() async throws {
@@ -61,7 +61,7 @@ import Testing
     #expect(await store.model(for: key(1)) == models[4])
     // Everyone's mark covers the accounts' marks, which then go.
     await store.removeAll(refusingFencesThrough: 8)
-    #expect(store.signOutMarks == 0)
+    #expect(store.revokedFenceAccounts == 0)
     #expect(await !store.save(models[1], for: key(2), fence: 8))
     #expect(await store.save(models[1], for: key(2), fence: 9))
   }
@@ -87,26 +87,26 @@ import Testing
     #expect(try await holder.save(models[3], for: key(1), fence: 8))
     #expect(try await logout.model(for: key(1)) == models[3])
     let contents = try StoreFileFormat.decodeContents(Data(contentsOf: directory.file()))
-    #expect(contents.signedOut == SignedOutFences(accounts: ["u1": 7]))
+    #expect(contents.revoked == RevokedFences(accounts: ["u1": 7]))
     try await logout.removeAll(refusingFencesThrough: 9)
     #expect(try await !holder.save(models[4], for: key(2), fence: 9))
     let emptied = try StoreFileFormat.decodeContents(Data(contentsOf: directory.file()))
-    #expect(emptied.signedOut == SignedOutFences(all: 9))
+    #expect(emptied.revoked == RevokedFences(all: 9))
     #expect(emptied.models.isEmpty)
   }
 
   @Test func theMarksRoundTripAndAFileWithoutThemIsUnchanged() throws {
-    let marks = SignedOutFences(accounts: ["u1": 7, "u2": 3], all: 4)
+    let marks = RevokedFences(accounts: ["u1": 7, "u2": 3], all: 4)
     #expect(marks.accounts == ["u1": 7], "a mark at or below everyone's refuses nothing more")
-    let data = try StoreFileFormat.encode([key(1): models[1]], signedOut: marks)
-    #expect(try StoreFileFormat.decodeContents(data).signedOut == marks)
+    let data = try StoreFileFormat.encode([key(1): models[1]], revoked: marks)
+    #expect(try StoreFileFormat.decodeContents(data).revoked == marks)
     let plain = String(decoding: try StoreFileFormat.encode([key(1): models[1]]), as: UTF8.self)
-    #expect(!plain.contains("signedOut"))
+    #expect(!plain.contains("revoked"))
   }
 
   @Test func aFileMarkingOneAccountTwiceIsCorrupt() throws {
     let body =
-      #"{"entries":[],"signedOut":[{"fence":1,"mcUid":"u1"},{"fence":2,"mcUid":"u1"}]}"#
+      #"{"entries":[],"revoked":[{"fence":1,"mcUid":"u1"},{"fence":2,"mcUid":"u1"}]}"#
       + "\n"
     let bytes = Data(body.utf8)
     let header =

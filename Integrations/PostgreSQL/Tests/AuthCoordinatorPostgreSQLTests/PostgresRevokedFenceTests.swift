@@ -10,8 +10,8 @@ import TokenStore
 /// before it, stores nothing another replica could read and refresh (fleet simulation, seed
 /// 0x679c4; the in-process test is `LateSaveAfterLogoutTests`).
 @Suite(
-  "PostgreSQL sign-out marks", .enabled(if: TestServer.isAvailable), .timeLimit(.minutes(2)))
-struct PostgresSignOutMarkTests {
+  "PostgreSQL revoked fences", .enabled(if: TestServer.isAvailable), .timeLimit(.minutes(2)))
+struct PostgresRevokedFenceTests {
   @Test("a save under a grant taken before a revocation of its account is refused")
   func aRevokedGrantsSaveIsRefused() async throws {
     let database = try await TestServer.database()

@@ -1,10 +1,10 @@
-/// The sign-out marks a ``FencedTokenStore`` keeps
+/// The revoked fences a ``FencedTokenStore`` keeps
 /// (``FencedTokenStore/removeModels(forAccount:refusingFencesThrough:)``): per account, and for
 /// everyone, the largest fence of a grant a sign-out revoked. A fenced save at or below its
 /// account's mark (or everyone's) is refused. One number per account, raised by later
 /// sign-outs, never lowered; a mark at or below everyone's is dropped, as it refuses nothing
 /// more.
-package struct SignedOutFences: Equatable, Sendable {
+package struct RevokedFences: Equatable, Sendable {
   /// Each account's mark, where above ``all``.
   package private(set) var accounts: [String: UInt64] = [:]
   /// Everyone's mark (`0`: none).
