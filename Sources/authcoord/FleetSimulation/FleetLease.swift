@@ -34,7 +34,7 @@ struct FleetLease: AuthorizationLease {
     let asked = ledger.mark()
     let attempt = await inner.acquire(key, owner: owner, timeToLive: timeToLive)
     if case .acquired(let grant) = attempt {
-      ledger.granted(key, asked: asked)
+      ledger.granted(key, asked: asked, fence: grant.fence)
       ledger.held(key, process: process.index, fence: grant.fence, expiresAt: grant.expiresAt)
       ledger.note("p\(process.index) took \(key.account)'s lease (fence \(grant.fence))")
       await process.maybePause(at: "acquire", clock: clock, ledger: ledger)
@@ -66,12 +66,16 @@ struct FleetLease: AuthorizationLease {
   }
 
   func release(_ grant: LeaseGrant) async {
+    ledger.began(.leaseRelease, grant.key.account, process: process.index)
+    defer { ledger.ended(.leaseRelease, grant.key.account, process: process.index) }
     await process.gate(clock)
     ledger.released(grant.key, fence: grant.fence)
     await inner.release(grant)
   }
 
   func release(_ grant: LeaseGrant, backingOff backOff: LeaseBackOff) async {
+    ledger.began(.leaseRelease, grant.key.account, process: process.index)
+    defer { ledger.ended(.leaseRelease, grant.key.account, process: process.index) }
     await process.gate(clock)
     ledger.released(grant.key, fence: grant.fence)
     // The expiry the lease gives it (its clock is the world's): how the ledger knows it again.
@@ -125,13 +129,17 @@ struct FleetLease: AuthorizationLease {
   }
 
   func isCurrent(_ grant: LeaseGrant) async throws -> Bool {
+    ledger.began(.grantCheck, grant.key.account, process: process.index)
+    defer { ledger.ended(.grantCheck, grant.key.account, process: process.index) }
     await process.gate(clock)
     await process.maybeHang("grant check", clock: clock, ledger: ledger)
     if process.fails("grant check", rate: \.failedLeaseCalls, ledger: ledger) {
       ledger.saveInDoubt(grant.key, process: process.index)
       throw CallFault()
     }
+    let asked = ledger.mark()
     let current = await inner.isCurrent(grant)
+    ledger.grantAnswered(grant, current: current, asked: asked)
     ledger.grantChecked(grant.key, process: process.index, current: current)
     if !current {
       ledger.note(

@@ -62,9 +62,32 @@ extension FleetLedger {
     }
   }
 
-  /// The lease granted `key` to a process that asked at the mark `asked`.
-  func granted(_ key: AccountKey, asked: Int) {
-    lock.withLock { grantMarks[key.account, default: []].append(asked) }
+  /// The lease granted `key` to a process that asked at the mark `asked`, with `fence`.
+  func granted(_ key: AccountKey, asked: Int, fence: UInt64) {
+    lock.withLock {
+      grantMarks[key.account, default: []].append(asked)
+      grantAsked[fence] = asked
+    }
+  }
+
+  /// The lease answered `current` at the mark `asked` about `grant`. A grant taken before a
+  /// revocation or sign-out of its account (or of everyone) that ended before the question
+  /// never reads as current: a lease may drop history, but a grant older than a dropped
+  /// sign-out reads as not current, never as current (`SignOutGenerations`). Checked here, at
+  /// the lease, because the store's revoked fences keep most of what such a lie would let in
+  /// out of the store.
+  func grantAnswered(_ grant: LeaseGrant, current: Bool, asked: Int) {
+    guard current else { return }
+    let forgotten = lock.withLock { () -> (began: Int, ended: Int, at: Duration, process: Int)? in
+      guard let taken = grantAsked[grant.fence] else { return nil }
+      let records = (signedOut[grant.key.account] ?? []) + (signedOut[""] ?? [])
+      return records.first { $0.began > taken && $0.ended < asked }
+    }
+    guard let forgotten else { return }
+    violation(
+      "sign-out forgotten",
+      "the lease answered that \(grant.key.account)'s grant (fence \(grant.fence)) is current,"
+        + " though it was taken before p\(forgotten.process)'s sign-out at \(forgotten.at)")
   }
 
   /// `process`'s save of `access` for `key` landed: if the token's family was born before a

@@ -71,6 +71,8 @@ final class FleetLedger: @unchecked Sendable {
   /// Each account's announced sign-outs and grants, as lease marks.
   var announcedMarks: [String: [Int]] = [:]
   var grantMarks: [String: [Int]] = [:]
+  /// The mark at which each grant (by fence) was asked for.
+  var grantAsked: [UInt64: Int] = [:]
   /// Per account, a save of a signed-out session's model that landed after the logout and
   /// whose undo (the saver's check of its grant after the save, then its announced removal)
   /// has not run yet.
@@ -201,6 +203,13 @@ final class FleetLedger: @unchecked Sendable {
     case leaseAcquisition = "a lease acquisition"
     case leaseRenewal = "a lease renewal"
     case save = "a save"
+    /// A grant check (`isCurrent`): before and after a save, before serving after an
+    /// announcement, and a save retry's.
+    case grantCheck = "a grant check"
+    /// A lease release, with or without a back-off.
+    case leaseRelease = "a lease release"
+    /// A logout's or an undo's removal, and the step after it until its announcement.
+    case removal = "a removal"
   }
 
   /// Store reads, token requests, lease calls and saves in progress, by phase, account and

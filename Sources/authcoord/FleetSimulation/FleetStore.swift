@@ -92,6 +92,9 @@ struct FleetStore: FencedTokenStore {
   private func removeModels(forAccount account: String, refusingFencesThrough fence: UInt64?)
     async throws
   {
+    let account = AccountKey.normalized(account)
+    ledger.began(.removal, account, process: process.index)
+    defer { ledger.ended(.removal, account, process: process.index) }
     await process.gate(clock)
     if let fence {
       await inner.removeModels(forAccount: account, refusingFencesThrough: fence)
