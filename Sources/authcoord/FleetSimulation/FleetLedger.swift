@@ -240,7 +240,8 @@ final class FleetLedger: @unchecked Sendable {
   /// Process `index` crashed now.
   func crashed(_ index: Int) {
     let at = now()
-    lock.withLock {
+    let diedAfterReturning = lock.withLock { () -> Int in
+      var diedAfterReturning = 0
       crashes[index, default: []].append(at)
       for phase in Phase.allCases {
         for account in inProgress[phase]?.keys.sorted() ?? [] {
@@ -251,6 +252,10 @@ final class FleetLedger: @unchecked Sendable {
       retryingSaves = retryingSaves.filter { !$0.value.isEmpty }
       for logout in logouts.indices
       where logouts[logout].process == index && logouts[logout].announcedAt == nil {
+        // It returned (at its store deadline, its removal still pending) and its removal or
+        // announcement died with the process (0x42c5's case): the store may keep the
+        // signed-out session, and the check no longer counts the logout as ended.
+        if !logouts[logout].died && logouts[logout].returned != nil { diedAfterReturning += 1 }
         logouts[logout].died = true
       }
       // A late save whose saver crashed before its undo: the store keeps the signed-out
@@ -260,6 +265,10 @@ final class FleetLedger: @unchecked Sendable {
         pendingUndo[account]?[index] = nil
         if pendingUndo[account]?.isEmpty == true { pendingUndo[account] = nil }
       }
+      return diedAfterReturning
+    }
+    if diedAfterReturning > 0 {
+      count("logout returned, its removal or announcement died in a crash", diedAfterReturning)
     }
   }
 
