@@ -13,74 +13,101 @@ import Testing
 /// (``FencedTokenStore/removeModels(forAccount:refusingFencesThrough:)``), and the store
 /// refuses the late save itself: no moment exists in which another process can read it.
 @Suite(.timeLimit(.minutes(1))) struct LateSaveAfterLogoutTests {
-  /// A view of a shared ``InMemoryTokenStore`` whose fenced saves wait at `gate`, and which
-  /// records each fenced save's answer and what the shared store held for the key right after,
-  /// then waits at `recorded` (so that a test knows the save is done).
+  /// A view of a shared fenced store whose fenced saves wait at `gate`, and which records each
+  /// fenced save's answer and what the shared store held for the key right after, then waits
+  /// at `recorded` (so that a test knows the save is done).
   final class GatedSaveStore: FencedTokenStore {
-    let inner: InMemoryTokenStore
-    let gate: Gate
+    let inner: any FencedTokenStore
+    let gate = Gate(closed: true)
     let recorded = Gate(closed: true)
     let saves = LockedState<[(stored: Bool, heldAfter: AuthModel?)]>([])
 
-    init(_ inner: InMemoryTokenStore, gate: Gate) {
-      self.inner = inner
-      self.gate = gate
-    }
+    init(_ inner: any FencedTokenStore) { self.inner = inner }
 
-    func model(for key: AccountKey) async throws -> AuthModel? { await inner.model(for: key) }
+    func model(for key: AccountKey) async throws -> AuthModel? {
+      try await inner.model(for: key)
+    }
     func save(_ model: AuthModel, for key: AccountKey) async throws {
-      await inner.save(model, for: key)
+      try await inner.save(model, for: key)
     }
     func save(_ model: AuthModel, for key: AccountKey, fence: UInt64) async throws -> Bool {
       await gate.pass()
-      let stored = await inner.save(model, for: key, fence: fence)
-      let heldAfter = await inner.model(for: key)
+      let stored = try await inner.save(model, for: key, fence: fence)
+      let heldAfter = try await inner.model(for: key)
       saves.withLock { $0.append((stored, heldAfter)) }
       await recorded.pass()
       return stored
     }
     func removeModels(forAccount account: String) async throws {
-      await inner.removeModels(forAccount: account)
+      try await inner.removeModels(forAccount: account)
     }
-    func removeModels(forAccount account: String, refusingFencesThrough fence: UInt64) async {
-      await inner.removeModels(forAccount: account, refusingFencesThrough: fence)
+    func removeModels(forAccount account: String, refusingFencesThrough fence: UInt64)
+      async throws
+    {
+      try await inner.removeModels(forAccount: account, refusingFencesThrough: fence)
     }
-    func removeAll() async throws { await inner.removeAll() }
+    func removeAll() async throws { try await inner.removeAll() }
   }
 
   @Test func aSaveUnderAGrantTakenBeforeALogoutElsewhereIsRefusedByTheStore() async throws {
-    let key = AccountKey(account: "u1")
-    let shared = InMemoryTokenStore()
+    let store = InMemoryTokenStore()
     let lease = InMemoryAuthorizationLease()
+    try await lateSaveAfterALogoutElsewhere(
+      app: (store, lease), widget: (store, lease), shared: store)
+  }
+
+  /// The same with two processes' views of one store file and one lease file (two instances
+  /// of each, as two processes open them).
+  @Test func aSaveUnderAGrantTakenBeforeALogoutElsewhereIsRefusedByTheStoreFile() async throws {
+    let directory = FileManager.default.temporaryDirectory
+      .appendingPathComponent("late-save-\(UUID().uuidString)", isDirectory: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let url = directory.appendingPathComponent("tokens.store")
+    let leaseURL = directory.appendingPathComponent("tokens.store.lease")
+    try await lateSaveAfterALogoutElsewhere(
+      app: (FileTokenStore(url: url), FileAuthorizationLease(url: leaseURL)),
+      widget: (FileTokenStore(url: url), FileAuthorizationLease(url: leaseURL)),
+      shared: FileTokenStore(url: url))
+  }
+
+  /// The app's refresh is paused at its save while the widget logs the user out; then the save
+  /// goes on. `shared` is a third view of the store, to read what it holds.
+  private func lateSaveAfterALogoutElsewhere(
+    app: (store: any FencedTokenStore, lease: any AuthorizationLease),
+    widget: (store: any FencedTokenStore, lease: any AuthorizationLease),
+    shared: any FencedTokenStore
+  ) async throws {
+    let key = AccountKey(account: "u1")
     // SIMULATED token server: the TestKit's shared rotation rules.
     let issuer = TestTokenIssuer()
-    await shared.save(issuer.login(mcUid: "u1", at: Date().addingTimeInterval(-7200)), for: key)
+    try await shared.save(
+      issuer.login(mcUid: "u1", at: Date().addingTimeInterval(-7200)), for: key)
     let configuration = AuthCoordinator.Configuration(authorizationTimeout: .seconds(60))
-    let gate = Gate(closed: true)
-    let appStore = GatedSaveStore(shared, gate: gate)
+    let appStore = GatedSaveStore(app.store)
     let appAuthorizer = ScriptedAuthorizer()
-    let app = AuthCoordinator(
-      store: appStore, lease: lease, authorizer: appAuthorizer, configuration: configuration)
-    let widget = AuthCoordinator(
-      store: shared, lease: lease,
+    let appCoordinator = AuthCoordinator(
+      store: appStore, lease: app.lease, authorizer: appAuthorizer,
+      configuration: configuration)
+    let widgetCoordinator = AuthCoordinator(
+      store: widget.store, lease: widget.lease,
       authorizer: ClosureAuthorizer { _ in issuer.login(mcUid: "u1", at: Date()) },
       configuration: configuration)
 
     // The app refreshes the expired session under its grant; the server rotates the token,
     // and the app's save waits (the process is paused).
-    let refreshing = Task { try await app.authModel(for: key) }
+    let refreshing = Task { try await appCoordinator.authModel(for: key) }
     let call = await appAuthorizer.nextCall()
     let rotated = try issuer.refresh(
       call.request.replacing?.refreshToken, mcUid: "u1", at: Date())
     call.succeed(with: rotated)
-    try await gate.waitUntilHeld()
+    try await appStore.gate.waitUntilHeld()
 
     // The widget logs the user out, all of it: revocation, removal, announcement.
-    await widget.accountStatusChanged(.logout(account: "u1"))
-    #expect(await shared.model(for: key) == nil)
+    await widgetCoordinator.accountStatusChanged(.logout(account: "u1"))
+    #expect(try await shared.model(for: key) == nil)
 
     // The app's save lands now, under its grant from before the logout.
-    gate.open()
+    appStore.gate.open()
     try await appStore.recorded.waitUntilHeld()
     appStore.recorded.open()
     do {
@@ -95,10 +122,10 @@ import Testing
     #expect(
       saves.first?.heldAfter == nil,
       "the signed-out session was readable by every process until the undo")
-    #expect(await shared.model(for: key) == nil)
+    #expect(try await shared.model(for: key) == nil)
 
     // The next request anywhere begins a new session.
-    let served = try await widget.authModel(for: key)
+    let served = try await widgetCoordinator.authModel(for: key)
     #expect(served != rotated)
     #expect(issuer.reuses == 0)
   }
