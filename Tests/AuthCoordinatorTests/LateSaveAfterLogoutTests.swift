@@ -13,42 +13,6 @@ import Testing
 /// (``FencedTokenStore/removeModels(forAccount:refusingFencesThrough:)``), and the store
 /// refuses the late save itself: no moment exists in which another process can read it.
 @Suite(.timeLimit(.minutes(1))) struct LateSaveAfterLogoutTests {
-  /// A view of a shared fenced store whose fenced saves wait at `gate`, and which records each
-  /// fenced save's answer and what the shared store held for the key right after, then waits
-  /// at `recorded` (so that a test knows the save is done).
-  final class GatedSaveStore: FencedTokenStore {
-    let inner: any FencedTokenStore
-    let gate = Gate(closed: true)
-    let recorded = Gate(closed: true)
-    let saves = LockedState<[(stored: Bool, heldAfter: AuthModel?)]>([])
-
-    init(_ inner: any FencedTokenStore) { self.inner = inner }
-
-    func model(for key: AccountKey) async throws -> AuthModel? {
-      try await inner.model(for: key)
-    }
-    func save(_ model: AuthModel, for key: AccountKey) async throws {
-      try await inner.save(model, for: key)
-    }
-    func save(_ model: AuthModel, for key: AccountKey, fence: UInt64) async throws -> Bool {
-      await gate.pass()
-      let stored = try await inner.save(model, for: key, fence: fence)
-      let heldAfter = try await inner.model(for: key)
-      saves.withLock { $0.append((stored, heldAfter)) }
-      await recorded.pass()
-      return stored
-    }
-    func removeModels(forAccount account: String) async throws {
-      try await inner.removeModels(forAccount: account)
-    }
-    func removeModels(forAccount account: String, refusingFencesThrough fence: UInt64)
-      async throws
-    {
-      try await inner.removeModels(forAccount: account, refusingFencesThrough: fence)
-    }
-    func removeAll() async throws { try await inner.removeAll() }
-  }
-
   @Test func aSaveUnderAGrantTakenBeforeALogoutElsewhereIsRefusedByTheStore() async throws {
     let store = InMemoryTokenStore()
     let lease = InMemoryAuthorizationLease()
@@ -83,7 +47,7 @@ import Testing
     try await shared.save(
       issuer.login(mcUid: "u1", at: Date().addingTimeInterval(-7200)), for: key)
     let configuration = AuthCoordinator.Configuration(authorizationTimeout: .seconds(60))
-    let appStore = GatedSaveStore(app.store)
+    let appStore = GatedFencedStore(app.store)
     let appAuthorizer = ScriptedAuthorizer()
     let appCoordinator = AuthCoordinator(
       store: appStore, lease: app.lease, authorizer: appAuthorizer,
@@ -116,7 +80,7 @@ import Testing
     } catch let error as AuthCoordinatorError {
       #expect([.signedOut, .leaseLost].contains(error.code))
     }
-    let saves = appStore.saves.withLock { $0 }
+    let saves = appStore.saves
     #expect(saves.count == 1)
     #expect(saves.first?.stored == false, "the store refused the save under a revoked grant")
     #expect(

@@ -96,7 +96,7 @@ struct PostgresRevokedFenceTests {
       appDatabase.close()
       widgetDatabase.close()
     }
-    let appStore = GatedSaveStore(PostgresTokenStore(database: appDatabase))
+    let appStore = GatedFencedStore(PostgresTokenStore(database: appDatabase))
     let widgetStore = PostgresTokenStore(database: widgetDatabase)
     let configuration = AuthCoordinator.Configuration(authorizationTimeout: .seconds(30))
     let app = AuthCoordinator(
@@ -121,44 +121,12 @@ struct PostgresRevokedFenceTests {
     if case .success(let model) = result {
       Issue.record("the app served \(model.accessToken) after another replica's logout")
     }
-    #expect(appStore.stored == [false])
+    #expect(appStore.saves.map(\.stored) == [false])
     #expect(try await widgetStore.model(for: key) == nil)
     let served = try await widget.authModel(for: key)
     #expect(issuer.spent.count == 1)
     #expect(served.refreshToken != nil && !issuer.spent.contains(served.refreshToken!))
     #expect(issuer.reuses == 0)
-  }
-
-  /// A replica's view of the store whose fenced saves wait at `gate`, and which records each
-  /// fenced save's answer, then waits at `recorded`.
-  final class GatedSaveStore: FencedTokenStore, @unchecked Sendable {
-    let inner: PostgresTokenStore
-    let gate = Gate(closed: true)
-    /// Passed after each fenced save is recorded, so that a test knows it is done.
-    let recorded = Gate(closed: true)
-    private let lock = NSLock()
-    private var answers: [Bool] = []
-    var stored: [Bool] { lock.withLock { answers } }
-
-    init(_ inner: PostgresTokenStore) { self.inner = inner }
-
-    func model(for key: AccountKey) async throws -> AuthModel? {
-      try await inner.model(for: key)
-    }
-    func save(_ model: AuthModel, for key: AccountKey) async throws {
-      try await inner.save(model, for: key)
-    }
-    func save(_ model: AuthModel, for key: AccountKey, fence: UInt64) async throws -> Bool {
-      await gate.pass()
-      let saved = try await inner.save(model, for: key, fence: fence)
-      lock.withLock { answers.append(saved) }
-      await recorded.pass()
-      return saved
-    }
-    func removeModels(forAccount account: String) async throws {
-      try await inner.removeModels(forAccount: account)
-    }
-    func removeAll() async throws { try await inner.removeAll() }
   }
 
   /// The grant of an acquired attempt.
