@@ -33,8 +33,11 @@ struct FleetLease: AuthorizationLease {
     }
     let asked = ledger.mark()
     let attempt = await inner.acquire(key, owner: owner, timeToLive: timeToLive)
+    // Taken once the lease answered: the call into the lease may hop executors, so work of
+    // other tasks can run between `asked` and the lease's own step, never after this one.
+    let answered = ledger.mark()
     if case .acquired(let grant) = attempt {
-      ledger.granted(key, asked: asked, fence: grant.fence)
+      ledger.granted(key, asked: asked, answered: answered, fence: grant.fence)
       ledger.held(key, process: process.index, fence: grant.fence, expiresAt: grant.expiresAt)
       ledger.note("p\(process.index) took \(key.account)'s lease (fence \(grant.fence))")
       await process.maybePause(at: "acquire", clock: clock, ledger: ledger)
@@ -139,7 +142,7 @@ struct FleetLease: AuthorizationLease {
     }
     let asked = ledger.mark()
     let current = await inner.isCurrent(grant)
-    ledger.grantAnswered(grant, current: current, asked: asked)
+    ledger.leaseAnswered(grant, current: current, asked: asked)
     ledger.grantChecked(grant.key, process: process.index, current: current)
     if !current {
       ledger.note(

@@ -62,24 +62,27 @@ extension FleetLedger {
     }
   }
 
-  /// The lease granted `key` to a process that asked at the mark `asked`, with `fence`.
-  func granted(_ key: AccountKey, asked: Int, fence: UInt64) {
+  /// The lease granted `key`, with `fence`, to a process that asked at the mark `asked` and
+  /// had the answer by the mark `answered`.
+  func granted(_ key: AccountKey, asked: Int, answered: Int, fence: UInt64) {
     lock.withLock {
       grantMarks[key.account, default: []].append(asked)
-      grantAsked[fence] = asked
+      grantAnswered[fence] = answered
     }
   }
 
-  /// The lease answered `current` at the mark `asked` about `grant`. A grant taken before a
-  /// revocation or sign-out of its account (or of everyone) that ended before the question
-  /// never reads as current: a lease may drop history, but a grant older than a dropped
-  /// sign-out reads as not current, never as current (`SignOutGenerations`). Checked here, at
-  /// the lease, because the store's revoked fences keep most of what such a lie would let in
-  /// out of the store.
-  func grantAnswered(_ grant: LeaseGrant, current: Bool, asked: Int) {
+  /// The lease answered `current` about `grant`, asked at the mark `asked`. A grant taken
+  /// before a revocation or sign-out of its account (or of everyone) that ended before the
+  /// question never reads as current: a lease may drop history, but a grant older than a
+  /// dropped sign-out reads as not current, never as current (`SignOutGenerations`). Checked
+  /// here, at the lease, because the store's revoked fences keep most of what such a lie would
+  /// let in out of the store. "Before" only when the acquire had its answer before the
+  /// sign-out began (a call into the lease may hop executors after its first mark; seeds
+  /// 0xfc09 and 0x1872d were blamed when the acquire's first mark was used).
+  func leaseAnswered(_ grant: LeaseGrant, current: Bool, asked: Int) {
     guard current else { return }
     let forgotten = lock.withLock { () -> (began: Int, ended: Int, at: Duration, process: Int)? in
-      guard let taken = grantAsked[grant.fence] else { return nil }
+      guard let taken = grantAnswered[grant.fence] else { return nil }
       let records = (signedOut[grant.key.account] ?? []) + (signedOut[""] ?? [])
       return records.first { $0.began > taken && $0.ended < asked }
     }

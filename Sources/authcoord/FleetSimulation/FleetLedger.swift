@@ -71,8 +71,8 @@ final class FleetLedger: @unchecked Sendable {
   /// Each account's announced sign-outs and grants, as lease marks.
   var announcedMarks: [String: [Int]] = [:]
   var grantMarks: [String: [Int]] = [:]
-  /// The mark at which each grant (by fence) was asked for.
-  var grantAsked: [UInt64: Int] = [:]
+  /// The mark by which each grant (by fence) had been answered.
+  var grantAnswered: [UInt64: Int] = [:]
   /// Per account, a save of a signed-out session's model that landed after the logout and
   /// whose undo (the saver's check of its grant after the save, then its announced removal)
   /// has not run yet.
