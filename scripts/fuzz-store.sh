@@ -18,6 +18,7 @@ mkdir -p "$out/corpus" "$out/artifacts"
 sources=(
   "$root/Fuzz/StoreDecoder/main.swift"
   "$root/Sources/TokenStore/StoreFileFormat.swift"
+  "$root/Sources/TokenStore/RevokedFences.swift"
   "$root/Sources/TokenStore/CRC32.swift"
   "$root/Sources/TokenStore/StableCode.swift"
   "$root/Sources/TokenStore/TokenStoreError.swift"
