@@ -1,7 +1,7 @@
 import AuthCoordinator
 import SyncPrimitives
 
-/// A view of a shared ``/TokenStore/FencedTokenStore`` whose fenced saves wait at ``gate``: a
+/// A view of a shared `FencedTokenStore` whose fenced saves wait at ``gate``: a
 /// process paused at its save while the test acts in the gap (a logout elsewhere, a takeover).
 /// Each fenced save's answer, and what the shared store held for the key right after, is
 /// recorded in ``saves``; the save then waits at ``recorded``, so that a test knows it is done
