@@ -9,15 +9,29 @@ extension AuthCoordinator {
   /// A step the state machine decided (its ``AccountStateMachine/StepKind``, the one enum of
   /// a flight's phases) with what carrying it out needs, taken under the stripe's lock by
   /// ``prepare(_:key:flight:in:wake:)``.
-  struct FlightStep: Sendable {
+  ///
+  /// A class, so that the flight's loop and each step hold a reference to it, not a copy: an
+  /// async frame keeps every copy of a value that lives across a suspension, and a step is
+  /// several hundred bytes.
+  final class FlightStep: Sendable {
     let kind: KeyMachine.StepKind
     /// Its place in the key's store order: for a read, the lease, or a save.
-    var turn: StoreTurn?
+    let turn: StoreTurn?
     /// For ``AccountStateMachine/StepKind/awaitPredecessors``: what the stopped refreshes open
     /// when their tasks end.
-    var predecessors: [Latch] = []
+    let predecessors: [Latch]
     /// For ``AccountStateMachine/StepKind/authorize(_:replacing:)``: the authorizer's request.
-    var request: AuthorizationRequest?
+    let request: AuthorizationRequest?
+
+    init(
+      kind: KeyMachine.StepKind, turn: StoreTurn? = nil, predecessors: [Latch] = [],
+      request: AuthorizationRequest? = nil
+    ) {
+      self.kind = kind
+      self.turn = turn
+      self.predecessors = predecessors
+      self.request = request
+    }
 
     /// The turn of a step that has one.
     var storeTurn: StoreTurn {
@@ -32,101 +46,50 @@ extension AuthCoordinator {
     }
   }
 
+  /// What carrying out one step needs: the flight and the step, in one value that every step
+  /// function takes (``stepFunction(for:)``).
+  struct StepCall: Sendable {
+    let key: AccountKey
+    let flight: UInt64
+    let effects: Flight
+    let step: FlightStep
+  }
+
   /// The flight's task. A report names the flight, so a flight that was stopped meanwhile gets
   /// no next step, and whatever it produced is discarded (or, for a refresh, stored).
   ///
-  /// Each step is carried out by a function of its own, kept out of line: an async function's
-  /// frame holds what every branch needs at once, and every live flight carries its frame.
-  /// With the steps written inline it was 14 KB per flight (docs/benchmarks.md, "Thresholds");
-  /// now it is about 3 KB, and each step's own frame exists only while the step runs.
+  /// Each step is carried out by a function of its own, called through a function value
+  /// (``stepFunction(for:)``), so that the flight's own async frame holds only the loop's few
+  /// values. An async function's frame holds what every branch needs at once, and every live
+  /// flight carries it: with the step kinds switched over here it was 12 KB per flight, kept
+  /// while the flight waited on its authorizer. Now a step's frame is allocated when the step
+  /// runs and holds that step's values only (docs/benchmarks.md, "Issue 38: the flight's
+  /// memory").
+  @inline(never)
   func runFlight(
     _ key: AccountKey, flight id: UInt64, effects: Flight, first: FlightStep
   ) async {
-    let held = effects.lease
     var authorized = false
     var next: FlightStep? = first
     while let step = next {
-      let outcome: KeyMachine.StepOutcome
-      switch step.kind {
-      case .load:
-        outcome = await load(key, turn: step.storeTurn)
-      case .awaitPredecessors:
-        await awaitAll(step.predecessors)
-        outcome = .predecessorsFinished
-      case .acquireLease:
-        outcome = await acquireLease(key, flight: id, turn: step.storeTurn, into: held)
-        publishGrant(key, effects)
-      case .confirmLease:
-        outcome = await confirmLease(key, flight: id, turn: step.storeTurn, held: held)
-        publishGrant(key, effects)
-      case .awaitLeaseHolder(let wait):
-        await awaitLeaseHolder(for: wait, after: held.seenVersion)
-        outcome = .leaseHolderChanged
-      case .releaseLease:
-        await release(held, key)
-        publishGrant(key, effects)
-        outcome = .leaseReleased
-      case .releaseLeaseBackingOff(let backOff):
-        await release(held, key, backingOff: backOff)
-        publishGrant(key, effects)
-        outcome = .leaseReleased
-      case .backOff(let until, let delay):
-        await backOff(key, until: until, delay: delay)
-        outcome = .backedOff
-      case .awaitRetry(let until, let attempt, let delay, let code):
-        await awaitRetry(key, flight: id, until: until, attempt: attempt, delay: delay, code: code)
-        outcome = .backedOff
-      case .authorize:
-        authorized = true
-        // Through a function value, on purpose: called directly, the optimizer folded this
-        // step's frame into the flight's, which grew from 3 KB to 10 KB.
-        var request = step.request
-        if lease != nil, let grant = held.grant, let hold = held.hold {
-          request?.confirmation = { [weak self] in
-            try await self?.confirmAnotherTokenRequest(key, flight: id, grant: grant, hold: hold)
-          }
-        }
-        outcome = await Self.opaque(authorize)(request)
-      case .persist(let model):
-        outcome = await persist(model, key, flight: id, turn: step.storeTurn, under: held)
-      case .persistLateResult(let model):
-        outcome = await persistLateResult(
-          model, key, flight: id, turn: step.storeTurn, under: held)
-      case .awaitSaveRetry(let until):
-        outcome = await awaitSaveRetry(until: until)
-      case .retrySave(let model, let attempt, let confirmingGrant):
-        outcome = await retrySave(
-          model, key, flight: id, attempt: attempt, confirmingGrant: confirmingGrant,
-          turn: step.storeTurn, under: held)
-      case .checkWrite(let model):
-        outcome = await checkWrite(model, key, turn: step.storeTurn, under: held)
-      case .confirmGrant(let grant):
-        outcome = .grantConfirmed(current: await grantOutlivesAnnouncement(grant))
-      case .checkUnsavedGrant(let grant):
-        outcome = await checkUnsavedGrant(grant)
-      }
+      let call = StepCall(key: key, flight: id, effects: effects, step: step)
+      if case .authorize = step.kind { authorized = true }
+      let outcome = await Self.stepFunction(for: step.kind)(self, call)
       next = advance(key, flight: id, outcome)
     }
     // Whatever the flight still holds when its task ends: the lease kept while an unsaved
     // model's save was retried, or that of a flight stopped before the machine had it given
     // back (the machine decides the release of a flight it ends: `releaseLease`).
-    await release(held, key)
+    await release(effects.lease, key)
     // Only a flight that called the authorizer can have been a stopped refresh.
     if authorized { workFinished(key, effects) }
   }
 
   // MARK: - Running a step
 
-  /// `body`, as a value the optimizer cannot see through: a call through it allocates the
-  /// callee's frame when it runs, and only then.
-  @inline(never)
-  private static func opaque<Argument, Result>(
-    _ body: @escaping (Argument) async -> Result
-  ) -> (Argument) async -> Result { body }
-
   /// Publishes the grant the flight holds now, for a sign-out announcement to check
   /// (``Flight/publishedGrant``).
-  private func publishGrant(_ key: AccountKey, _ effects: Flight) {
+  func publishGrant(_ key: AccountKey, _ effects: Flight) {
     guard lease != nil else { return }
     let grant = effects.lease.grant
     table.stripe(for: key).lock.withLock { effects.publishedGrant = grant }
@@ -207,20 +170,22 @@ extension AuthCoordinator {
     {
       wake = earlier
     }
-    var prepared = FlightStep(kind: step.kind)
+    var turn: StoreTurn?
+    var predecessors: [Latch] = []
+    var request: AuthorizationRequest?
     switch step.kind {
     case .load, .confirmLease, .acquireLease:
-      prepared.turn = stripe.storeOperations.reserve(key)
+      turn = stripe.storeOperations.reserve(key)
     case .persist, .persistLateResult:
-      prepared.turn = stripe.storeOperations.reserve(key, writes: true)
+      turn = stripe.storeOperations.reserve(key, writes: true)
     case .retrySave:
       stripe.counters.update { $0.saveRetries += 1 }
-      prepared.turn = stripe.storeOperations.reserve(key, writes: true)
+      turn = stripe.storeOperations.reserve(key, writes: true)
     case .checkWrite:
-      prepared.turn = stripe.storeOperations.reserve(key, writes: true)
+      turn = stripe.storeOperations.reserve(key, writes: true)
     case .awaitPredecessors:
       if let machine = stripe.accounts[key]?.machine {
-        prepared.predecessors = machine.predecessors.compactMap {
+        predecessors = machine.predecessors.compactMap {
           machine.effects(ofStopped: $0)?.finished
         }
       }
@@ -230,7 +195,7 @@ extension AuthCoordinator {
       stripe.counters.update { $0.retriesScheduled += 1 }
     case .authorize(let reason, let replacing):
       stripe.counters.update { $0.authorizationsStarted += 1 }
-      prepared.request = AuthorizationRequest(
+      request = AuthorizationRequest(
         key: key, reason: reason, requestID: nil, replacing: replacing,
         // A refresh ahead runs without a caller: it never involves the user.
         allowsInteraction: configuration.allowsInteraction && reason != .refreshAhead,
@@ -241,7 +206,7 @@ extension AuthCoordinator {
       .checkUnsavedGrant:
       break
     }
-    return prepared
+    return FlightStep(kind: step.kind, turn: turn, predecessors: predecessors, request: request)
   }
 
   /// The authorizer of flight `id` entered its exchange: for an interactive authorizer, the
@@ -265,6 +230,7 @@ extension AuthCoordinator {
     stripe.lock.withLock { stripe.accounts[key]?.machine.interactionBegan(id) }
   }
 
+  @inline(never)
   static func wrap(_ error: any Error) -> AuthCoordinatorError {
     if let error = error as? AuthCoordinatorError { return error }
     if error is CancellationError || (error as? URLError)?.code == .cancelled {

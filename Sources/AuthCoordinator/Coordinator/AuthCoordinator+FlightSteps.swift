@@ -126,19 +126,6 @@ extension AuthCoordinator {
     try? await clock.sleepUntil(until)
   }
 
-  /// Calls the authorizer.
-  @inline(never)
-  func authorize(_ request: AuthorizationRequest?) async -> KeyMachine.StepOutcome {
-    guard let request else {
-      preconditionFailure("Internal inconsistency: an authorization without its request")
-    }
-    do {
-      return .authorized(.success(try await authorizer.authorize(request)))
-    } catch {
-      return .authorized(.failure(Self.wrap(error)))
-    }
-  }
-
   /// Stores the flight's model; the machine has one whose save failed retried.
   @inline(never)
   func persist(
