@@ -80,4 +80,9 @@ package struct LockedState<State> {
   }
 }
 
+extension LockedState {
+  /// Whether `other` is a copy of this state (the same lock and state), not one made apart.
+  package func isSame(as other: LockedState) -> Bool { storage === other.storage }
+}
+
 extension LockedState: @unchecked Sendable where State: Sendable {}

@@ -132,14 +132,8 @@ extension AuthCoordinator {
     _ model: AuthModel, _ key: AccountKey, flight id: UInt64, turn: StoreTurn,
     under held: HeldLease
   ) async -> KeyMachine.StepOutcome {
-    switch await save(model, for: key, turn: turn, under: held, flight: id) {
-    case .saved: return .saved
-    case .signedOut: return .signedOutElsewhere
-    case .leaseLost: return .leaseLost
-    case .failed(let error):
-      reportUnsaved(key, flight: id, error)
-      return .saveFailed(model, obtainedUnder: held.grant)
-    }
+    let result = await save(model, for: key, turn: turn, under: held, flight: id)
+    return persisted(result, model, key, flight: id, under: held, late: false)
   }
 
   /// Stores a stopped refresh's late result; the machine has one whose save failed retried.
@@ -148,13 +142,26 @@ extension AuthCoordinator {
     _ model: AuthModel, _ key: AccountKey, flight id: UInt64, turn: StoreTurn,
     under held: HeldLease
   ) async -> KeyMachine.StepOutcome {
-    switch await save(model, for: key, turn: turn, under: held, flight: id) {
-    case .saved: return .lateResultSaved(model)
-    case .signedOut: return .lateResultSignedOut
-    case .leaseLost: return .lateResultSaved(nil)
+    let result = await save(model, for: key, turn: turn, under: held, flight: id)
+    return persisted(result, model, key, flight: id, under: held, late: true)
+  }
+
+  /// What a save of the flight's model (or of a stopped refresh's late result) reports. Out
+  /// of line, so that the saving steps' frames hold only the save's result.
+  @inline(never)
+  private func persisted(
+    _ result: SaveResult, _ model: AuthModel, _ key: AccountKey, flight id: UInt64,
+    under held: HeldLease, late: Bool
+  ) -> KeyMachine.StepOutcome {
+    switch result {
+    case .saved: return late ? .lateResultSaved(model) : .saved
+    case .signedOut: return late ? .lateResultSignedOut : .signedOutElsewhere
+    case .leaseLost: return late ? .lateResultSaved(nil) : .leaseLost
     case .failed(let error):
       reportUnsaved(key, flight: id, error)
-      return .lateResultUnsaved(model, obtainedUnder: held.grant)
+      return late
+        ? .lateResultUnsaved(model, obtainedUnder: held.grant)
+        : .saveFailed(model, obtainedUnder: held.grant)
     }
   }
 
@@ -252,9 +259,37 @@ extension AuthCoordinator {
     _ model: AuthModel, for key: AccountKey, turn: StoreTurn, under held: HeldLease,
     flight id: UInt64, retry: Bool = false, confirmingGrant: Bool = false
   ) async -> SaveResult {
+    guard let grant = held.grant else { return await saveWithoutGrant(model, for: key, turn: turn) }
+    return await save(
+      model, for: key, turn: turn, under: held, grant: grant, flight: id, retry: retry,
+      confirmingGrant: confirmingGrant)
+  }
+
+  /// A save by a flight that holds no grant (the coordinator has no lease, or the flight gave
+  /// its grant back): no renewal and no check of the lease to make, before or after the write.
+  /// What ``save(_:for:turn:under:grant:flight:retry:confirmingGrant:)`` would do with no
+  /// grant, in a frame of its own a fraction of that one's size.
+  @inline(never)
+  private func saveWithoutGrant(
+    _ model: AuthModel, for key: AccountKey, turn: StoreTurn
+  ) async -> SaveResult {
     await turn.waitForTurn()
     defer { turn.finish() }
-    let grant = held.grant
+    do { try await store.save(model, for: key) } catch {
+      reportStoreFailure(key, .save, error)
+      return .failed(error)
+    }
+    return .saved
+  }
+
+  /// A save under the lease's `grant`.
+  @inline(never)
+  private func save(
+    _ model: AuthModel, for key: AccountKey, turn: StoreTurn, under held: HeldLease,
+    grant: LeaseGrant, flight id: UInt64, retry: Bool, confirmingGrant: Bool
+  ) async -> SaveResult {
+    await turn.waitForTurn()
+    defer { turn.finish() }
     // The renewal first, the sign-out check last before the write: a renewal that came back
     // late (a pause) must not leave a sign-out made meanwhile unseen.
     guard await stillHolds(held, flight: id) else {
@@ -290,7 +325,7 @@ extension AuthCoordinator {
     do {
       // A store that takes part in the fencing refuses the save atomically if a later holder
       // saved first; for any other, the renewal just made is the check.
-      if let grant, let fenced = store as? any FencedTokenStore {
+      if let fenced = store as? any FencedTokenStore {
         guard try await fenced.save(model, for: key, fence: grant.fence) else {
           if let hold = held.hold { lost(hold, key, flight: id) }
           return .leaseLost

@@ -11,12 +11,18 @@ extension AuthCoordinator {
   /// answer: the request is completed, and a failure wrapped, out of line.
   @inline(never)
   func authorizeStep(_ call: StepCall) async -> KeyMachine.StepOutcome {
-    let request = authorizationRequest(for: call)
+    let result: Result<AuthModel, any Error>
     do {
-      return .authorized(.success(try await authorizer.authorize(request)))
+      result = .success(try await authorizer.authorize(authorizationRequest(for: call)))
     } catch {
-      return .authorized(.failure(Self.wrap(error)))
+      result = .failure(error)
     }
+    return Self.authorized(result)
+  }
+
+  @inline(never)
+  static func authorized(_ result: Result<AuthModel, any Error>) -> KeyMachine.StepOutcome {
+    .authorized(result.mapError(wrap))
   }
 
   /// The step's request; under the lease, it can confirm the grant before a second token

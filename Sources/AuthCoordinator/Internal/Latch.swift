@@ -3,10 +3,18 @@ import SyncPrimitives
 /// Opens once; whoever waits for it resumes then. A store operation opens one when it finished
 /// (later operations wait for it), and a stopped flight when its work was cancelled (the key's
 /// next flight waits for it).
-final class Latch: Sendable {
-  private let state = LockedState<(open: Bool, waiters: [@Sendable () -> Void])>((false, []))
+///
+/// Copies share one latch: its state and lock are one allocation (a flight makes a few per
+/// store operation, so a class around them would double that).
+struct Latch: Sendable {
+  private let state: LockedState<(open: Bool, waiters: [@Sendable () -> Void])>
+
+  init() { state = LockedState((false, [])) }
 
   var isOpen: Bool { state.withLock { $0.open } }
+
+  /// Whether `other` is a copy of this latch, not one made apart (for tests).
+  func isSame(as other: Latch) -> Bool { state.isSame(as: other.state) }
 
   func wait() async {
     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in

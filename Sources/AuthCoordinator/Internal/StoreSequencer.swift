@@ -116,7 +116,16 @@ struct StoreTurn: Sendable {
   var storeWorkGate: Latch { storeWork ?? done }
 
   /// Waits until every earlier operation finished.
+  ///
+  /// Inlined: a turn with nothing to wait for (the usual case) then makes no async call, whose
+  /// frame could cost the task a new allocation block at the end of a deep chain of frames.
+  @inline(__always)
   func waitForTurn() async {
+    if !after.isEmpty { await waitForEarlierOperations() }
+  }
+
+  @inline(never)
+  private func waitForEarlierOperations() async {
     for latch in after { await latch.wait() }
   }
 
