@@ -175,13 +175,25 @@ struct LeaseRecord: Equatable, Sendable {
   /// clock in microseconds (and above `known`), so they exceed every fence and generation of a
   /// file that was lost, and every earlier grant is not current.
   static func fresh(after known: LeaseRecord?, wallClock: Date) -> LeaseRecord {
-    let seconds = wallClock.timeIntervalSince1970
-    let stamp = seconds > 0 && seconds < 1e12 ? UInt64(seconds * 1e6) : 0
+    let stamp = microseconds(at: wallClock)
     var record = LeaseRecord()
     record.nextFence = max(stamp, known?.nextFence ?? 1, 1)
     record.generation = max(stamp, (known?.generation ?? 0) + 1)
     record.floor = record.generation
     return record
+  }
+
+  /// The first fence of a lease numbered from `wallClock` (an in-memory lease, or a record made
+  /// afresh): above every fence a lease made earlier issued, unless that one issued more than
+  /// one grant per microsecond since, or the clock was stepped back between the two.
+  static func firstFence(at wallClock: Date) -> UInt64 {
+    max(microseconds(at: wallClock), 1)
+  }
+
+  /// `wallClock` in microseconds since 1970; 0 for a clock outside any plausible range.
+  private static func microseconds(at wallClock: Date) -> UInt64 {
+    let seconds = wallClock.timeIntervalSince1970
+    return seconds > 0 && seconds < 1e12 ? UInt64(seconds * 1e6) : 0
   }
 
   /// Removes the back-offs of the keys `matches` selects: a signed-out account's next sign-in

@@ -18,6 +18,11 @@ import SyncPrimitives
 /// an hour. A grant the lease no longer holds (released, or taken over) and that is older than
 /// a dropped sign-out reads as not current, never as current. So a long-lived process with
 /// many accounts keeps a bounded history.
+///
+/// Its grants' fences are numbered from the wall clock's microseconds when it is made (as a
+/// fresh ``FileAuthorizationLease`` record's are), so that a store which outlives the process
+/// and keeps the fences of the previous run's grants (a ``FileTokenStore``) accepts this run's:
+/// each is above them unless the clock was stepped back between the two runs.
 public final class InMemoryAuthorizationLease: AuthorizationLease {
   private struct Holder {
     var owner: String
@@ -31,7 +36,11 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
 
   private struct State {
     var holders: [AccountKey: Holder] = [:]
-    var nextFence: UInt64 = 1
+    /// Numbered from the wall clock's microseconds when the lease was made
+    /// (``LeaseRecord/firstFence(at:)``), as the file lease's record is: a store that outlives
+    /// the process keeps fences the previous run's lease issued, and this run's grants must be
+    /// above them.
+    var nextFence: UInt64
     /// Bumped by every sign-out.
     var generation: UInt64 = 0
     /// Each account's latest sign-out or revocation, while a grant can need it.
@@ -188,7 +197,8 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
   /// - Parameter now: The wall clock that expiries are measured on; tests inject one.
   public init(now: @escaping @Sendable () -> Date = { Date() }) {
     self.now = now
-    state = LockedState(State(bounds: HistoryBounds()))
+    state = LockedState(
+      State(nextFence: LeaseRecord.firstFence(at: now()), bounds: HistoryBounds()))
   }
 
   /// Creates an empty lease that keeps its history within `historyBounds` (a simulation's
@@ -199,7 +209,7 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
   ///   - historyBounds: How long the history is kept, and how often it is pruned.
   package init(now: @escaping @Sendable () -> Date, historyBounds: HistoryBounds) {
     self.now = now
-    state = LockedState(State(bounds: historyBounds))
+    state = LockedState(State(nextFence: LeaseRecord.firstFence(at: now()), bounds: historyBounds))
   }
 
   deinit {

@@ -311,9 +311,9 @@ final class RevocationGatedLease: AuthorizationLease, @unchecked Sendable {
     let events = EventRecorder(rig.processes[0])
     let first = rig.request(rig.processes[0])
     let call = await rig.authorizer.nextCall()
-    // A later holder (a larger fence than any grant of this lease so far) stored a newer model.
+    // A later holder (a larger fence than any grant of this lease) stored a newer model.
     let newer = makeModel("at-later-holder", clock: rig.clock, expiresIn: 3600)
-    #expect(await rig.store.save(newer, for: u1, fence: 1_000))
+    #expect(await rig.store.save(newer, for: u1, fence: .max))
     let mine = makeModel("at-deposed", clock: rig.clock, expiresIn: 3000)
     call.succeed(with: mine)
     // Seams issue, break 2: the deposed holder served (and cached) its own refused result, a
