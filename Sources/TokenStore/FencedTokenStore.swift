@@ -30,14 +30,16 @@
 ///   removal, and the coordinator's check after the write undoes it; until then another
 ///   process can read it.
 public protocol FencedTokenStore: TokenStore {
-  /// Stores `model` for `key` unless a fenced save with a larger fence has landed for `key`.
+  /// Stores `model` for `key` unless a fenced save with a larger fence has landed for `key`,
+  /// or a sign-out of its account revoked the grant `fence` belongs to (a store that keeps
+  /// revoked fences: ``removeModels(forAccount:refusingFencesThrough:)``).
   ///
   /// - Parameters:
   ///   - model: The model to keep.
   ///   - key: The account.
   ///   - fence: The fence of the grant the caller holds.
-  /// - Returns: `true` when stored; `false` when refused (a later holder saved first), in
-  ///   which case nothing changed.
+  /// - Returns: `true` when stored; `false` when refused (a later holder saved first, or the
+  ///   grant was revoked), in which case nothing changed.
   /// - Throws: When the store cannot be read or changed.
   func save(_ model: AuthModel, for key: AccountKey, fence: UInt64) async throws -> Bool
 
@@ -50,7 +52,11 @@ public protocol FencedTokenStore: TokenStore {
   ///
   /// The mark is one number per account, kept (a later sign-out raises it) for as long as the
   /// store keeps its data; a save under a grant taken after the sign-out has a larger fence
-  /// and is not affected.
+  /// and is not affected. The marks are never dropped: one per account that ever signed out,
+  /// a few dozen bytes each. They are meaningful only against the fences of the lease that
+  /// reported them, whose numbering must outlive the store's data (``FileAuthorizationLease``
+  /// keeps it in its file; ``InMemoryAuthorizationLease`` numbers from the wall clock, so a
+  /// restarted process's grants are above the marks its previous run left).
   ///
   /// The default implementation calls ``TokenStore/removeModels(forAccount:)`` and keeps no
   /// mark: a late save then lands, and the coordinator's check after the write undoes it.
