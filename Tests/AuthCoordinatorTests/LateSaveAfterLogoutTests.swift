@@ -46,7 +46,14 @@ import Testing
     let issuer = TestTokenIssuer()
     try await shared.save(
       issuer.login(mcUid: "u1", at: Date().addingTimeInterval(-7200)), for: key)
-    let configuration = AuthCoordinator.Configuration(authorizationTimeout: .seconds(60))
+    // Deadlines and the lease's time to live far beyond the test's minute: the coordinators
+    // run on the real clock. In one full `swift test` on a loaded machine the file variant took
+    // 27.7 s and the app served a model; a 10 s store deadline passing while the app's save was
+    // held (rule 10 serves the result then) or a 15 s grant lapsing are the timings that can
+    // change this test's path, and neither is what it is about.
+    let configuration = AuthCoordinator.Configuration(
+      authorizationTimeout: .seconds(600), storeTimeout: .seconds(600),
+      leaseTimeToLive: .seconds(600))
     let appStore = GatedFencedStore(app.store)
     let appAuthorizer = ScriptedAuthorizer()
     let appCoordinator = AuthCoordinator(
