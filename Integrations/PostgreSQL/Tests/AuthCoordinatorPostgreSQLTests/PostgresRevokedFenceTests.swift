@@ -98,7 +98,12 @@ struct PostgresRevokedFenceTests {
     }
     let appStore = GatedFencedStore(PostgresTokenStore(database: appDatabase))
     let widgetStore = PostgresTokenStore(database: widgetDatabase)
-    let configuration = AuthCoordinator.Configuration(authorizationTimeout: .seconds(30))
+    // Deadlines and the lease's time to live beyond the test's reach, as in
+    // `LateSaveAfterLogoutTests`: on the real clock, a store deadline passing while the app's
+    // save is held would serve its result by rule 10.
+    let configuration = AuthCoordinator.Configuration(
+      authorizationTimeout: .seconds(600), storeTimeout: .seconds(600),
+      leaseTimeToLive: .seconds(600))
     let app = AuthCoordinator(
       store: appStore, lease: PostgresAuthorizationLease(database: appDatabase),
       authorizer: issuer.authorizer, configuration: configuration)
