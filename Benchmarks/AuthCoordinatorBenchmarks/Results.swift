@@ -3,6 +3,7 @@ enum Metric: String, Codable, Sendable {
   case nsPerOp = "ns/op"
   case wakeNsPerWaiter = "wake-up ns/waiter"
   case bytesPerWaiter = "heap B/parked caller"
+  case bytesPerAccount = "heap B/account authorizing"
   case cancelNsPerCancel = "ns/cancellation"
   case issueNsPerCancel = "ns/cancel issued"
   case authorizations = "authorizations"

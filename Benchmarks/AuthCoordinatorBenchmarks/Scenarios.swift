@@ -385,6 +385,65 @@ struct Scenarios {
         }
       }
     }
+    guard heapVerified else { return }
+    // The memory of an authorization in progress: after the timed runs, so that their figures
+    // stay comparable with earlier ones. `barrier` authorizes one account at a time, so it
+    // never has them all in progress and takes no part.
+    for rep in 0..<plan.reps {
+      progress("B5 heap per account authorizing, rep \(rep + 1)/\(plan.reps)")
+      for impl in Stats.rotated(participants.filter { $0 != .serialBarrier }, by: rep) {
+        await accountsInFlightHeap(impl, keys: keys, parameter: parameter, &results)
+      }
+    }
+  }
+
+  /// Heap per account while every account's authorization is in progress: one caller per
+  /// account, the authorizer held at a gate until all have arrived and every caller parked;
+  /// glibc's bytes in use then, minus before the callers were spawned, per account. It holds
+  /// the authorization's task and frames, the implementation's records of it, and the caller.
+  private func accountsInFlightHeap(
+    _ impl: Impl, keys: [AccountKey], parameter: String, _ results: inout Results
+  ) async {
+    let name = "B5 heap \(impl.rawValue) \(parameter)"
+    let gate = Gate()
+    let fixture = AuthorizerFixture(gate: gate, now: { Date() })
+    let source = impl.make(seed: [:], fixture: fixture, now: { Date() })
+    let tally = Tally(expected: keys.count)
+    let before = Heap.inUse()
+    for key in keys {
+      Task.detached {
+        do {
+          let model = try await source.get(key)
+          tally.record(fixture.isFresh(model, for: key) ? .served : .wrongModel)
+        } catch {
+          tally.record(.failed)
+        }
+      }
+    }
+    let inFlight = await waitUntil(timeout: .seconds(60)) {
+      gate.arrivals >= keys.count && source.parked >= keys.count
+    }
+    guard inFlight else {
+      results.violation(
+        "\(name): authorizations never all in progress (authorizer calls \(gate.arrivals), "
+          + "parked \(source.parked))")
+      gate.open()
+      return
+    }
+    try? await Task.sleep(for: .milliseconds(5))
+    let after = Heap.inUse()
+    gate.open()
+    guard await waitUntil(timeout: .seconds(60), { tally.isDone }) else {
+      results.violation("\(name): callers did not finish within 60 s")
+      return
+    }
+    if tally.counts.served != keys.count {
+      results.violation("\(name): \(tally.counts.served) of \(keys.count) got their model")
+    }
+    if let before, let after {
+      results.add(
+        "B5", impl, parameter, .bytesPerAccount, Double(after - before) / Double(keys.count))
+    }
   }
 
   // MARK: B6

@@ -133,6 +133,10 @@ struct Targets {
       target(
         "B5", "\(accounts): coordinator ÷ fastest baseline (total time)", .atMost, 1.2, "x",
         ratioToBest("B5", accounts, .totalMs)))
+    rows.append(
+      target(
+        "B5", "\(accounts): heap per account authorizing ÷ lightest baseline", .atMost, 1.5, "x",
+        ratioToBest("B5", accounts, .bytesPerAccount)))
 
     rows.append(
       target(
