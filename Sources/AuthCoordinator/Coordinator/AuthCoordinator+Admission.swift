@@ -20,7 +20,7 @@ extension AuthCoordinator {
       isNew = false
     } else {
       slot = AccountSlot(
-        machine: KeyMachine(key: key, policy: policy, random: configuration.random))
+        machine: KeyMachine(key: key, settings: machineSettings))
       stripe.accounts[key] = slot
       table.inserted.add(1)
       isNew = true

@@ -66,7 +66,9 @@ public final class AuthCoordinator: Sendable {
   let leaseOwner: String
   let authorizer: any Authorizer
   let onAccountStatusChange: (@Sendable (AccountStatusChange) async -> Void)?
-  let policy: KeyMachine.Policy
+  /// The policy and jitter source every key's state machine shares.
+  let machineSettings: KeyMachine.Settings
+  var policy: KeyMachine.Policy { machineSettings.policy }
   /// Wakes the stripes when their deadlines are due.
   let scheduler: DeadlineScheduler
   /// The changes the lease announced, for flights waiting for another process's result.
@@ -104,7 +106,7 @@ public final class AuthCoordinator: Sendable {
     let clock = CoordinatorClock(configuration.clock)
     self.clock = clock
     self.table = AccountTable(stripeCount: AccountTable.defaultStripeCount)
-    self.policy = KeyMachine.Policy(
+    let policy = KeyMachine.Policy(
       refreshLeeway: configuration.refreshLeeway.seconds,
       maxForcedAuthorizations: configuration.maxForcedAuthorizations,
       loopWindow: configuration.loopWindow,
@@ -126,6 +128,7 @@ public final class AuthCoordinator: Sendable {
         silent: configuration.silentRefresh.resolved(over: authorizer.silentRefresh)),
       leaseTimeToLive: configuration.leaseTimeToLive,
       silent: configuration.silentRefresh.resolved(over: authorizer.silentRefresh))
+    self.machineSettings = KeyMachine.Settings(policy: policy, random: configuration.random)
     let broadcaster = self.broadcaster
     self.serverClock = ServerClockEstimate { broadcaster.emit(.serverClockOffsetUpdated($0)) }
     let dueHandler = DueHandler()

@@ -17,8 +17,9 @@ extension AccountStateMachine {
     var unsaved = false
     /// The lease grant under which the authorization that obtained an unsaved model was made:
     /// before a token request spends the model's refresh token, the lease is asked whether a
-    /// sign-out came since (``StepKind/checkUnsavedGrant(_:)``). `nil` without a lease.
-    var obtainedUnder: LeaseGrant?
+    /// sign-out came since (``StepKind/checkUnsavedGrant(_:)``). `nil` without a lease. Rare
+    /// (unsaved models only), and a grant is about 150 bytes: kept out of line.
+    @Rare var obtainedUnder: LeaseGrant?
     /// From when (wall clock) a cache hit starts a refresh ahead (a ``SilentRefreshPolicy``'s
     /// advisory window, jittered); `nil` when none is due for this model (no policy, or one
     /// was tried and may not be tried again).

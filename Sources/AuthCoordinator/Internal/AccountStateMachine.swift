@@ -39,20 +39,41 @@ struct AccountStateMachine<Effects: FlightEffects> {
   }
 
   /// The key's flight, if one is running, in its phase.
+  ///
+  /// The two phases whose records are large (hundreds of bytes) and that only a flight under
+  /// the lease passes through are boxed, so that every key's machine, idle ones included, does
+  /// not carry room for them.
   enum State: Equatable {
     case idle
     case loading(Loading)
-    case preparing(Preparing)
+    indirect case preparing(Preparing)
     case authorizing(Authorizing)
     case persisting(id: UInt64, model: AuthModel, holdsLease: Bool)
     /// The flight has its result and gives the cross-process lease back before its callers
     /// get it (a process may exit as soon as they have it, and the others would wait for the
     /// lease to lapse).
-    case releasing(Ending)
+    indirect case releasing(Ending)
+  }
+
+  /// What every key's machine of one coordinator shares: its policy and its jitter source.
+  final class Settings: Sendable {
+    let policy: Policy
+    /// The jitter source, a number in `0..<1` (the configuration's `random`).
+    let random: @Sendable () -> Double
+
+    init(policy: Policy, random: @escaping @Sendable () -> Double) {
+      self.policy = policy
+      self.random = random
+    }
   }
 
   let key: AccountKey
-  let policy: Policy
+  /// Shared by the coordinator's machines: a policy is about 300 bytes, and a service caches
+  /// many keys.
+  let settings: Settings
+  var policy: Policy { settings.policy }
+  /// The jitter source, a number in `0..<1` (the configuration's `random`).
+  var random: @Sendable () -> Double { settings.random }
   var cache: Cache = .unknown
   var state: State = .idle
   /// The handle of the current flight's effects, from ``attach(_:to:)`` to its ending.
@@ -90,19 +111,20 @@ struct AccountStateMachine<Effects: FlightEffects> {
   /// The flight that goes on after a sign-out announcement until the lease says whether its
   /// grant predates the sign-out (``signOutAnnounced(flightHoldsGrant:)``), and the model it
   /// left in memory if it ended first.
-  var signOutCheck: (flight: UInt64, model: AuthModel?, grant: LeaseGrant?)?
+  @Rare var signOutCheck: (flight: UInt64, model: AuthModel?, grant: LeaseGrant?)?
   /// The flight that has its result and asks the lease, before serving it, whether its grant
   /// outlives a sign-out announced while it held it (``StepKind/confirmGrant(_:)``).
   var confirmingGrant: UInt64?
   /// The deadline of that question (``confirmation(before:now:)``).
   var confirmDeadline: Duration?
-  /// The jitter source, a number in `0..<1` (the configuration's `random`).
-  let random: @Sendable () -> Double
-
   init(key: AccountKey, policy: Policy, random: @escaping @Sendable () -> Double = { 0.5 }) {
+    self.init(key: key, settings: Settings(policy: policy, random: random))
+  }
+
+  /// A machine that shares `settings` with the coordinator's other machines.
+  init(key: AccountKey, settings: Settings) {
     self.key = key
-    self.policy = policy
-    self.random = random
+    self.settings = settings
   }
 
   // MARK: - Queries
