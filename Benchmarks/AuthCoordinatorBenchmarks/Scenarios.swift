@@ -411,6 +411,8 @@ struct Scenarios {
     let tally = Tally(expected: keys.count)
     let before = Heap.inUse()
     for key in keys {
+      // The timed run's caller body, written out again: a helper would add a frame to every
+      // caller, and its heap to the figure.
       Task.detached {
         do {
           let model = try await source.get(key)
