@@ -126,24 +126,15 @@ extension AuthCoordinator {
     try? await clock.sleepUntil(until)
   }
 
-  /// Stores the flight's model; the machine has one whose save failed retried.
+  /// Stores the flight's model, or (`late`) a stopped refresh's late result; the machine has
+  /// one whose save failed retried.
   @inline(never)
   func persist(
     _ model: AuthModel, _ key: AccountKey, flight id: UInt64, turn: StoreTurn,
-    under held: HeldLease
+    under held: HeldLease, late: Bool
   ) async -> KeyMachine.StepOutcome {
     let result = await save(model, for: key, turn: turn, under: held, flight: id)
-    return persisted(result, model, key, flight: id, under: held, late: false)
-  }
-
-  /// Stores a stopped refresh's late result; the machine has one whose save failed retried.
-  @inline(never)
-  func persistLateResult(
-    _ model: AuthModel, _ key: AccountKey, flight id: UInt64, turn: StoreTurn,
-    under held: HeldLease
-  ) async -> KeyMachine.StepOutcome {
-    let result = await save(model, for: key, turn: turn, under: held, flight: id)
-    return persisted(result, model, key, flight: id, under: held, late: true)
+    return persisted(result, model, key, flight: id, under: held, late: late)
   }
 
   /// What a save of the flight's model (or of a stopped refresh's late result) reports. Out

@@ -111,19 +111,18 @@ extension AuthCoordinator {
       }
     case .authorize:
       return { coordinator, call in await coordinator.authorizeStep(call) }
-    case .persist:
+    case .persist, .persistLateResult:
       return { coordinator, call in
-        guard case .persist(let model) = call.step.kind else { Self.wrongKind(call) }
+        let model: AuthModel
+        let late: Bool
+        switch call.step.kind {
+        case .persist(let result): (model, late) = (result, false)
+        case .persistLateResult(let result): (model, late) = (result, true)
+        default: Self.wrongKind(call)
+        }
         return await coordinator.persist(
           model, call.key, flight: call.flight, turn: call.step.storeTurn,
-          under: call.effects.lease)
-      }
-    case .persistLateResult:
-      return { coordinator, call in
-        guard case .persistLateResult(let model) = call.step.kind else { Self.wrongKind(call) }
-        return await coordinator.persistLateResult(
-          model, call.key, flight: call.flight, turn: call.step.storeTurn,
-          under: call.effects.lease)
+          under: call.effects.lease, late: late)
       }
     case .awaitSaveRetry:
       return { coordinator, call in
