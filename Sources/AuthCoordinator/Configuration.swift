@@ -116,9 +116,10 @@ extension AuthCoordinator {
     /// on in the authorizer's policy. Set a whole policy to replace the authorizer's, and
     /// ``SilentRefreshPolicy/disabled`` to turn it off.
     public var silentRefresh: SilentRefreshPolicy = .authorizersOwn
-    /// The source of the silent-refresh policy's jitter: a number in `0..<1`. Default
-    /// `Double.random(in: 0..<1)`; tests pin it.
-    public var random: @Sendable () -> Double = { Double.random(in: 0..<1) }
+    /// The source of the silent-refresh policy's jitter: a number in `0..<1`. The default is a
+    /// fast generator seeded once from the system's (jitter needs no cryptographic strength,
+    /// and the system's costs a system call per draw on Linux); tests pin it.
+    public var random: @Sendable () -> Double = JitterSource.next
     /// The clock of every deadline, window and grace period. Default `ContinuousClock()`.
     public var clock: any Clock<Duration> = ContinuousClock()
     /// The wall-clock source that ``AuthModel/expiresAt`` is compared with. Default `Date()`.
