@@ -322,8 +322,9 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
   /// and returns the largest fence issued before (read in the same step).
   ///
   /// - Parameter account: The account.
-  /// - Returns: The largest fence of a grant (or back-off) this lease issued so far, `0` when
-  ///   none.
+  /// - Returns: The largest fence of a grant (or back-off) this lease issued so far; when it
+  ///   issued none, the fence just below its first (it numbers from the clock's microseconds at
+  ///   its creation), so that every grant it issues later is above the mark.
   public func revokeGrantsReportingFence(ofAccount account: String) async -> UInt64? {
     let date = now()
     return state.withLock { state in
@@ -336,7 +337,8 @@ public final class InMemoryAuthorizationLease: AuthorizationLease {
   /// Ends the current generation of every grant, and every back-off, silently, and returns the
   /// largest fence issued before (read in the same step).
   ///
-  /// - Returns: The largest fence this lease issued so far, `0` when none.
+  /// - Returns: The largest fence this lease issued so far; when it issued none, the fence just
+  ///   below its first, so that every grant it issues later is above the mark.
   public func revokeAllGrantsReportingFence() async -> UInt64? {
     let date = now()
     return state.withLock { state in

@@ -44,6 +44,20 @@ import Testing
     #expect(try await store.model(for: key(3)) == renewed)
   }
 
+  /// A lease that issued no grant yet reports, from a revocation, the fence just below its
+  /// first: a mark every grant it issues later is above (as its documentation says).
+  @Test func aFreshLeaseRevocationMarksBelowItsFirstGrant() async throws {
+    let clock = ManualWallClock(Date(timeIntervalSince1970: 1_800_000_000))
+    let lease = InMemoryAuthorizationLease(now: clock.now)
+    let mark = try #require(await lease.revokeGrantsReportingFence(ofAccount: "u1"))
+    let all = try #require(await lease.revokeAllGrantsReportingFence())
+    #expect(mark == all)
+    #expect(mark == LeaseRecord.firstFence(at: clock.now()) - 1)
+    let grant = try #require(
+      granted(await lease.acquire(key(1), owner: "A", timeToLive: .seconds(60))))
+    #expect(grant.fence == mark + 1)
+  }
+
   private func granted(_ attempt: LeaseAttempt) -> LeaseGrant? {
     if case .acquired(let grant) = attempt { return grant }
     return nil
