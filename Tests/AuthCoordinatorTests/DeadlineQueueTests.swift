@@ -33,6 +33,22 @@ import Testing
     #expect(popped == times.sorted().map { .seconds($0) })
   }
 
+  @Test func aPrunedHeapStillPopsInDeadlineOrder() {
+    var queue = DeadlineQueue()
+    var generator = SystemRandomNumberGenerator()
+    let times = (0..<2_000).map { _ in Int.random(in: 0..<10_000, using: &generator) }
+    for (index, time) in times.enumerated() { queue.insert(entry(time, UInt64(index))) }
+    queue.prune { $0.flight % 3 != 0 }
+    let kept = times.enumerated().filter { $0.offset % 3 != 0 }.map(\.element)
+    #expect(queue.count == kept.count)
+    #expect(queue.earliest == .seconds(kept.min()!))
+    // Inserting after a prune keeps the order too.
+    queue.insert(entry(-1, 1))
+    let popped = queue.popDue(now: .seconds(10_000)).map(\.at)
+    let inDeadlineOrder = popped == ([-1] + kept.sorted()).map { .seconds($0) }
+    #expect(inDeadlineOrder)
+  }
+
   @Test func pruneDropsEndedFlights() {
     var queue = DeadlineQueue()
     for flight in UInt64(1)...10 { queue.insert(entry(Int(flight), flight)) }

@@ -45,10 +45,17 @@ struct DeadlineQueue {
   }
 
   /// Keeps only the entries whose flight `isLive` says is still running.
+  ///
+  /// In place, and the heap rebuilt bottom-up (Floyd's construction): O(n), with no new
+  /// array. It runs under the stripe's lock, so its cost is every other key's wait; rebuilding
+  /// by inserting each kept entry again was O(n log n) and allocated a second array.
   mutating func prune(keeping isLive: (Entry) -> Bool) {
-    let kept = entries.filter(isLive)
-    entries = []
-    for entry in kept { insert(entry) }
+    entries.removeAll { !isLive($0) }
+    var parent = entries.count / 2
+    while parent > 0 {
+      parent -= 1
+      siftDown(parent)
+    }
   }
 
   private mutating func siftUp(_ start: Int) {
