@@ -292,7 +292,7 @@ struct PostgresLeaseTests {
         sampleModel(account: "alice", token: "AT-holder", refresh: "RT-holder"), for: key,
         fence: stale.fence)
     }
-    #expect(try await Self.waitUntilBlocked(applicationName: holderName, orDone: save))
+    #expect(try await TestServer.waitUntilBlocked(applicationName: holderName, orDone: save))
     // Meanwhile the lapsed grant is taken over and the new holder re-reads the store, as the
     // coordinator does before it spends the refresh token.
     let takeover = Task { () -> (LeaseAttempt, AuthModel?) in
@@ -305,7 +305,7 @@ struct PostgresLeaseTests {
       return (attempt, try await takerStore.model(for: key))
     }
     // The takeover either finishes at once or waits on the stalled save's lock.
-    _ = try await Self.waitUntilBlocked(applicationName: takerName, orDone: takeover)
+    _ = try await TestServer.waitUntilBlocked(applicationName: takerName, orDone: takeover)
     _ = try await locker.execute("COMMIT")
 
     let saved = try await save.value
@@ -321,30 +321,6 @@ struct PostgresLeaseTests {
       !saved || reread?.accessToken == "AT-holder",
       "the deposed holder's save landed (\(saved)) but the new holder read \(reread?.accessToken ?? "nil")"
     )
-  }
-
-  /// Polls `pg_stat_activity` (every 10 ms, at most 10 s: a bound on a failing test) until a
-  /// session named `name` waits for a lock, or `task` is done; returns whether it was blocked.
-  private static func waitUntilBlocked<T>(
-    applicationName name: String, orDone task: Task<T, any Error>
-  ) async throws -> Bool {
-    let done = DoneFlag()
-    let watcher = Task {
-      _ = try? await task.value
-      done.set()
-    }
-    defer { watcher.cancel() }
-    for _ in 0..<1_000 {
-      let rows = try await TestServer.admin(
-        """
-        SELECT count(*) FROM pg_stat_activity
-        WHERE application_name = $1 AND wait_event_type = 'Lock'
-        """, [.text(name)])
-      if rows.first?[0] != "0" { return true }
-      if done.isSet { return false }
-      try await Task.sleep(for: .milliseconds(10))
-    }
-    return false
   }
 
   /// Runs `body`, again after each transient failure, at most once per pooled connection
@@ -493,12 +469,4 @@ struct PostgresLeaseTests {
     let uri = Redactor(connectionStrings: ["postgresql://u:hunter22@h/db"])
     #expect(uri.redact("x hunter22 y") == "x <redacted> y")
   }
-}
-
-/// A flag one task sets and another polls.
-private final class DoneFlag: @unchecked Sendable {
-  private let lock = NSLock()
-  private var value = false
-  func set() { lock.withLock { value = true } }
-  var isSet: Bool { lock.withLock { value } }
 }

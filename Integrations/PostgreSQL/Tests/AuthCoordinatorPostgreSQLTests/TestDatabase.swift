@@ -89,3 +89,37 @@ func sampleModel(account: String, token: String = "AT-1", refresh: String? = "RT
     expiresAt: Date(timeIntervalSinceReferenceDate: 820_000_000.123_456),
     extraInfo: ["scope": "auth_user", "quote": "it's \"fine\""], refreshToken: refresh)
 }
+
+extension TestServer {
+  /// Polls `pg_stat_activity` (every 10 ms, at most 10 s: a bound on a failing test) until a
+  /// session named `name` waits for a lock, or `task` is done; returns whether it was blocked.
+  static func waitUntilBlocked<T>(
+    applicationName name: String, orDone task: Task<T, any Error>
+  ) async throws -> Bool {
+    let done = DoneFlag()
+    let watcher = Task {
+      _ = try? await task.value
+      done.set()
+    }
+    defer { watcher.cancel() }
+    for _ in 0..<1_000 {
+      let rows = try await TestServer.admin(
+        """
+        SELECT count(*) FROM pg_stat_activity
+        WHERE application_name = $1 AND wait_event_type = 'Lock'
+        """, [.text(name)])
+      if rows.first?[0] != "0" { return true }
+      if done.isSet { return false }
+      try await Task.sleep(for: .milliseconds(10))
+    }
+    return false
+  }
+}
+
+/// A flag one task sets and another polls.
+final class DoneFlag: @unchecked Sendable {
+  private let lock = NSLock()
+  private var value = false
+  func set() { lock.withLock { value = true } }
+  var isSet: Bool { lock.withLock { value } }
+}
