@@ -6,7 +6,7 @@
 /// share.
 enum PostgresSchema {
   /// The version this package writes and reads.
-  static let version = 6
+  static let version = 7
 
   /// The longest a grant lasts (a longer time to live is shortened to it): a day.
   static let maximumTimeToLiveSeconds = 86_400
@@ -151,6 +151,47 @@ enum PostgresSchema {
     """
   }
 
+  /// Version 7 adds `save_fenced`: the fenced save as a function, so that its check of the
+  /// revocation mark reads a snapshot taken after its waits. One statement read `sign_outs`
+  /// in the snapshot it began with; a save that then waited on the lease row (behind its own
+  /// holder's renewal, say) or on the model row (behind a logout's removal) across a whole
+  /// logout missed the revocation's mark and landed the signed-out session, until the check
+  /// after the write undid it. In the function the waits come first, each in a statement of
+  /// its own: the lease row share-locked (a takeover is waited for, or waits for the save),
+  /// then the key's model row locked (a removal in progress is waited for); the write, with
+  /// the mark's check, is a new statement with a new snapshot (a `VOLATILE` function's
+  /// statements each take one). The tables are unchanged, and a replica of the previous
+  /// version saves with its one statement, as before.
+  static func version7(_ schema: String) -> String {
+    """
+    CREATE OR REPLACE FUNCTION \(schema).save_fenced(
+      p_key text, p_account text, p_mode text, p_model bytea, p_fence bigint)
+    RETURNS boolean
+    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+    AS $save$
+    DECLARE
+      h bytea := sha256(convert_to(p_key, 'UTF8'));
+      a bytea := sha256(convert_to(p_account, 'UTF8'));
+      granted bigint;
+    BEGIN
+      SELECT l.fence INTO granted FROM \(schema).leases l WHERE l.key_hash = h FOR SHARE;
+      -- A later grant of the key exists: this holder was deposed.
+      IF granted > p_fence THEN RETURN false; END IF;
+      PERFORM 1 FROM \(schema).models m WHERE m.key_hash = h FOR UPDATE;
+      INSERT INTO \(schema).models AS m (key_hash, account_hash, account, mode, model, fence)
+      SELECT h, a, p_account, p_mode, p_model, p_fence
+      WHERE NOT EXISTS (
+        SELECT 1 FROM \(schema).sign_outs s
+        WHERE s.account_hash IN (a, '\\x00'::bytea) AND s.fence_through >= p_fence)
+      ON CONFLICT (key_hash) DO UPDATE
+        SET model = EXCLUDED.model, fence = EXCLUDED.fence, updated_at = now()
+        WHERE m.fence IS NULL OR m.fence <= EXCLUDED.fence;
+      RETURN FOUND;
+    END
+    $save$
+    """
+  }
+
   /// The lease's acquire and its re-read of the key's model in one round trip (see
   /// ``version2(_:)``), clearing a lapsed back-off when it takes the row over and holding every
   /// row to the lease's bounds (see ``version4(_:)``); with `reportsBackOff`, a live back-off's
@@ -263,6 +304,9 @@ enum PostgresSchema {
       }
       if current < 6 {
         try connection.executeScript(version6(schema), until: deadline)
+      }
+      if current < 7 {
+        try connection.executeScript(version7(schema), until: deadline)
       }
       if current < version {
         _ = try connection.execute(

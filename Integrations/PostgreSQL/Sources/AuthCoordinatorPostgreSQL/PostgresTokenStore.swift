@@ -95,30 +95,17 @@ public final class PostgresTokenStore: FencedTokenStore, CustomStringConvertible
   }
 
   public func save(_ model: AuthModel, for key: AccountKey, fence: UInt64) async throws -> Bool {
-    // The lease row is read with a share lock, not from the statement's snapshot: a takeover
-    // that commits while this statement runs is then either waited for (and its newer fence
-    // refuses the save) or made to wait until the save commits (and the new holder's re-read
-    // sees it). A plain read could pass on the old fence and land after the new holder read
-    // the store, which would then spend a refresh token that was already spent.
+    // One round trip to `save_fenced` (schema version 7), whose statements each take a new
+    // snapshot: the lease row is share-locked first (a takeover that commits meanwhile is
+    // either waited for, and its newer fence refuses the save, or made to wait until the save
+    // commits, and the new holder's re-read sees it), then the model row (a logout's removal
+    // in progress is waited for), and only then are the fences and the revocation mark read
+    // and the model written. One statement read the mark in a snapshot older than those
+    // waits, and a save stalled across a whole logout landed the signed-out session.
     let rows = try await database.execute(
-      """
-      WITH grant_now AS (
-        SELECT fence FROM \(database.schema).leases
-        WHERE key_hash = sha256(convert_to($1, 'UTF8'))
-        FOR SHARE)
-      INSERT INTO \(table) (key_hash, account_hash, account, mode, model, fence)
-      SELECT sha256(convert_to($1, 'UTF8')), sha256(convert_to($2, 'UTF8')), $2, $3, $4, $5::bigint
-      WHERE NOT EXISTS (SELECT 1 FROM grant_now WHERE fence > $5::bigint)
-        AND NOT EXISTS (
-          SELECT 1 FROM \(database.schema).sign_outs
-          WHERE account_hash IN (sha256(convert_to($2, 'UTF8')), '\\x00'::bytea)
-            AND fence_through >= $5::bigint)
-      ON CONFLICT (key_hash) DO UPDATE
-        SET model = EXCLUDED.model, fence = EXCLUDED.fence, updated_at = now()
-        WHERE \(table).fence IS NULL OR \(table).fence <= EXCLUDED.fence
-      RETURNING 1
-      """, try parameters(model, key) + [.text(String(fence))])
-    return !rows.rows.isEmpty
+      "SELECT \(database.schema).save_fenced($1, $2, $3, $4, $5::bigint)",
+      try parameters(model, key) + [.text(String(fence))])
+    return rows.first?[0] == "t"
   }
 
   /// Removes every model of `account`, in one statement. The account is matched in

@@ -135,6 +135,59 @@ struct PostgresRevokedFenceTests {
   }
 
   /// The grant of an acquired attempt.
+  /// The window version 6 left: a save whose statement began before a revocation committed
+  /// and then waited on the lease row (behind its own holder's renewal, say) until the
+  /// revocation and the logout's removal had both committed read `sign_outs` in its old
+  /// snapshot, missed the mark, and landed the signed-out session (undone only by the check
+  /// after the write). Since version 7 the save's statements each take a new snapshot after
+  /// the waits, and it is refused.
+  @Test("a save that waited on the lease row across a whole logout is refused")
+  func aSaveStalledAcrossALogoutIsRefused() async throws {
+    let schema = TestServer.freshSchema()
+    let saverName = "saver-\(schema)"
+    let saver = try await TestServer.database(schema: schema, applicationName: saverName)
+    let elsewhere = try await TestServer.database(schema: schema)
+    // One connection, so BEGIN … COMMIT below run in one session.
+    let locker = try await PostgresDatabase(
+      PostgresConfiguration(
+        connectionString: TestServer.connectionString ?? "", schema: schema, poolSize: 1))
+    defer {
+      saver.close()
+      elsewhere.close()
+      locker.close()
+    }
+    let frank = AccountKey(account: "frank")
+    let store = PostgresTokenStore(database: saver)
+    let grant = try #require(
+      try await granted(
+        PostgresAuthorizationLease(database: saver).acquire(
+          frank, owner: "A", timeToLive: .seconds(30))))
+    #expect(
+      try await store.save(
+        sampleModel(account: "frank", token: "f1"), for: frank, fence: grant.fence))
+
+    // The holder's next save stalls on the lease row, which another session holds locked.
+    _ = try await locker.execute("BEGIN")
+    _ = try await locker.execute("SELECT 1 FROM \(schema).leases FOR UPDATE")
+    let save = Task {
+      try await store.save(
+        sampleModel(account: "frank", token: "f2", refresh: "RT-2"), for: frank,
+        fence: grant.fence)
+    }
+    #expect(try await TestServer.waitUntilBlocked(applicationName: saverName, orDone: save))
+    // Meanwhile frank logs out in another replica: revocation, then removal, both committed.
+    let otherLease = PostgresAuthorizationLease(database: elsewhere)
+    let otherStore = PostgresTokenStore(database: elsewhere)
+    // (The mark is the database's: the revocation records it in `sign_outs`.)
+    try await otherLease.revokeGrants(ofAccount: "frank")
+    try await otherStore.removeModels(forAccount: "frank")
+    #expect(try await otherStore.model(for: frank) == nil)
+    _ = try await locker.execute("COMMIT")
+
+    #expect(!(try await save.value), "the stalled save landed after the logout")
+    #expect(try await otherStore.model(for: frank) == nil, "the signed-out session is stored")
+  }
+
   private func granted(_ attempt: LeaseAttempt) -> LeaseGrant? {
     if case .acquired(let grant) = attempt { return grant }
     return nil
