@@ -257,10 +257,7 @@ struct PostgresLeaseTests {
       TestServer.configuration(schema: schema, applicationName: holderName))
     let takerDatabase = try await PostgresDatabase(
       TestServer.configuration(schema: schema, applicationName: takerName))
-    // One connection, so BEGIN … COMMIT below run in one session.
-    let locker = try await PostgresDatabase(
-      PostgresConfiguration(
-        connectionString: TestServer.connectionString ?? "", schema: schema, poolSize: 1))
+    let locker = try await TestServer.lockingSession(schema: schema)
     defer {
       holderDatabase.close()
       takerDatabase.close()

@@ -147,10 +147,7 @@ struct PostgresRevokedFenceTests {
     let saverName = "saver-\(schema)"
     let saver = try await TestServer.database(schema: schema, applicationName: saverName)
     let elsewhere = try await TestServer.database(schema: schema)
-    // One connection, so BEGIN … COMMIT below run in one session.
-    let locker = try await PostgresDatabase(
-      PostgresConfiguration(
-        connectionString: TestServer.connectionString ?? "", schema: schema, poolSize: 1))
+    let locker = try await TestServer.lockingSession(schema: schema)
     defer {
       saver.close()
       elsewhere.close()

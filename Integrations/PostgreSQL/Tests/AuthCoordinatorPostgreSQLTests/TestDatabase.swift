@@ -91,6 +91,13 @@ func sampleModel(account: String, token: String = "AT-1", refresh: String? = "RT
 }
 
 extension TestServer {
+  /// A database of one connection on `schema`, so that a test's `BEGIN` … `COMMIT` run in one
+  /// session: it holds rows locked for as long as the test needs.
+  static func lockingSession(schema: String) async throws -> PostgresDatabase {
+    try await PostgresDatabase(
+      PostgresConfiguration(connectionString: connectionString ?? "", schema: schema, poolSize: 1))
+  }
+
   /// Polls `pg_stat_activity` (every 10 ms, at most 10 s: a bound on a failing test) until a
   /// session named `name` waits for a lock, or `task` is done; returns whether it was blocked.
   static func waitUntilBlocked<T>(
