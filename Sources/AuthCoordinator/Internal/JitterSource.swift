@@ -7,7 +7,8 @@ import SyncPrimitives
 /// strength. `Double.random(in:)` asks the system's generator, which on Linux is a `getrandom`
 /// system call for every draw, and every model a flight brings draws once (B5 counted 60,000
 /// such calls in three repetitions). One atomic add and a few multiplications per draw here,
-/// with no lock for many cores to contend on.
+/// and no lock: draws come once per model a flight brings, far below a rate at which the
+/// counter's word would be contended.
 enum JitterSource {
   private static let state: AtomicCounter = {
     var system = SystemRandomNumberGenerator()
