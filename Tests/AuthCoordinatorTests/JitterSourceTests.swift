@@ -17,7 +17,10 @@ import Testing
     #expect(tenths.allSatisfy { abs($0 - 2_000) < 250 }, "\(tenths)")
   }
 
-  @Test func theConfigurationDrawsFromIt() {
+  /// What the policy assumes of whatever the default configuration draws from. (That the
+  /// default is this source, and so no system call per draw, is measured: docs/benchmarks.md,
+  /// "system calls".)
+  @Test func theDefaultConfigurationDrawsInTheUnitInterval() {
     let random = AuthCoordinator.Configuration().random
     let draws = (0..<1_000).map { _ in random() }
     #expect(draws.allSatisfy { $0 >= 0 && $0 < 1 })
