@@ -185,6 +185,48 @@ struct PostgresRevokedFenceTests {
     #expect(try await otherStore.model(for: frank) == nil, "the signed-out session is stored")
   }
 
+  /// The model row's wait: a save held up behind another session's lock on the key's row (a
+  /// removal, another writer) while a revocation of its account commits is refused once the
+  /// row is free. `save_fenced` waits for the row in a statement of its own, so its write reads
+  /// the mark in a snapshot taken after the wait; a write that waited for the row itself read
+  /// it in the snapshot it began with.
+  @Test("a save that waited on the model row across a revocation is refused")
+  func aSaveStalledOnTheModelRowAcrossARevocationIsRefused() async throws {
+    let schema = TestServer.freshSchema()
+    let saverName = "saver-\(schema)"
+    let saver = try await TestServer.database(schema: schema, applicationName: saverName)
+    let elsewhere = try await TestServer.database(schema: schema)
+    let locker = try await TestServer.lockingSession(schema: schema)
+    defer {
+      saver.close()
+      elsewhere.close()
+      locker.close()
+    }
+    let gina = AccountKey(account: "gina")
+    let store = PostgresTokenStore(database: saver)
+    let grant = try #require(
+      try await granted(
+        PostgresAuthorizationLease(database: saver).acquire(
+          gina, owner: "A", timeToLive: .seconds(30))))
+    #expect(
+      try await store.save(
+        sampleModel(account: "gina", token: "g1"), for: gina, fence: grant.fence))
+
+    _ = try await locker.execute("BEGIN")
+    _ = try await locker.execute("SELECT 1 FROM \(schema).models FOR UPDATE")
+    let save = Task {
+      try await store.save(
+        sampleModel(account: "gina", token: "g2", refresh: "RT-2"), for: gina,
+        fence: grant.fence)
+    }
+    #expect(try await TestServer.waitUntilBlocked(applicationName: saverName, orDone: save))
+    try await PostgresAuthorizationLease(database: elsewhere).revokeGrants(ofAccount: "gina")
+    _ = try await locker.execute("COMMIT")
+
+    #expect(!(try await save.value), "the stalled save landed after the revocation")
+    #expect(try await store.model(for: gina)?.accessToken == "g1")
+  }
+
   private func granted(_ attempt: LeaseAttempt) -> LeaseGrant? {
     if case .acquired(let grant) = attempt { return grant }
     return nil
