@@ -8,8 +8,14 @@ import CSyncPrimitives
 package final class AtomicCounter: @unchecked Sendable {
   private let counter: OpaquePointer
 
-  package init(_ initial: UInt64 = 0) {
-    counter = OpaquePointer(csp_counter_create(initial))
+  /// - Parameters:
+  ///   - initial: The first value.
+  ///   - padded: Gives the counter cache lines of its own, so that threads reading it are not
+  ///     disturbed by writes to memory allocated next to it (a hit's check of its stripe's
+  ///     epoch, ``ThreadSlot``'s users).
+  package init(_ initial: UInt64 = 0, padded: Bool = false) {
+    counter = OpaquePointer(
+      padded ? csp_counter_create_padded(initial) : csp_counter_create(initial))
   }
 
   deinit { csp_counter_destroy(UnsafeMutablePointer(counter)) }
@@ -18,6 +24,11 @@ package final class AtomicCounter: @unchecked Sendable {
   @inline(__always)
   package func next() -> UInt64 { csp_counter_increment(UnsafeMutablePointer(counter)) }
 
+  /// Adds one, for a counter only one thread ever writes while others may read it: a plain
+  /// load and store, cheaper than ``next()``'s read-modify-write. Never call it from two threads.
+  @inline(__always)
+  package func incrementOwned() { csp_counter_increment_owned(UnsafeMutablePointer(counter)) }
+
   /// Adds `amount` and returns the new value.
   @discardableResult
   package func add(_ amount: UInt64) -> UInt64 {
@@ -25,5 +36,6 @@ package final class AtomicCounter: @unchecked Sendable {
   }
 
   /// The current value.
+  @inline(__always)
   package var value: UInt64 { csp_counter_load(UnsafeMutablePointer(counter)) }
 }

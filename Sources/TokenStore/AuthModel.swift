@@ -55,9 +55,9 @@ public struct AuthModel: Sendable, Hashable, Codable {
   /// as before the refresh token existed (72 bytes): every caller parked on a flight holds one in
   /// its async frames, and 16 more bytes pushed each parked caller into a second 984-byte
   /// task-allocator slab (benchmark B2, heap per parked caller: 2,570 B to 3,594 B).
-  private var rare: Rare
+  var rare: Rare
 
-  private final class Rare: Sendable {
+  final class Rare: Sendable {
     let extraInfo: [String: String]
     let refreshToken: String?
 

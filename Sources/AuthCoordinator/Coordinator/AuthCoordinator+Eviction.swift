@@ -21,7 +21,8 @@ extension AuthCoordinator {
     var candidates: [(key: AccountKey, lastUsed: UInt64, stripe: Stripe)] = []
     let now = clock.now()
     for stripe in table.stripes {
-      stripe.lock.withLock {
+      // Reading only: the threads' replicas of the stripe's models stay current.
+      stripe.lock.withLockToRead {
         for (key, slot) in stripe.accounts {
           if slot.machine.flightID == nil { idle += 1 }
           if slot.machine.isEvictable(now: now) { candidates.append((key, slot.lastUsed, stripe)) }

@@ -26,7 +26,7 @@ extension AuthCoordinator {
   package var stateSizes: StateSizes {
     var sizes = StateSizes()
     for stripe in table.stripes {
-      stripe.lock.withLock {
+      stripe.lock.withLockToRead {
         sizes.keys += stripe.accounts.count
         sizes.deadlines += stripe.deadlines.count
         sizes.storeOrder += stripe.storeOperations.entryCount

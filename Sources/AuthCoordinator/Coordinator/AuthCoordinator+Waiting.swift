@@ -23,19 +23,30 @@ extension AuthCoordinator {
   @inline(never) @usableFromInline
   func lookup(_ key: AccountKey) -> Lookup {
     let date = configuration.now()
-    let stripe = table.stripe(for: key)
+    let hash = AccountTable.hash(ofUser: key.account)
+    let replicas = HitReplicas.current
+    if let model = replicas?.serve(key, hash: hash, coordinator: replicaID, at: date) {
+      return .hit(model)
+    }
+    let stripe = table.stripe(hash: hash)
     let tick = table.nextTick()
-    stripe.lock.lock()
+    stripe.lock.lockToRead()
     guard let slot = stripe.slot(key) else {
       stripe.lock.unlock()
       return .miss
     }
     slot.lastUsed = tick
-    if let model = slot.machine.servableModel(at: date) {
+    if let (model, window) = slot.machine.servable(at: date) {
       stripe.hits &+= 1
+      let seen = stripe.lock.epoch.value
       stripe.lock.unlock()
+      (replicas ?? HitReplicas.forThisThread).noteHit(
+        key, hash: hash, coordinator: replicaID, counts: replicaHits, model: model,
+        window: window, epoch: stripe.lock.epoch, seen: seen)
       return .hit(model)
     }
+    // Not a hit: what follows may change the key's machine.
+    stripe.lock.markChanged()
     // A caller cancelled before it arrives never joins: admission throws for it.
     // With a flight in progress (and only then: a request on an idle key would start one), an
     // ordinary request joins it.

@@ -57,6 +57,10 @@ public final class AuthCoordinator: Sendable {
 
   let configuration: Configuration
   let table: AccountTable
+  /// This coordinator's name in the threads' replicas of the models it served (``HitReplicas``).
+  let replicaID = HitReplicas.newCoordinatorID()
+  /// The hits served from those replicas, counted per thread.
+  let replicaHits = ReplicaHitCounts()
   let broadcaster = EventBroadcaster<AuthEvent>(bufferSize: 1024)
   let clock: CoordinatorClock
   let store: any TokenStore
@@ -158,7 +162,8 @@ public final class AuthCoordinator: Sendable {
   /// Returns the login state for `key`: from memory while valid, otherwise from the store or a
   /// new authorization shared with every concurrent caller.
   ///
-  /// A cache hit takes one lock and never suspends. A miss joins the key's flight in progress
+  /// A cache hit never suspends: it takes one lock, or none when the calling thread holds a
+  /// current replica of the key's model. A miss joins the key's flight in progress
   /// or starts one; the caller then waits, holding no lock, and is resumed in arrival order.
   ///
   /// ```swift
@@ -237,8 +242,9 @@ public final class AuthCoordinator: Sendable {
     var total = Statistics()
     for stripe in table.stripes {
       total.add(stripe.counters.snapshot)
-      total.cacheHits += stripe.lock.withLock { stripe.hits }
+      total.cacheHits += stripe.lock.withLockToRead { stripe.hits }
     }
+    total.cacheHits += Int(truncatingIfNeeded: replicaHits.total)
     total.keysInMemory = table.keyCount
     total.serverClockOffset = serverClock.offset
     return total

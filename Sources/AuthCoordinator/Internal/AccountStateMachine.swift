@@ -138,14 +138,18 @@ struct AccountStateMachine<Effects: FlightEffects> {
   /// The cached model if it is valid at `date` and no refresh ahead is due: what an ordinary
   /// request is served without deciding anything (a due refresh ahead is decided by
   /// ``request(_:date:now:newFlightID:)``).
-  func servableModel(at date: Date) -> AuthModel? {
+  func servableModel(at date: Date) -> AuthModel? { servable(at: date)?.model }
+
+  /// The cached model if it is servable at `date` (``servableModel(at:)``), and the window in
+  /// which it stays servable for as long as the machine does not change: a hit can keep a
+  /// copy and decide later, from the copy and the window alone, what this machine would.
+  func servable(at date: Date) -> (model: AuthModel, window: HitWindow)? {
     // While a flight asks the lease whether its model is a signed-out session's
     // (``StepKind/confirmGrant(_:)``), memory's model is not served: requests join the flight.
-    guard confirmingGrant == nil, case .model(let cached) = cache,
-      cached.model.isValid(at: date, leeway: cached.leeway)
-    else { return nil }
-    if let due = cached.refreshAheadAt, date >= due { return nil }
-    return cached.model
+    guard confirmingGrant == nil, case .model(let cached) = cache else { return nil }
+    let window = HitWindow(leeway: cached.leeway, refreshAheadAt: cached.refreshAheadAt)
+    guard window.admits(cached.model, at: date) else { return nil }
+    return (cached.model, window)
   }
 
   /// Memory holds a model whose save has not landed (rule 21): the key must not be forgotten.

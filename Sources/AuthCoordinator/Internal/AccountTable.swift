@@ -51,13 +51,19 @@ final class AccountTable: Sendable {
   ///
   /// A cheap hash of the id's last bytes (FNV-1a): it runs on every request, and user ids differ
   /// most at their end (sequence numbers, random suffixes).
-  func stripe(forUser account: String) -> Stripe {
+  func stripe(forUser account: String) -> Stripe { stripe(hash: Self.hash(ofUser: account)) }
+
+  /// The stripe of a user whose id hashes to `hash` (``hash(ofUser:)``).
+  @inline(__always)
+  func stripe(hash: UInt32) -> Stripe { stripes[Int(hash >> 8) & mask] }
+
+  /// The hash that picks a user's stripe (a hit also uses it to find its thread's replica).
+  @inline(__always)
+  static func hash(ofUser account: String) -> UInt32 {
     // One function for both representations: a user id must land in the same stripe whether
     // its bytes are contiguous (native strings) or not (some bridged strings on Apple systems).
-    let hash =
-      account.utf8.withContiguousStorageIfAvailable { Self.stripeHash(of: $0) }
-      ?? Self.stripeHash(of: account.utf8)
-    return stripes[Int(hash >> 8) & mask]
+    account.utf8.withContiguousStorageIfAvailable { stripeHash(of: $0) }
+      ?? stripeHash(of: account.utf8)
   }
 
   /// FNV-1a over the byte count and the last eight bytes.
@@ -90,7 +96,7 @@ final class AccountTable: Sendable {
 
 /// One partition of the ``AccountTable``. Every variable is guarded by `lock`.
 final class Stripe: @unchecked Sendable {
-  let lock = Lock()
+  let lock = StripeLock()
   var accounts: [AccountKey: AccountSlot] = [:]
   /// The order of the store operations of this stripe's keys.
   var storeOperations = StoreSequencer()

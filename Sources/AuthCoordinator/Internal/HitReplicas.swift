@@ -1,0 +1,179 @@
+import Foundation
+import SyncPrimitives
+import TokenStore
+
+/// A thread's copies of the models it served most recently: the cache hit that writes no
+/// shared memory.
+///
+/// A hit under the stripe's lock writes the lock's word, the key's recency and the stripe's
+/// hit count, and its copy of the model retains the model's string buffers: on many cores,
+/// every reader of a hot key writes the same few cache lines. A thread that served a key's
+/// model twice at the same stripe epoch (``StripeLock/epoch``) keeps a replica of it
+/// (``AuthModel/replica()``, buffers of its own) with the epoch and the machine's
+/// ``AccountStateMachine/HitWindow``. Its next hits on that key, while the epoch has not
+/// moved, are served from the replica: a read of the epoch, the window's check at the
+/// request's date (the machine's own rule) and a copy that retains only this thread's buffers.
+///
+/// - A change to anything in the stripe moves the epoch (``StripeLock/lock()``): the replica
+///   is dropped, and the next hit takes the lock and asks the machine again. A logout, a new
+///   model, a flight, an eviction: nothing a replica serves outlives it.
+/// - One hit in 64 on a replica takes the lock instead, so that the key's recency (for the
+///   least-recently-used eviction) stays within 64 of this thread's hits of the truth.
+/// - Hits served from replicas are counted per thread (``ReplicaHitCounts``), so the
+///   statistics stay exact.
+///
+/// Only its thread touches it (``ThreadSlot``); it is never shared, so it needs no lock.
+final class HitReplicas {
+  final class Entry {
+    let coordinator: UInt64
+    let key: AccountKey
+    var epoch: AtomicCounter
+    var seen: UInt64
+    var window: KeyMachine.HitWindow
+    /// `nil` until a second hit at `seen`: a key hit once is not copied.
+    var model: AuthModel?
+    let hits: AtomicCounter
+    var uses: UInt32 = 0
+
+    init(
+      coordinator: UInt64, key: AccountKey, epoch: AtomicCounter, seen: UInt64,
+      window: KeyMachine.HitWindow, hits: AtomicCounter
+    ) {
+      self.coordinator = coordinator
+      self.key = key
+      self.epoch = epoch
+      self.seen = seen
+      self.window = window
+      self.hits = hits
+    }
+  }
+
+  /// A coordinator this thread serves replicas for, and its counter of them.
+  private struct Tally {
+    let coordinator: UInt64
+    let counts: ReplicaHitCounts
+    let hits: AtomicCounter
+  }
+
+  /// Two ways per set: the two modes of one user fall in one set.
+  static let capacity = 16
+  /// The coordinators with a counter on this thread; the oldest is retired beyond this many.
+  static let tallyLimit = 4
+  /// One hit in this many on a replica takes the lock, to refresh the key's recency.
+  static let recencyPeriod: UInt32 = 64
+
+  private var entries = [Entry?](repeating: nil, count: capacity)
+  private var tallies: [Tally] = []
+
+  /// This thread's replicas, if it has any.
+  @inline(__always)
+  static var current: HitReplicas? { ThreadSlot<HitReplicas>.current }
+
+  /// This thread's replicas, created on its first use.
+  static var forThisThread: HitReplicas {
+    if let current { return current }
+    let replicas = HitReplicas()
+    ThreadSlot<HitReplicas>.install(replicas)
+    return replicas
+  }
+
+  private static let coordinatorIDs = AtomicCounter()
+
+  /// A number that names one coordinator for as long as the process runs (an object's address
+  /// may be reused).
+  static func newCoordinatorID() -> UInt64 { coordinatorIDs.next() }
+
+  deinit {
+    for tally in tallies { tally.counts.retire(tally.hits) }
+  }
+
+  @inline(__always)
+  private static func set(_ hash: UInt32, _ coordinator: UInt64) -> Int {
+    Int(truncatingIfNeeded: (hash ^ UInt32(truncatingIfNeeded: coordinator &* 0x9E37_79B9)) & 7)
+      &* 2
+  }
+
+  /// The model of `key` if this thread holds a replica of it that is current and servable at
+  /// `date`; `nil` when the request must take the lock.
+  @inline(__always)
+  func serve(
+    _ key: AccountKey, hash: UInt32, coordinator: UInt64, at date: Date
+  ) -> AuthModel? {
+    let set = Self.set(hash, coordinator)
+    for way in set..<set + 2 {
+      guard let entry = entries[way], entry.coordinator == coordinator, entry.key == key else {
+        continue
+      }
+      guard let model = entry.model else { return nil }
+      guard entry.epoch.value == entry.seen else {
+        // The stripe changed: the replica is of no further use, and its copy of the token
+        // goes now.
+        entry.model = nil
+        return nil
+      }
+      guard entry.window.admits(model, at: date) else { return nil }
+      entry.uses &+= 1
+      if entry.uses % Self.recencyPeriod == 0 { return nil }
+      entry.hits.incrementOwned()
+      return model
+    }
+    return nil
+  }
+
+  /// Records a hit on `model` that the machine decided under the stripe's lock at epoch
+  /// `seen`. A second hit at the same epoch makes the replica.
+  func noteHit(
+    _ key: AccountKey, hash: UInt32, coordinator: UInt64, counts: ReplicaHitCounts,
+    model: AuthModel, window: KeyMachine.HitWindow, epoch: AtomicCounter, seen: UInt64
+  ) {
+    let set = Self.set(hash, coordinator)
+    var free: Int?
+    for way in set..<set + 2 {
+      guard let entry = entries[way] else {
+        free = free ?? way
+        continue
+      }
+      guard entry.coordinator == coordinator, entry.key == key else { continue }
+      if entry.epoch === epoch, entry.seen == seen, entry.window == window {
+        if entry.model == nil { entry.model = model.replica() }
+      } else {
+        // The key's stripe changed since: a candidate again, in the same entry (a hit on a
+        // stripe that keeps changing allocates nothing here).
+        entry.epoch = epoch
+        entry.seen = seen
+        entry.window = window
+        entry.model = nil
+      }
+      return
+    }
+    // Replace the second way's entry, and move the first's there: the set keeps the two most
+    // recent keys.
+    let way: Int
+    if let free {
+      way = free
+    } else {
+      entries[set + 1] = entries[set]
+      way = set
+    }
+    entries[way] = Entry(
+      coordinator: coordinator, key: key, epoch: epoch, seen: seen, window: window,
+      hits: tally(for: coordinator, counts))
+  }
+
+  /// This thread's counter of `coordinator`'s replica hits, registered on first use.
+  private func tally(for coordinator: UInt64, _ counts: ReplicaHitCounts) -> AtomicCounter {
+    if let tally = tallies.first(where: { $0.coordinator == coordinator }) { return tally.hits }
+    if tallies.count >= Self.tallyLimit {
+      // The oldest coordinator's entries go with its counter: no hit is counted in a retired
+      // counter.
+      let oldest = tallies.removeFirst()
+      for way in entries.indices where entries[way]?.coordinator == oldest.coordinator {
+        entries[way] = nil
+      }
+      oldest.counts.retire(oldest.hits)
+    }
+    let tally = Tally(coordinator: coordinator, counts: counts, hits: counts.register())
+    tallies.append(tally)
+    return tally.hits
+  }
+}
