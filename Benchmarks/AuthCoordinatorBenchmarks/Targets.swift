@@ -42,6 +42,10 @@ struct Targets {
         ratio("B1", .coordinator, .bareLock, many, .nsPerOp)))
     rows.append(
       target(
+        "B1", "64 tasks: coordinator ÷ no sync (ref)", .atMost, 1.25, "x",
+        ratio("B1", .coordinator, .noSync, many, .nsPerOp)))
+    rows.append(
+      target(
         "B1", "64 tasks: actor ÷ coordinator", .atLeast, 3, "x",
         ratio("B1", .plainActor, .coordinator, many, .nsPerOp)))
     rows.append(
