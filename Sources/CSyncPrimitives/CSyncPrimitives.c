@@ -14,6 +14,10 @@ typedef void (*csp_release_function)(void *);
 static _Atomic(csp_release_function) csp_thread_release = NULL;
 
 static void csp_thread_exited(void *value) {
+  // Cleared first: code that runs in a later thread-exit destructor and reads the slot finds
+  // nothing (and may set a new value, which pthreads destroys in its next round), never the
+  // released object.
+  csp_thread_value = NULL;
   csp_release_function release = atomic_load_explicit(&csp_thread_release, memory_order_acquire);
   if (value != NULL && release != NULL) release(value);
 }
