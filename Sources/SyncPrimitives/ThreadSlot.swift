@@ -11,6 +11,12 @@ package enum ThreadSlot<Object: AnyObject> {
   @inline(__always)
   package static var current: Object? {
     guard let raw = csp_thread_slot_get() else { return nil }
+    #if DEBUG
+      // A second type in the one slot would be read as the first: caught in debug builds.
+      precondition(
+        Unmanaged<AnyObject>.fromOpaque(raw).takeUnretainedValue() is Object,
+        "ThreadSlot: this thread's object is not a \(Object.self)")
+    #endif
     return Unmanaged<Object>.fromOpaque(raw).takeUnretainedValue()
   }
 

@@ -38,6 +38,20 @@ import Testing
     #expect(coordinator.replicaHits.total == 1)
   }
 
+  /// A signed-out user's token does not stay in a thread's table until that thread asks for
+  /// the user again: its next hit on any key drops every copy whose stripe changed.
+  @Test func aThreadDropsASignedOutUsersCopyAtItsNextHit() async throws {
+    let (h, thread) = try await cachedWithReplica()
+    let coordinator = h.coordinator
+    #expect(await thread.run { HitReplicas.current?.copiesHeld } == 1)
+    await coordinator.accountStatusChanged(.logout(account: u1.account))
+    let held = await thread.run { () -> Int? in
+      _ = coordinator.lookupSummary(u2)  // another user, not in memory: a miss
+      return HitReplicas.current?.copiesHeld
+    }
+    #expect(held == 0)
+  }
+
   @Test func aLogoutOfEveryUserEndsTheReplica() async throws {
     let (h, thread) = try await cachedWithReplica()
     let coordinator = h.coordinator
@@ -67,6 +81,19 @@ import Testing
     h.clock.advance(by: .seconds(3600))
     #expect(await thread.run { coordinator.lookupSummary(u1) } == "miss")
     #expect(coordinator.replicaHits.total == 1)
+  }
+
+  /// The deadlines of a flight that ended stay in the heap until due; when they fall due they
+  /// change nothing, and the replica stays.
+  @Test func aDeadlineOfAnEndedFlightKeepsTheReplica() async throws {
+    let (h, thread) = try await cachedWithReplica()
+    let coordinator = h.coordinator
+    #expect(coordinator.stateSizes.deadlines > 0)
+    h.clock.advance(by: .seconds(600))
+    coordinator.deadlinesDue()
+    #expect(coordinator.stateSizes.deadlines == 0)
+    #expect(await thread.run { coordinator.lookupSummary(u1) } == "hit " + Self.token("t1"))
+    #expect(coordinator.replicaHits.total == 2, "served from the replica")
   }
 
   @Test func statisticsCountEveryHitOnce() async throws {

@@ -57,19 +57,44 @@ import Testing
     #expect(served.extraInfo == model.extraInfo)
   }
 
-  @Test func aMovedEpochDropsTheReplica() {
+  @Test func aMovedEpochSendsTheRequestToTheMachine() {
+    let replicas = HitReplicas()
+    note(replicas, model)
+    note(replicas, model)
+    guard let first = serve(replicas) else {
+      Issue.record("no replica")
+      return
+    }
+    _ = epoch.next()
+    #expect(serve(replicas) == nil, "the stripe changed: the machine decides")
+    // The machine served an equal model at the new epoch: the copy is current again, not
+    // copied a second time.
+    note(replicas, model)
+    let again = serve(replicas)
+    #expect(again == model)
+    #expect(again.map { bufferAddress($0.accessToken) } == bufferAddress(first.accessToken))
+    // A different model at the next epoch: a candidate again, copied at its second hit.
+    _ = epoch.next()
+    var second = model
+    second.accessToken = String(repeating: "n", count: 40)
+    note(replicas, second)
+    #expect(serve(replicas) == nil)
+    note(replicas, second)
+    #expect(serve(replicas) == second)
+    #expect(counts.total == 3)
+  }
+
+  @Test func aKeyTheMachineNoLongerServesIsForgotten() {
     let replicas = HitReplicas()
     note(replicas, model)
     note(replicas, model)
     #expect(serve(replicas) != nil)
     _ = epoch.next()
     #expect(serve(replicas) == nil)
-    // Dropped: one hit at the new epoch is only a candidate again.
+    replicas.forget(u1, hash: hash, coordinator: 1)
+    // Forgotten: the next hit at the same epoch is only a candidate.
     note(replicas, model)
     #expect(serve(replicas) == nil)
-    note(replicas, model)
-    #expect(serve(replicas) != nil)
-    #expect(counts.total == 2)
   }
 
   @Test func theWindowIsTheMachinesRule() {

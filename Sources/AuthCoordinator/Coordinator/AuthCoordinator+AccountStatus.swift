@@ -62,6 +62,9 @@ extension AuthCoordinator {
       operation = .removeAll
     }
     for closing in closings { carryOut(closing) }
+    // The stripes' epochs retired every thread's copy of the signed-out models; the threads
+    // now also drop them at their next hit.
+    HitReplicas.purgeEverywhere()
     broadcaster.emit(.accountStatusChanged(change))
 
     // The removal runs in a task of its own, so that a stuck store delays this call by at most

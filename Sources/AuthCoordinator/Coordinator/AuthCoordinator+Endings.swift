@@ -153,18 +153,24 @@ extension AuthCoordinator {
     let date = configuration.now()
     for stripe in table.stripes {
       var closings: [Closing] = []
-      stripe.lock.lock()
+      // Most of what falls due belongs to flights that already ended: the stripe's epoch moves
+      // only for a deadline that can change a machine, so that the threads' replicas of the
+      // stripe's models (`HitReplicas`) outlive a deadline that changes nothing.
+      stripe.lock.lockToRead()
       var abandoned: [(AccountKey, UInt64, Latch?, Task<Void, Never>?)] = []
       for entry in stripe.deadlines.popDue(now: now) {
+        guard let slot = stripe.accounts[entry.key],
+          slot.machine.hasLiveDeadline(of: entry.flight, abandons: entry.abandons)
+        else { continue }
+        stripe.lock.markChanged()
         if entry.abandons {
-          guard let slot = stripe.accounts[entry.key] else { continue }
           let stopped = slot.machine.effects(ofStopped: entry.flight)
           guard slot.machine.abandon(entry.flight) else { continue }
           stripe.counters.update { $0.holdsEnded += 1 }
           abandoned.append((entry.key, entry.flight, stopped?.finished, stopped?.work))
           continue
         }
-        guard let slot = stripe.accounts[entry.key],
+        guard
           let ending = slot.machine.deadlineReached(
             entry.flight, phase: entry.phase, date: date, at: entry.at)
         else { continue }

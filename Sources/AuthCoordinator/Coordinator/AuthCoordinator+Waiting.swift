@@ -1,10 +1,11 @@
 import Foundation
 import SyncPrimitives
 
-// The caller's side: a hit under the stripe's lock, or admission and then parking on the
-// flight, outside any lock, with an optional deadline of the caller's own.
+// The caller's side: a hit from the thread's replica or under the stripe's lock, or admission
+// and then parking on the flight, outside any lock, with an optional deadline of the caller's
+// own.
 extension AuthCoordinator {
-  /// What an ordinary request finds under one lock acquisition.
+  /// What an ordinary request finds in its thread's replica or under one lock acquisition.
   @usableFromInline
   enum Lookup {
     /// A valid cached model.
@@ -15,8 +16,9 @@ extension AuthCoordinator {
     case miss
   }
 
-  /// An ordinary request's fast path: the valid cached model, or a ticket on the flight in
-  /// progress (an ordinary request always joins a running flight), in one lock acquisition.
+  /// An ordinary request's fast path: the valid cached model, from the thread's replica
+  /// (``HitReplicas``) with no lock, or under one lock acquisition; or a ticket on the flight
+  /// in progress (an ordinary request always joins a running flight), in that acquisition.
   ///
   /// Out of line on purpose: inlined into the async `authModel`, its temporaries (the hasher,
   /// the slot) became part of every caller's async frame, parked callers included.
@@ -33,6 +35,7 @@ extension AuthCoordinator {
     stripe.lock.lockToRead()
     guard let slot = stripe.slot(key) else {
       stripe.lock.unlock()
+      replicas?.forget(key, hash: hash, coordinator: replicaID)
       return .miss
     }
     slot.lastUsed = tick
@@ -45,8 +48,10 @@ extension AuthCoordinator {
         window: window, epoch: stripe.lock.epoch, seen: seen)
       return .hit(model)
     }
-    // Not a hit: what follows may change the key's machine.
+    // Not a hit: what follows may change the key's machine, and this thread's copy of its
+    // model, if any, is of no further use.
     stripe.lock.markChanged()
+    defer { replicas?.forget(key, hash: hash, coordinator: replicaID) }
     // A caller cancelled before it arrives never joins: admission throws for it.
     // With a flight in progress (and only then: a request on an idle key would start one), an
     // ordinary request joins it.

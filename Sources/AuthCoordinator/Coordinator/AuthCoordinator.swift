@@ -152,6 +152,9 @@ public final class AuthCoordinator: Sendable {
   }
 
   deinit {
+    // Every thread's copies of this coordinator's models are stale from now on, and dropped.
+    for stripe in table.stripes { stripe.lock.markChanged() }
+    HitReplicas.purgeEverywhere()
     leaseListener?.cancel()
     scheduler.cancel()
     broadcaster.finish()

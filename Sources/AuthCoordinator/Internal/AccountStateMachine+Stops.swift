@@ -37,6 +37,14 @@ extension AccountStateMachine {
   ///
   /// - Parameter deadline: The instant the deadline was armed for: a re-read is bounded by its
   ///   own, not by the deadline of an earlier read of the same flight. `nil` matches any.
+  /// Whether a deadline of flight `id` still concerns this machine: the flight is the current
+  /// one, or (for a deadline that `abandons`) a stopped refresh. Any other deadline is of a
+  /// flight that ended or left that phase, and ``deadlineReached(_:phase:date:at:)`` and
+  /// ``abandon(_:)`` change nothing for it.
+  func hasLiveDeadline(of id: UInt64, abandons: Bool) -> Bool {
+    abandons ? isStoppedRefresh(id) : flightID == id
+  }
+
   mutating func deadlineReached(
     _ id: UInt64, phase: AuthEvent.FlightPhase, date: Date, at deadline: Duration? = nil
   ) -> Ending? {

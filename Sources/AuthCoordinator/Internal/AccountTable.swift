@@ -134,9 +134,8 @@ final class Stripe: @unchecked Sendable {
     // when the heap doubled since the last pruning, so that pruning costs amortised O(1).
     if deadlines.count > pruneThreshold {
       deadlines.prune { entry in
-        guard let machine = self.accounts[entry.key]?.machine else { return false }
-        return entry.abandons
-          ? machine.isStoppedRefresh(entry.flight) : machine.flightID == entry.flight
+        self.accounts[entry.key]?.machine.hasLiveDeadline(
+          of: entry.flight, abandons: entry.abandons) ?? false
       }
       pruneThreshold = max(2 * deadlines.count, 64)
     }

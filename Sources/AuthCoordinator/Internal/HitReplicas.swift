@@ -64,6 +64,18 @@ final class HitReplicas {
 
   private var entries = [Entry?](repeating: nil, count: capacity)
   private var tallies: [Tally] = []
+  /// The value of ``purges`` this thread's replicas were last checked against.
+  private var purgesSeen: UInt64 = 0
+
+  /// Advanced by every sign-out and every coordinator's end, in any coordinator of the process:
+  /// at its next hit each thread drops every copy it holds whose stripe's epoch moved, so that
+  /// a signed-out user's tokens, or a released coordinator's (its deinit moves its stripes'
+  /// epochs), do not stay in threads' tables. They would never be served: the epoch already
+  /// retired them. Current copies are kept.
+  private static let purges = AtomicCounter(padded: true)
+
+  /// Asks every thread to drop its replicas at its next hit (``purges``).
+  static func purgeEverywhere() { _ = purges.next() }
 
   /// This thread's replicas, if it has any.
   @inline(__always)
@@ -99,19 +111,27 @@ final class HitReplicas {
   func serve(
     _ key: AccountKey, hash: UInt32, coordinator: UInt64, at date: Date
   ) -> AuthModel? {
+    let purges = Self.purges.value
+    if purges != purgesSeen {
+      purgesSeen = purges
+      for case let entry? in entries where entry.epoch.value != entry.seen { entry.model = nil }
+    }
     let set = Self.set(hash, coordinator)
     for way in set..<set + 2 {
       guard let entry = entries[way], entry.coordinator == coordinator, entry.key == key else {
         continue
       }
       guard let model = entry.model else { return nil }
-      guard entry.epoch.value == entry.seen else {
-        // The stripe changed: the replica is of no further use, and its copy of the token
-        // goes now.
+      // The stripe changed: the request goes to the machine, and the lock's path then keeps
+      // the copy if the machine still serves an equal model (``noteHit``), or drops it
+      // (``forget``).
+      guard entry.epoch.value == entry.seen else { return nil }
+      guard entry.window.admits(model, at: date) else {
+        // Expired or due for a refresh ahead: whatever the machine decides, this copy is not
+        // served again.
         entry.model = nil
         return nil
       }
-      guard entry.window.admits(model, at: date) else { return nil }
       entry.uses &+= 1
       if entry.uses % Self.recencyPeriod == 0 { return nil }
       entry.hits.incrementOwned()
@@ -136,9 +156,14 @@ final class HitReplicas {
       guard entry.coordinator == coordinator, entry.key == key else { continue }
       if entry.epoch === epoch, entry.seen == seen, entry.window == window {
         if entry.model == nil { entry.model = model.replica() }
+      } else if entry.window == window, let copy = entry.model, copy == model {
+        // The stripe changed, but the machine serves the same model in the same window: the
+        // copy is current at the new epoch (a stripe whose other keys keep changing does not
+        // make this thread copy the model again).
+        entry.epoch = epoch
+        entry.seen = seen
       } else {
-        // The key's stripe changed since: a candidate again, in the same entry (a hit on a
-        // stripe that keeps changing allocates nothing here).
+        // A candidate again, in the same entry (no allocation).
         entry.epoch = epoch
         entry.seen = seen
         entry.window = window
@@ -158,6 +183,21 @@ final class HitReplicas {
     entries[way] = Entry(
       coordinator: coordinator, key: key, epoch: epoch, seen: seen, window: window,
       hits: tally(for: coordinator, counts))
+  }
+
+  /// How many copies of models this thread holds (for tests).
+  var copiesHeld: Int { entries.reduce(0) { $0 + ($1?.model == nil ? 0 : 1) } }
+
+  /// Drops this thread's copy of `key`'s model: the machine no longer serves it (the lock's
+  /// path found no servable model).
+  func forget(_ key: AccountKey, hash: UInt32, coordinator: UInt64) {
+    let set = Self.set(hash, coordinator)
+    for way in set..<set + 2 {
+      guard let entry = entries[way], entry.coordinator == coordinator, entry.key == key else {
+        continue
+      }
+      entry.model = nil
+    }
   }
 
   /// This thread's counter of `coordinator`'s replica hits, registered on first use.

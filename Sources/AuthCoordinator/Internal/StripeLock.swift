@@ -28,7 +28,8 @@ struct StripeLock: Sendable {
   @inline(__always)
   func lockToRead() { mutex.lock() }
 
-  /// Advances the epoch of a lock taken with ``lockToRead()`` that changed the stripe.
+  /// Advances the epoch of a lock taken with ``lockToRead()`` that changed the stripe (or of a
+  /// stripe no one can reach any more: its coordinator's deinit).
   @inline(__always)
   func markChanged() { _ = epoch.next() }
 
