@@ -14,9 +14,10 @@ import Testing
 
   /// A harness whose key u1 is cached with token `t1`, and a thread holding a replica of it.
   func cachedWithReplica(
-    expiresIn: TimeInterval = 3600
+    expiresIn: TimeInterval = 3600,
+    configure: (inout AuthCoordinator.Configuration) -> Void = { _ in }
   ) async throws -> (Harness, OneThread) {
-    let h = Harness()
+    let h = Harness(configure: configure)
     let first = h.request()
     let call = await h.authorizer.nextCall()
     call.succeed(with: makeModel(Self.token("t1"), clock: h.clock, expiresIn: expiresIn))
@@ -94,6 +95,26 @@ import Testing
     #expect(coordinator.stateSizes.deadlines == 0)
     #expect(await thread.run { coordinator.lookupSummary(u1) } == "hit " + Self.token("t1"))
     #expect(coordinator.replicaHits.total == 2, "served from the replica")
+  }
+
+  /// Replica hits refresh the key's recency only once in 64, so an evicted key may be one a
+  /// thread still holds a replica of: the eviction retires it, and the key comes back from the
+  /// store.
+  @Test func anEvictionEndsTheReplica() async throws {
+    let (h, thread) = try await cachedWithReplica { $0.maxIdleKeys = 1 }
+    let coordinator = h.coordinator
+    for account in ["b", "c"] {
+      let key = AccountKey(account: account)
+      let task = h.request(key)
+      await h.authorizer.nextCall().succeed(
+        with: makeModel("t-" + account, mcUid: account, clock: h.clock, expiresIn: 3600))
+      _ = try await task.value
+    }
+    #expect(h.stats.evictions == 1)
+    #expect(await thread.run { coordinator.lookupSummary(u1) } == "miss", "u1 was evicted")
+    #expect(coordinator.replicaHits.total == 1)
+    #expect(try await coordinator.authModel(for: u1).accessToken == Self.token("t1"))
+    #expect(h.authorizer.callCount == 3, "u1 came back from the store")
   }
 
   @Test func statisticsCountEveryHitOnce() async throws {
