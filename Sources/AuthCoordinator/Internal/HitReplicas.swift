@@ -15,8 +15,12 @@ import TokenStore
 /// request's date (the machine's own rule) and a copy that retains only this thread's buffers.
 ///
 /// - A change to anything in the stripe moves the epoch (``StripeLock/lock()``): the replica
-///   is dropped, and the next hit takes the lock and asks the machine again. A logout, a new
-///   model, a flight, an eviction: nothing a replica serves outlives it.
+///   is not served again until the machine, asked under the lock, serves an equal model in the
+///   same window at the new epoch (``noteHit``); otherwise its copy is dropped (``forget``, or
+///   a new candidate). A logout, a new model, a flight, an eviction: nothing a replica serves
+///   outlives it.
+/// - A copy past its window is dropped when found so; after any sign-out in the process, each
+///   thread drops its stale copies at its next hit (``purgeEverywhere()``).
 /// - One hit in 64 on a replica takes the lock instead, so that the key's recency (for the
 ///   least-recently-used eviction) stays within 64 of this thread's hits of the truth.
 /// - Hits served from replicas are counted per thread (``ReplicaHitCounts``), so the
@@ -74,7 +78,7 @@ final class HitReplicas {
   /// retired them. Current copies are kept.
   private static let purges = AtomicCounter(padded: true)
 
-  /// Asks every thread to drop its replicas at its next hit (``purges``).
+  /// Asks every thread to drop its stale copies at its next hit (``purges``).
   static func purgeEverywhere() { _ = purges.next() }
 
   /// This thread's replicas, if it has any.
