@@ -110,7 +110,9 @@ import Testing
         with: makeModel("t-" + account, mcUid: account, clock: h.clock, expiresIn: 3600))
       _ = try await task.value
     }
-    #expect(h.stats.evictions == 1)
+    // u1, the least recently used, is evicted at c's admission at the latest (b's flight's end
+    // may evict it first, and c's may then evict b too).
+    #expect(h.stats.evictions >= 1)
     #expect(await thread.run { coordinator.lookupSummary(u1) } == "miss", "u1 was evicted")
     #expect(coordinator.replicaHits.total == 1)
     #expect(try await coordinator.authModel(for: u1).accessToken == Self.token("t1"))

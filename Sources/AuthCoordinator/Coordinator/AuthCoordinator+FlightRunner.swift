@@ -98,7 +98,9 @@ extension AuthCoordinator {
   /// The flight's task ended: if it was a stopped refresh, the flights waiting for it go on.
   private func workFinished(_ key: AccountKey, _ effects: Flight) {
     let stripe = table.stripe(for: key)
-    stripe.lock.withLock { effects.finished }?.open()
+    // Reads the flight's latch only: the threads' replicas of the stripe's models stay current
+    // (every flight that authorized ends here, after its callers were answered).
+    stripe.lock.withLockToRead { effects.finished }?.open()
   }
 
   /// Reports a step's outcome to the machine and carries out its answer.
