@@ -83,6 +83,15 @@ extension AuthCoordinator {
     return admission
   }
 
+  /// Cancels the discarded refreshes' tasks and waits until the cancelled ones have ended:
+  /// out of line, so that the flight task's frame, kept for the whole flight, has no room for
+  /// the loops.
+  @inline(never)
+  private static func stop(_ discarded: [Task<Void, Never>], awaiting stopping: [Latch]) async {
+    for work in discarded { work.cancel() }
+    for latch in stopping { await latch.wait() }
+  }
+
   /// Starts flight `id` of `key` at `step`, under the stripe's lock: its queue (no caller in it
   /// yet), its counters, its task, its events.
   private func start(
@@ -97,7 +106,7 @@ extension AuthCoordinator {
       $0.flightsInProgress += 1
     }
     let first = prepare(step, key: key, flight: id, in: stripe, wake: &wake)
-    let flight = Flight(queue: queue)
+    let flight = Flight(key: key, id: id, queue: queue)
     let stopped = slot.machine.attach(flight, to: id)
     let stopping = stopped.cancelling.compactMap(\.cancellation)
     let discarded = stopped.discarded.compactMap(\.work)
@@ -105,9 +114,10 @@ extension AuthCoordinator {
       // Stopped flights' authorizers are told to stop before this one's starts. A discarded
       // refresh was never cancelled: this is the first cancel, whose handlers run before it
       // returns.
-      for work in discarded { work.cancel() }
-      for latch in stopping { await latch.wait() }
-      await self?.runFlight(key, flight: id, effects: flight, first: first)
+      if !discarded.isEmpty || !stopping.isEmpty {
+        await Self.stop(discarded, awaiting: stopping)
+      }
+      await self?.runFlight(flight, first: first)
     }
     // Events are emitted under the lock, so that a key's events are in the order of its
     // decisions (the flight's task may end it on another thread as soon as it is released).

@@ -21,7 +21,10 @@ extension AuthCoordinator {
     /// when their tasks end.
     let predecessors: [Latch]
     /// For ``AccountStateMachine/StepKind/authorize(_:replacing:)``: the authorizer's request.
-    let request: AuthorizationRequest?
+    let request: BoxedRequest?
+    /// Whether it is the authorization: read by the flight's loop without copying the kind
+    /// into its frame.
+    let authorizes: Bool
 
     init(
       kind: KeyMachine.StepKind, turn: StoreTurn? = nil, predecessors: [Latch] = [],
@@ -30,7 +33,8 @@ extension AuthCoordinator {
       self.kind = kind
       self.turn = turn
       self.predecessors = predecessors
-      self.request = request
+      self.request = request.map(BoxedRequest.init)
+      if case .authorize = kind { authorizes = true } else { authorizes = false }
     }
 
     /// The turn of a step that has one.
@@ -46,13 +50,23 @@ extension AuthCoordinator {
     }
   }
 
+  /// An authorizer's request on the heap. The authorizer is called with it from there, so that
+  /// the authorization step's frame, kept as long as the authorizer runs, holds a reference
+  /// where the request would take 184 bytes.
+  final class BoxedRequest: Sendable {
+    let request: AuthorizationRequest
+
+    init(_ request: AuthorizationRequest) { self.request = request }
+  }
+
   /// What carrying out one step needs: the flight and the step, in one value that every step
   /// function takes (``stepFunction(for:)``).
   struct StepCall: Sendable {
-    let key: AccountKey
-    let flight: UInt64
     let effects: Flight
     let step: FlightStep
+
+    var key: AccountKey { effects.key }
+    var flight: UInt64 { effects.id }
   }
 
   /// The flight's task. A report names the flight, so a flight that was stopped meanwhile gets
@@ -66,17 +80,14 @@ extension AuthCoordinator {
   /// runs and holds that step's values only (docs/benchmarks.md, "Issue 38: the flight's
   /// memory").
   @inline(never)
-  func runFlight(
-    _ key: AccountKey, flight id: UInt64, effects: Flight, first: FlightStep
-  ) async {
+  func runFlight(_ effects: Flight, first: FlightStep) async {
     var authorized = false
     var next: FlightStep? = first
     while let step = next {
-      let call = StepCall(key: key, flight: id, effects: effects, step: step)
-      if case .authorize = step.kind { authorized = true }
-      let outcome = await Self.stepFunction(for: step.kind)(self, call)
-      next = advance(key, flight: id, outcome)
+      if step.authorizes { authorized = true }
+      next = await Self.stepFunction(for: step)(self, StepCall(effects: effects, step: step))
     }
+    let key = effects.key
     // Whatever the flight still holds when its task ends: the lease kept while an unsaved
     // model's save was retried, or that of a flight stopped before the machine had it given
     // back (the machine decides the release of a flight it ends: `releaseLease`).
@@ -103,9 +114,14 @@ extension AuthCoordinator {
     stripe.lock.withLockToRead { effects.finished }?.open()
   }
 
+  /// Reports the outcome of the step `call` carried out: ``advance(_:flight:_:)``.
+  func advance(_ call: StepCall, _ outcome: KeyMachine.StepOutcome) -> FlightStep? {
+    advance(call.key, flight: call.flight, outcome)
+  }
+
   /// Reports a step's outcome to the machine and carries out its answer.
   ///
-  /// Out of line, for the flight's frame: see ``runFlight(_:flight:effects:first:)``.
+  /// Out of line, for the step functions' frames: see ``runFlight(_:first:)``.
   @inline(never)
   func advance(
     _ key: AccountKey, flight id: UInt64, _ outcome: KeyMachine.StepOutcome

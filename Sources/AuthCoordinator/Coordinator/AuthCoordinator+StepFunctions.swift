@@ -5,53 +5,78 @@ import SyncPrimitives
 // per step kind (the step's work itself is in `+FlightSteps`), so that a live flight holds the
 // frame of the step it is in, never one frame with room for every step's values.
 extension AuthCoordinator {
-  /// Calls the authorizer with the request ``prepare(_:key:flight:in:wake:)`` made.
+  /// Calls the authorizer with the request ``prepare(_:key:flight:in:wake:)`` made, and reports
+  /// its answer.
   ///
-  /// The frame of the step a flight spends longest in, so it holds only the request and the
-  /// answer: the request is completed, and a failure wrapped, out of line.
+  /// The frame of the step a flight spends longest in, so it holds only a reference to the
+  /// request and room for the answer: the request is completed, and the outcome made and
+  /// reported, out of line.
   @inline(never)
-  func authorizeStep(_ call: StepCall) async -> KeyMachine.StepOutcome {
-    let result: Result<AuthModel, any Error>
+  func authorizeStep(_ call: StepCall) async -> FlightStep? {
+    let boxed = authorizationRequest(for: call)
     do {
-      result = .success(try await authorizer.authorize(authorizationRequest(for: call)))
+      return authorized(call, .success(try await authorizer.authorize(boxed.request)))
     } catch {
-      result = .failure(error)
+      return authorized(call, .failure(error))
     }
-    return Self.authorized(result)
   }
 
   @inline(never)
-  static func authorized(_ result: Result<AuthModel, any Error>) -> KeyMachine.StepOutcome {
-    .authorized(result.mapError(wrap))
+  func authorized(_ call: StepCall, _ result: Result<AuthModel, any Error>) -> FlightStep? {
+    advance(call, .authorized(result.mapError(Self.wrap)))
   }
 
   /// The step's request; under the lease, it can confirm the grant before a second token
   /// request.
   @inline(never)
-  func authorizationRequest(for call: StepCall) -> AuthorizationRequest {
-    guard var request = call.step.request else {
+  func authorizationRequest(for call: StepCall) -> BoxedRequest {
+    guard let boxed = call.step.request else {
       preconditionFailure("Internal inconsistency: an authorization without its request")
     }
     let held = call.effects.lease
-    if lease != nil, let grant = held.grant, let hold = held.hold {
-      let key = call.key
-      let id = call.flight
-      request.confirmation = { [weak self] in
-        try await self?.confirmAnotherTokenRequest(key, flight: id, grant: grant, hold: hold)
-      }
+    guard lease != nil, let grant = held.grant, let hold = held.hold else { return boxed }
+    var request = boxed.request
+    let key = call.key
+    let id = call.flight
+    request.confirmation = { [weak self] in
+      try await self?.confirmAnotherTokenRequest(key, flight: id, grant: grant, hold: hold)
     }
-    return request
+    return BoxedRequest(request)
   }
 
-  /// Carries out one step and reports its outcome.
-  typealias StepFunction = @Sendable (AuthCoordinator, StepCall) async -> KeyMachine.StepOutcome
+  /// Carries out one step, reports its outcome to the machine (``advance(_:_:)``) and returns
+  /// the next step the machine decided, if any.
+  ///
+  /// The function reports the outcome itself, after its last suspension: an outcome returned to
+  /// the flight's loop would need room in the loop's frame, which lives as long as the flight.
+  typealias StepFunction = @Sendable (AuthCoordinator, StepCall) async -> FlightStep?
 
-  /// The function that carries out a step of `kind`: a function of its own per kind, with no
-  /// captures (no allocation), returned out of line so that the optimizer cannot fold the
-  /// kinds' frames into one: only the running step's frame exists.
+  /// The function that carries out `step`.
+  ///
+  /// The authorization, the step a flight spends longest in, reports its outcome from its own
+  /// frame. Every other step is carried out by its kind's function (``outcomeFunction(for:)``)
+  /// inside one that reports the outcome: that one's frame holds the outcome while the step
+  /// runs, and exists only then.
   @inline(never)
-  static func stepFunction(for kind: KeyMachine.StepKind) -> StepFunction {
-    switch kind {
+  static func stepFunction(for step: FlightStep) -> StepFunction {
+    if step.authorizes {
+      return { coordinator, call in await coordinator.authorizeStep(call) }
+    }
+    return { coordinator, call in
+      coordinator.advance(call, await Self.outcomeFunction(for: call.step)(coordinator, call))
+    }
+  }
+
+  /// Carries out one step and returns its outcome.
+  typealias OutcomeFunction =
+    @Sendable (AuthCoordinator, StepCall) async -> KeyMachine.StepOutcome
+
+  /// The function that carries out `step`, other than the authorization: a function of its own
+  /// per kind, with no captures (no allocation), returned out of line so that the
+  /// optimizer cannot fold the kinds' frames into one: only the running step's frame exists.
+  @inline(never)
+  private static func outcomeFunction(for step: FlightStep) -> OutcomeFunction {
+    switch step.kind {
     case .load:
       return { coordinator, call in await coordinator.load(call.key, turn: call.step.storeTurn) }
     case .awaitPredecessors:
@@ -110,7 +135,8 @@ extension AuthCoordinator {
         return .backedOff
       }
     case .authorize:
-      return { coordinator, call in await coordinator.authorizeStep(call) }
+      // Carried out by `authorizeStep`, which reports its own outcome.
+      return { _, call in Self.wrongKind(call) }
     case .persist, .persistLateResult:
       return { coordinator, call in
         let model: AuthModel

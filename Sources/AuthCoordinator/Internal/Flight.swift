@@ -16,6 +16,11 @@ protocol FlightEffects: AnyObject, Equatable {
 /// ending, which hands it back; a stopped flight's stays in the machine's record of stopped
 /// flights until its work is done with. Every variable is guarded by the stripe's lock.
 final class Flight: FlightEffects, @unchecked Sendable {
+  /// The key and the flight's number: kept here, so that the flight's task and each of its
+  /// steps hold one reference for all three (an async frame keeps what lives across a
+  /// suspension, and every live flight keeps its frames).
+  let key: AccountKey
+  let id: UInt64
   let queue: WaiterQueue
   /// Made when the first forced refresh must wait for the flight to end.
   var followers: WaiterQueue?
@@ -40,7 +45,11 @@ final class Flight: FlightEffects, @unchecked Sendable {
   /// giving back the lease): what a sign-out announcement asks the lease about.
   var publishedGrant: LeaseGrant?
 
-  init(queue: WaiterQueue) { self.queue = queue }
+  init(key: AccountKey, id: UInt64, queue: WaiterQueue) {
+    self.key = key
+    self.id = id
+    self.queue = queue
+  }
 
   var workStopped: Bool { cancellation?.isOpen ?? true }
 
