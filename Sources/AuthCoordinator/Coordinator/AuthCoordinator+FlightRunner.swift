@@ -37,6 +37,24 @@ extension AuthCoordinator {
       if case .authorize = kind { authorizes = true } else { authorizes = false }
     }
 
+    /// A save step's model, and whether it is a stopped refresh's late result: read out of the
+    /// kind by a function that is not async, so that the save step's frame holds no copy of the
+    /// kind.
+    var modelToSave: (model: AuthModel, late: Bool) {
+      @inline(never) get {
+        switch kind {
+        case .persist(let model): (model, false)
+        case .persistLateResult(let model): (model, true)
+        default: Self.noModel(kind)
+        }
+      }
+    }
+
+    @inline(never)
+    private static func noModel(_ kind: KeyMachine.StepKind) -> Never {
+      preconditionFailure("Internal inconsistency: \(kind) has no model to save")
+    }
+
     /// The turn of a step that has one.
     var storeTurn: StoreTurn {
       guard let turn else { Self.noTurn(kind) }

@@ -7,16 +7,28 @@ import SyncPrimitives
 // back off, authorize, persist, take and give back the lease. Each reports one outcome to the
 // state machine; none decides what comes next.
 extension AuthCoordinator {
-  /// Reads the store in its turn; a failure is reported and reads as nothing stored.
+  /// Reads the store in its turn, and reports what it read; a failure is reported and reads as
+  /// nothing stored.
+  ///
+  /// Like the other steps of every cold flight (the authorization and the save), it reports
+  /// its own outcome (``advance(_:_:)``) and returns the next step: the frames under it are
+  /// only as deep as the read, and a task keeps the allocator's slabs its deepest step needed
+  /// for as long as it lives.
   @inline(never)
-  func load(_ key: AccountKey, turn: StoreTurn) async -> KeyMachine.StepOutcome {
+  func loadStep(_ call: StepCall) async -> FlightStep? {
+    let turn = call.step.storeTurn
     await turn.waitForTurn()
     var model: AuthModel?
-    do { model = try await store.model(for: key) } catch {
-      reportStoreFailure(key, .load, error)
+    do { model = try await store.model(for: call.key) } catch {
+      reportStoreFailure(call.key, .load, error)
     }
     turn.finish()
-    return .loaded(model)
+    return loaded(call, model)
+  }
+
+  @inline(never)
+  private func loaded(_ call: StepCall, _ model: AuthModel?) -> FlightStep? {
+    advance(call, .loaded(model))
   }
 
   /// Rule 16's guard before a token request: the store is read, then the grant renewed. A
@@ -126,15 +138,31 @@ extension AuthCoordinator {
     try? await clock.sleepUntil(until)
   }
 
-  /// Stores the flight's model, or (`late`) a stopped refresh's late result; the machine has
-  /// one whose save failed retried.
+  /// Stores the flight's model, or a stopped refresh's late result, and reports the save; the
+  /// machine has one whose save failed retried. It reports its own outcome, as
+  /// ``loadStep(_:)`` does and for the same reason.
   @inline(never)
-  func persist(
-    _ model: AuthModel, _ key: AccountKey, flight id: UInt64, turn: StoreTurn,
-    under held: HeldLease, late: Bool
-  ) async -> KeyMachine.StepOutcome {
-    let result = await save(model, for: key, turn: turn, under: held, flight: id)
-    return persisted(result, model, key, flight: id, under: held, late: late)
+  func persistStep(_ call: StepCall) async -> FlightStep? {
+    let (model, late) = call.step.modelToSave
+    let held = call.effects.lease
+    let result: SaveResult
+    if let grant = held.grant {
+      result = await save(
+        model, for: call.key, turn: call.step.storeTurn, under: held, grant: grant,
+        flight: call.flight, retry: false, confirmingGrant: false)
+    } else {
+      result = await saveWithoutGrant(model, for: call.key, turn: call.step.storeTurn)
+    }
+    return persisted(call, result, model, late: late)
+  }
+
+  @inline(never)
+  private func persisted(
+    _ call: StepCall, _ result: SaveResult, _ model: AuthModel, late: Bool
+  ) -> FlightStep? {
+    advance(
+      call,
+      persisted(result, model, call.key, flight: call.flight, under: call.effects.lease, late: late))
   }
 
   /// What a save of the flight's model (or of a stopped refresh's late result) reports. Out

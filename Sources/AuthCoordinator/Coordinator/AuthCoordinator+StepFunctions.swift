@@ -53,14 +53,18 @@ extension AuthCoordinator {
 
   /// The function that carries out `step`.
   ///
-  /// The authorization, the step a flight spends longest in, reports its outcome from its own
-  /// frame. Every other step is carried out by its kind's function (``outcomeFunction(for:)``)
-  /// inside one that reports the outcome: that one's frame holds the outcome while the step
-  /// runs, and exists only then.
+  /// The steps of every cold flight (the read, the authorization, the step a flight spends
+  /// longest in, and the save) report their outcomes from their own frames. Every other step
+  /// is carried out by its kind's function (``outcomeFunction(for:)``) inside one that reports
+  /// the outcome: that one's frame holds the outcome while the step runs.
   @inline(never)
   static func stepFunction(for step: FlightStep) -> StepFunction {
-    if step.authorizes {
-      return { coordinator, call in await coordinator.authorizeStep(call) }
+    switch step.kind {
+    case .load: return { coordinator, call in await coordinator.loadStep(call) }
+    case .authorize: return { coordinator, call in await coordinator.authorizeStep(call) }
+    case .persist, .persistLateResult:
+      return { coordinator, call in await coordinator.persistStep(call) }
+    default: break
     }
     return { coordinator, call in
       coordinator.advance(call, await Self.outcomeFunction(for: call.step)(coordinator, call))
@@ -77,8 +81,6 @@ extension AuthCoordinator {
   @inline(never)
   private static func outcomeFunction(for step: FlightStep) -> OutcomeFunction {
     switch step.kind {
-    case .load:
-      return { coordinator, call in await coordinator.load(call.key, turn: call.step.storeTurn) }
     case .awaitPredecessors:
       return { coordinator, call in
         await coordinator.awaitAll(call.step.predecessors)
@@ -134,22 +136,9 @@ extension AuthCoordinator {
           call.key, flight: call.flight, until: until, attempt: attempt, delay: delay, code: code)
         return .backedOff
       }
-    case .authorize:
-      // Carried out by `authorizeStep`, which reports its own outcome.
+    case .load, .authorize, .persist, .persistLateResult:
+      // Carried out by a function that reports its own outcome (`stepFunction(for:)`).
       return { _, call in Self.wrongKind(call) }
-    case .persist, .persistLateResult:
-      return { coordinator, call in
-        let model: AuthModel
-        let late: Bool
-        switch call.step.kind {
-        case .persist(let result): (model, late) = (result, false)
-        case .persistLateResult(let result): (model, late) = (result, true)
-        default: Self.wrongKind(call)
-        }
-        return await coordinator.persist(
-          model, call.key, flight: call.flight, turn: call.step.storeTurn,
-          under: call.effects.lease, late: late)
-      }
     case .awaitSaveRetry:
       return { coordinator, call in
         guard case .awaitSaveRetry(let until) = call.step.kind else { Self.wrongKind(call) }
