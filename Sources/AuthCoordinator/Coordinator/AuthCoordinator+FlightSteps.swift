@@ -162,7 +162,8 @@ extension AuthCoordinator {
   ) -> FlightStep? {
     advance(
       call,
-      persisted(result, model, call.key, flight: call.flight, under: call.effects.lease, late: late))
+      persisted(result, model, call.key, flight: call.flight, under: call.effects.lease, late: late)
+    )
   }
 
   /// What a save of the flight's model (or of a stopped refresh's late result) reports. Out
