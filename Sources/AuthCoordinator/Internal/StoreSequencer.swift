@@ -32,9 +32,13 @@ struct StoreSequencer {
     if barrier?.isOpen == true { barrier = nil }
     let previous = tails[key].flatMap { $0.isOpen ? nil : $0 }
     let user = pendingUserBarrier(key.account)
-    let turn = StoreTurn(
-      after: [previous, user, barrier].compactMap { $0 }, done: Latch(),
-      storeWork: writes ? Latch() : nil)
+    // Appended one by one: an array literal of the three would be allocated for every
+    // operation, and there is usually nothing to wait for (an empty array allocates nothing).
+    var after: [Latch] = []
+    if let previous { after.append(previous) }
+    if let user { after.append(user) }
+    if let barrier { after.append(barrier) }
+    let turn = StoreTurn(after: after, done: Latch(), storeWork: writes ? Latch() : nil)
     tails[key] = turn.done
     if writes { self.writes[key] = turn.storeWorkGate }
     return turn
