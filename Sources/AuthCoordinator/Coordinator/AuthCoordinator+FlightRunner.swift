@@ -231,18 +231,39 @@ extension AuthCoordinator {
       stripe.counters.update { $0.retriesScheduled += 1 }
     case .authorize(let reason, let replacing):
       stripe.counters.update { $0.authorizationsStarted += 1 }
+      let progress = AuthorizationProgress(coordinator: self, key: key, flight: id)
       request = AuthorizationRequest(
         key: key, reason: reason, requestID: nil, replacing: replacing,
         // A refresh ahead runs without a caller: it never involves the user.
         allowsInteraction: configuration.allowsInteraction && reason != .refreshAhead,
-        exchangeBegan: { [weak self] in self?.exchangeBegan(key, flight: id) },
-        interactionBegan: { [weak self] in self?.interactionBegan(key, flight: id) },
+        exchangeBegan: { progress.exchangeBegan() },
+        interactionBegan: { progress.interactionBegan() },
         serverClock: serverClock)
     case .awaitLeaseHolder, .releaseLease, .releaseLeaseBackingOff, .awaitSaveRetry, .confirmGrant,
       .checkUnsavedGrant:
       break
     }
     return FlightStep(kind: step.kind, turn: turn, predecessors: predecessors, request: request)
+  }
+
+  /// Where the request's progress closures report, for flight `id` of `key`. Both closures
+  /// capture this one object and nothing else, so each uses it as its context: one allocation
+  /// for the two, where two closures capturing the coordinator weakly, the key and the number
+  /// made four.
+  final class AuthorizationProgress: Sendable {
+    weak let coordinator: AuthCoordinator?
+    let key: AccountKey
+    let id: UInt64
+
+    init(coordinator: AuthCoordinator, key: AccountKey, flight id: UInt64) {
+      self.coordinator = coordinator
+      self.key = key
+      self.id = id
+    }
+
+    func exchangeBegan() { coordinator?.exchangeBegan(key, flight: id) }
+
+    func interactionBegan() { coordinator?.interactionBegan(key, flight: id) }
   }
 
   /// The authorizer of flight `id` entered its exchange: for an interactive authorizer, the
