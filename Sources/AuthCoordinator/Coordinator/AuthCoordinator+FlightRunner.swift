@@ -251,19 +251,25 @@ extension AuthCoordinator {
   /// for the two, where two closures capturing the coordinator weakly, the key and the number
   /// made four.
   final class AuthorizationProgress: Sendable {
-    weak let coordinator: AuthCoordinator?
+    /// A weak reference in a value of its own: `weak let` needs Swift 6.2.3, and the package
+    /// builds with 6.2.
+    private struct WeakCoordinator: Sendable {
+      weak var value: AuthCoordinator?
+    }
+
+    private let coordinator: WeakCoordinator
     let key: AccountKey
     let id: UInt64
 
     init(coordinator: AuthCoordinator, key: AccountKey, flight id: UInt64) {
-      self.coordinator = coordinator
+      self.coordinator = WeakCoordinator(value: coordinator)
       self.key = key
       self.id = id
     }
 
-    func exchangeBegan() { coordinator?.exchangeBegan(key, flight: id) }
+    func exchangeBegan() { coordinator.value?.exchangeBegan(key, flight: id) }
 
-    func interactionBegan() { coordinator?.interactionBegan(key, flight: id) }
+    func interactionBegan() { coordinator.value?.interactionBegan(key, flight: id) }
   }
 
   /// The authorizer of flight `id` entered its exchange: for an interactive authorizer, the

@@ -75,9 +75,10 @@ extension AuthCoordinator {
   typealias OutcomeFunction =
     @Sendable (AuthCoordinator, StepCall) async -> KeyMachine.StepOutcome
 
-  /// The function that carries out `step`, other than the authorization: a function of its own
-  /// per kind, with no captures (no allocation), returned out of line so that the
-  /// optimizer cannot fold the kinds' frames into one: only the running step's frame exists.
+  /// The function that carries out `step`, other than the read, the authorization and the save
+  /// (those report their own outcomes: ``stepFunction(for:)``): a function of its own per kind,
+  /// with no captures (no allocation), returned out of line so that the optimizer cannot fold
+  /// the kinds' frames into one: only the running step's frame exists.
   @inline(never)
   private static func outcomeFunction(for step: FlightStep) -> OutcomeFunction {
     switch step.kind {
@@ -172,8 +173,8 @@ extension AuthCoordinator {
     }
   }
 
-  /// A step function called with a step of another kind: ``stepFunction(for:)`` chose it by
-  /// the same kind, so this cannot happen.
+  /// A step function called with a step of another kind: ``stepFunction(for:)`` and
+  /// ``outcomeFunction(for:)`` chose it by the same kind, so this cannot happen.
   @inline(never)
   private static func wrongKind(_ call: StepCall) -> Never {
     preconditionFailure(
