@@ -22,9 +22,6 @@ extension AuthCoordinator {
     let predecessors: [Latch]
     /// For ``AccountStateMachine/StepKind/authorize(_:replacing:)``: the authorizer's request.
     let request: BoxedRequest?
-    /// Whether it is the authorization: read by the flight's loop without copying the kind
-    /// into its frame.
-    let authorizes: Bool
 
     init(
       kind: KeyMachine.StepKind, turn: StoreTurn? = nil, predecessors: [Latch] = [],
@@ -34,7 +31,14 @@ extension AuthCoordinator {
       self.turn = turn
       self.predecessors = predecessors
       self.request = request.map(BoxedRequest.init)
-      if case .authorize = kind { authorizes = true } else { authorizes = false }
+    }
+
+    /// Whether it is the authorization: read out of the kind by a function that is not async,
+    /// so that the flight's loop holds no copy of the kind in its frame.
+    var authorizes: Bool {
+      @inline(never) get {
+        if case .authorize = kind { true } else { false }
+      }
     }
 
     /// A save step's model, and whether it is a stopped refresh's late result: read out of the

@@ -145,6 +145,9 @@ extension AuthCoordinator {
   func persistStep(_ call: StepCall) async -> FlightStep? {
     let (model, late) = call.step.modelToSave
     let held = call.effects.lease
+    // The choice `save(_:for:turn:under:flight:retry:confirmingGrant:)` makes, made here: called
+    // through it, this frame grows to 976 bytes and every flight's save takes a block larger
+    // than a slab (one per flight in B5).
     let result: SaveResult
     if let grant = held.grant {
       result = await save(
