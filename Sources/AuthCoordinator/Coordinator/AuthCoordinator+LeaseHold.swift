@@ -17,6 +17,12 @@ extension AuthCoordinator {
     /// The lease changes counted before the last attempt: a release announced after the
     /// attempt wakes the wait that follows it.
     var seenVersion: UInt64 = 0
+
+    /// Whether a grant is held. Out of line: reading `grant` in an async function copies the
+    /// whole grant into its frame.
+    var holdsGrant: Bool {
+      @inline(never) get { grant != nil }
+    }
   }
 
   /// A flight's hold of its grant (``LeaseHoldState``, which decides), shared between the

@@ -10,20 +10,27 @@ extension AuthCoordinator {
   ///
   /// The frame of the step a flight spends longest in, so it holds only a reference to the
   /// request and room for the answer: the request is completed, and the outcome made and
-  /// reported, out of line.
+  /// reported, out of line. The answer is passed on as it came, a model or an error: a
+  /// `Result` made here took two more model-sized temporaries in this frame, which then no
+  /// longer fitted in the task's first slab beside the flight's loop.
   @inline(never)
   func authorizeStep(_ call: StepCall) async -> FlightStep? {
     let boxed = authorizationRequest(for: call)
     do {
-      return authorized(call, .success(try await authorizer.authorize(boxed.request)))
+      return authorized(call, try await authorizer.authorize(boxed.request))
     } catch {
-      return authorized(call, .failure(error))
+      return authorizationFailed(call, error)
     }
   }
 
   @inline(never)
-  func authorized(_ call: StepCall, _ result: Result<AuthModel, any Error>) -> FlightStep? {
-    advance(call, .authorized(result.mapError(Self.wrap)))
+  func authorized(_ call: StepCall, _ model: AuthModel) -> FlightStep? {
+    advance(call, .authorized(.success(model)))
+  }
+
+  @inline(never)
+  func authorizationFailed(_ call: StepCall, _ error: any Error) -> FlightStep? {
+    advance(call, .authorized(.failure(Self.wrap(error))))
   }
 
   /// The step's request; under the lease, it can confirm the grant before a second token
