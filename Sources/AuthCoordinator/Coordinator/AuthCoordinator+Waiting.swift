@@ -14,6 +14,27 @@ extension AuthCoordinator {
     case joined(WaiterQueue, ticket: Int)
     /// Neither: the caller asks again through ``admit(_:refresh:)``.
     case miss
+
+    /// Whether it is a ``hit(_:)``, read in place: matching the case in the caller's async
+    /// function copied the whole model-sized enum into its frame. (So did one `case` with two
+    /// patterns, here and in ``AuthCoordinator/authModel(for:refresh:timeout:)``: each case has
+    /// a label of its own.)
+    @inlinable
+    var isHit: Bool {
+      switch self {
+      case .hit: true
+      case .joined: false
+      case .miss: false
+      }
+    }
+
+    /// Becomes the ``hit(_:)`` with the model a caller woken with `wake` from `queue` gets, or
+    /// throws its error. Out of line, like ``WaiterQueue/result(of:)``: the model is a
+    /// temporary of this frame only.
+    @inline(never)
+    mutating func fill(from queue: WaiterQueue, _ wake: WaiterQueue.Wake) throws {
+      self = .hit(try queue.result(of: wake))
+    }
   }
 
   /// An ordinary request's fast path: the valid cached model, from the thread's replica
@@ -66,60 +87,104 @@ extension AuthCoordinator {
     return .joined(flight.queue, ticket: ticket)
   }
 
-  /// A caller that joined the flight in progress through ``lookup(_:)``: park on it.
+  /// Everything but a hit: parks on the flight the request joined in ``lookup(_:)``, or admits
+  /// it (``admit(_:refresh:)``) and parks on the flight it joined or started; then leaves the
+  /// model in `found` as ``Lookup/hit(_:)``, or throws.
+  ///
+  /// The model travels in `found`, the caller's own variable, never as an async call's result:
+  /// each such result takes a model-sized temporary in the frame that receives it. This frame
+  /// parks the caller itself, so the common case (no deadline, one park) takes the entry
+  /// point's frame, this one, and the park's handler and continuation: a first caller in B5
+  /// fits in its task's first allocation slab (docs/benchmarks.md, "a flight in two slabs").
+  /// A deadline of the caller's own, and a forced refresh that must wait for a flight to end
+  /// and ask again, go on in ``settleSlowly(_:key:refresh:timeout:retrying:)``.
   @inline(never) @usableFromInline
-  nonisolated(nonsending) func joined(
-    _ queue: WaiterQueue, ticket: Int, timeout: Duration?
-  ) async throws -> AuthModel {
-    guard let timeout else { return try queue.result(of: await queue.park(ticket)) }
-    let deadline = clock.deadline(after: timeout)
-    return try queue.result(of: await park(on: queue, ticket: ticket, until: deadline))
+  nonisolated(nonsending) func settle(
+    _ found: inout Lookup, key: AccountKey, refresh: RefreshPolicy, timeout: Duration?
+  ) async throws {
+    guard timeout == nil,
+      let (queue, ticket, rejecting) = try ticket(for: &found, key: key, refresh: refresh)
+    else { return try await settleSlowly(&found, key: key, refresh: refresh, timeout: timeout) }
+    if let rejecting {
+      return try await settleSlowly(
+        &found, key: key, refresh: refresh, timeout: nil, retrying: (queue, ticket, rejecting))
+    }
+    // `WaiterQueue/park(_:)`, written out: its frame would come between this one and the
+    // handler's.
+    let wake = await withTaskCancellationHandler {
+      await withUnsafeContinuation { queue.park(ticket, $0) }
+    } onCancel: {
+      queue.leave(ticket, .cancelled)
+    }
+    try found.fill(from: queue, wake)
   }
 
-  /// A miss, or a forced refresh, with no deadline of the caller's own.
-  @inline(never) @usableFromInline
-  nonisolated(nonsending) func wait(
-    for key: AccountKey, refresh: RefreshPolicy
-  ) async throws -> AuthModel {
-    try await waitLoop(key, refresh) { queue, ticket in await queue.park(ticket) }
-  }
-
-  /// A miss, or a forced refresh, that gives up at the caller's own deadline: every park of
-  /// the request is bounded by the same deadline.
-  @inline(never) @usableFromInline
-  nonisolated(nonsending) func wait(
-    for key: AccountKey, refresh: RefreshPolicy, timeout: Duration
-  ) async throws -> AuthModel {
-    let deadline = clock.deadline(after: timeout)
-    return try await waitLoop(key, refresh) { queue, ticket in
-      await park(on: queue, ticket: ticket, until: deadline)
+  /// The ticket to park with for a request with no deadline of its own: the one it joined
+  /// with in ``lookup(_:)``, or the one ``admit(_:refresh:)`` gives it, with the token to reject
+  /// when it asks again after the flight ended, if admission says so. Nil when admission
+  /// answered at once: the model is then in `found`.
+  @inline(never)
+  func ticket(
+    for found: inout Lookup, key: AccountKey, refresh: RefreshPolicy
+  ) throws -> (WaiterQueue, Int, String?)? {
+    if case .joined(let queue, let ticket) = found { return (queue, ticket, nil) }
+    switch try admit(key, refresh: refresh) {
+    case .answered(let answer):
+      found = .hit(try answer.get())
+      return nil
+    case .wait(let queue, let ticket):
+      return (queue, ticket, nil)
+    case .retryAfter(let queue, let ticket, let rejecting):
+      return (queue, ticket, rejecting)
     }
   }
 
-  /// The one waiting loop: admit the request, then (usually) park on the flight.
-  ///
-  /// Inlined into the two entry points above so that each parked caller's async frames hold
-  /// only what its own path needs: the queue, the ticket, the retry state (and the deadline).
-  /// The result is read synchronously, out of line, after waking. Frames that overflow the
-  /// task's first allocation slab cost a second allocation per parked caller (see
-  /// docs/benchmarks.md, "Memory per parked caller").
-  @inline(__always)
-  nonisolated(nonsending) func waitLoop(
-    _ key: AccountKey, _ refresh: RefreshPolicy,
-    park: (WaiterQueue, Int) async -> WaiterQueue.Wake
-  ) async throws -> AuthModel {
+  /// What ``settle(_:key:refresh:timeout:)`` leaves: a request with a deadline of its own, whose
+  /// every park is bounded by it, and a forced refresh that waits for a flight to end and asks
+  /// again (`retry`, the ticket admission gave it), as often as admission says so. `found` is
+  /// where the request stands otherwise: a hit (an immediate answer: nothing left to do), a
+  /// ticket it joined with, or a miss.
+  @inline(never)
+  nonisolated(nonsending) func settleSlowly(
+    _ found: inout Lookup, key: AccountKey, refresh: RefreshPolicy, timeout: Duration?,
+    retrying retry: (WaiterQueue, Int, String)? = nil
+  ) async throws {
+    let deadline = timeout.map { clock.deadline(after: $0) }
     var refresh = refresh
+    var retry = retry
     while true {
-      switch try admit(key, refresh: refresh) {
-      case .answered(let answer):
-        return try answer.get()
-      case .wait(let queue, let ticket):
-        return try queue.result(of: await park(queue, ticket))
-      case .retryAfter(let queue, let ticket, let rejecting):
-        // Rare: a forced refresh of the token a flight is persisting asks again once it ended.
-        try queue.checkEnded(await park(queue, ticket))
-        refresh = .force(rejecting: rejecting)
+      let queue: WaiterQueue
+      let ticket: Int
+      var rejecting: String?
+      if let (admitted, number, token) = retry {
+        (queue, ticket, rejecting) = (admitted, number, token)
+        retry = nil
+      } else {
+        switch found {
+        case .hit: return
+        case .joined(let joined, let number): (queue, ticket) = (joined, number)
+        case .miss:
+          switch try admit(key, refresh: refresh) {
+          case .answered(let answer):
+            found = .hit(try answer.get())
+            return
+          case .wait(let admitted, let number): (queue, ticket) = (admitted, number)
+          case .retryAfter(let admitted, let number, let token):
+            (queue, ticket, rejecting) = (admitted, number, token)
+          }
+        }
       }
+      let wake =
+        if let deadline {
+          await park(on: queue, ticket: ticket, until: deadline)
+        } else {
+          await queue.park(ticket)
+        }
+      guard let rejecting else { return try found.fill(from: queue, wake) }
+      // Rare: a forced refresh of the token a flight is persisting asks again once it ended.
+      try queue.checkEnded(wake)
+      found = .miss
+      refresh = .force(rejecting: rejecting)
     }
   }
 

@@ -191,16 +191,15 @@ public final class AuthCoordinator: Sendable {
     refresh: RefreshPolicy = .ifNeeded,
     timeout: Duration? = nil
   ) async throws -> AuthModel {
-    if case .ifNeeded = refresh {
-      switch lookup(key) {
-      case .hit(let model): return model
-      case .joined(let queue, let ticket):
-        return try await joined(queue, ticket: ticket, timeout: timeout)
-      case .miss: break
-      }
+    // What is not a hit ends as one in `found`, or throws: the model never comes back as an
+    // async call's result, which takes a model-sized temporary in the caller's frame.
+    var found: Lookup = if case .ifNeeded = refresh { lookup(key) } else { .miss }
+    if !found.isHit { try await settle(&found, key: key, refresh: refresh, timeout: timeout) }
+    switch consume found {
+    case .hit(let model): return model
+    case .joined: preconditionFailure("Internal inconsistency: a request settled without a model")
+    case .miss: preconditionFailure("Internal inconsistency: a request settled without a model")
     }
-    guard let timeout else { return try await wait(for: key, refresh: refresh) }
-    return try await wait(for: key, refresh: refresh, timeout: timeout)
   }
 
   /// Returns the login state for `key`, reading the container's `extendParams`.

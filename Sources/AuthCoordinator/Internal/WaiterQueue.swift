@@ -143,29 +143,34 @@ final class WaiterQueue: @unchecked Sendable {
   @inline(never)
   nonisolated(nonsending) func park(_ ticket: Int) async -> Wake {
     await withTaskCancellationHandler {
-      await withUnsafeContinuation { (continuation: UnsafeContinuation<Wake, Never>) in
-        lock.lock()
-        switch slots[ticket] {
-        case .reserved:
-          if outcome != nil {
-            slots[ticket] = .done
-            lock.unlock()
-            continuation.resume(returning: .finished)
-          } else {
-            slots[ticket] = .parked(continuation)
-            lock.unlock()
-          }
-        case .left(let reason):
-          slots[ticket] = .done
-          lock.unlock()
-          continuation.resume(returning: reason.wake)
-        case .parked, .done:
-          lock.unlock()
-          preconditionFailure("Internal inconsistency: waiter \(ticket) parked twice")
-        }
-      }
+      await withUnsafeContinuation { park(ticket, $0) }
     } onCancel: {
       leave(ticket, .cancelled)
+    }
+  }
+
+  /// Parks `continuation` in the slot of `ticket`, or resumes it at once when the flight ended
+  /// or the caller left first: the body of ``park(_:)``'s continuation, which
+  /// ``AuthCoordinator/settle(_:key:refresh:timeout:)`` writes out.
+  func park(_ ticket: Int, _ continuation: UnsafeContinuation<Wake, Never>) {
+    lock.lock()
+    switch slots[ticket] {
+    case .reserved:
+      if outcome != nil {
+        slots[ticket] = .done
+        lock.unlock()
+        continuation.resume(returning: .finished)
+      } else {
+        slots[ticket] = .parked(continuation)
+        lock.unlock()
+      }
+    case .left(let reason):
+      slots[ticket] = .done
+      lock.unlock()
+      continuation.resume(returning: reason.wake)
+    case .parked, .done:
+      lock.unlock()
+      preconditionFailure("Internal inconsistency: waiter \(ticket) parked twice")
     }
   }
 
