@@ -97,7 +97,7 @@ extension AuthCoordinator {
   /// point's frame, this one, and the park's handler and continuation: a first caller in B5
   /// fits in its task's first allocation slab (docs/benchmarks.md, "a flight in two slabs").
   /// A deadline of the caller's own, and a forced refresh that must wait for a flight to end
-  /// and ask again, go on in ``settleSlowly(_:key:refresh:timeout:retrying:)``.
+  /// and ask again, go on in ``settleSlowly(_:key:refresh:timeout:from:)``.
   @inline(never) @usableFromInline
   nonisolated(nonsending) func settle(
     _ found: inout Lookup, key: AccountKey, refresh: RefreshPolicy, timeout: Duration?
@@ -105,9 +105,11 @@ extension AuthCoordinator {
     guard timeout == nil,
       let (queue, ticket, rejecting) = try ticket(for: &found, key: key, refresh: refresh)
     else { return try await settleSlowly(&found, key: key, refresh: refresh, timeout: timeout) }
+    // The token unwrapped: passed on as an optional, it took this frame 16 bytes past what a
+    // first caller has in its slab (B5's heap threshold fails then).
     if let rejecting {
       return try await settleSlowly(
-        &found, key: key, refresh: refresh, timeout: nil, retrying: (queue, ticket, rejecting))
+        &found, key: key, refresh: refresh, timeout: nil, from: (queue, ticket, rejecting))
     }
     // `WaiterQueue/park(_:)`, written out: its frame would come between this one and the
     // handler's.
@@ -119,10 +121,10 @@ extension AuthCoordinator {
     try found.fill(from: queue, wake)
   }
 
-  /// The ticket to park with for a request with no deadline of its own: the one it joined
-  /// with in ``lookup(_:)``, or the one ``admit(_:refresh:)`` gives it, with the token to reject
-  /// when it asks again after the flight ended, if admission says so. Nil when admission
-  /// answered at once: the model is then in `found`.
+  /// The ticket to park with: the one the request joined with in ``lookup(_:)``, or the one
+  /// ``admit(_:refresh:)`` gives it, with the token to reject when it asks again after the
+  /// flight ended, if admission says so. Nil when admission answered at once: the model is
+  /// then in `found`.
   @inline(never)
   func ticket(
     for found: inout Lookup, key: AccountKey, refresh: RefreshPolicy
@@ -141,39 +143,21 @@ extension AuthCoordinator {
 
   /// What ``settle(_:key:refresh:timeout:)`` leaves: a request with a deadline of its own, whose
   /// every park is bounded by it, and a forced refresh that waits for a flight to end and asks
-  /// again (`retry`, the ticket admission gave it), as often as admission says so. `found` is
-  /// where the request stands otherwise: a hit (an immediate answer: nothing left to do), a
-  /// ticket it joined with, or a miss.
+  /// again, as often as admission says so. It starts from `admitted` (a ticket admission
+  /// already gave) if there is one, else from `found`: a hit (an immediate answer: nothing left
+  /// to do), a ticket the request joined with, or a miss.
   @inline(never)
   nonisolated(nonsending) func settleSlowly(
     _ found: inout Lookup, key: AccountKey, refresh: RefreshPolicy, timeout: Duration?,
-    retrying retry: (WaiterQueue, Int, String)? = nil
+    from admitted: (WaiterQueue, Int, String)? = nil
   ) async throws {
     let deadline = timeout.map { clock.deadline(after: $0) }
     var refresh = refresh
-    var retry = retry
+    var next: (WaiterQueue, Int, String?)? = admitted.map { ($0, $1, $2) }
     while true {
-      let queue: WaiterQueue
-      let ticket: Int
-      var rejecting: String?
-      if let (admitted, number, token) = retry {
-        (queue, ticket, rejecting) = (admitted, number, token)
-        retry = nil
-      } else {
-        switch found {
-        case .hit: return
-        case .joined(let joined, let number): (queue, ticket) = (joined, number)
-        case .miss:
-          switch try admit(key, refresh: refresh) {
-          case .answered(let answer):
-            found = .hit(try answer.get())
-            return
-          case .wait(let admitted, let number): (queue, ticket) = (admitted, number)
-          case .retryAfter(let admitted, let number, let token):
-            (queue, ticket, rejecting) = (admitted, number, token)
-          }
-        }
-      }
+      if next == nil, !found.isHit { next = try ticket(for: &found, key: key, refresh: refresh) }
+      guard let (queue, ticket, rejecting) = next else { return }
+      next = nil
       let wake =
         if let deadline {
           await park(on: queue, ticket: ticket, until: deadline)
