@@ -29,6 +29,7 @@ struct CoordinatorSource: TokenSource {
 
   var reportedAuthorizations: Int? { coordinator.statistics.authorizationsStarted }
 
+  @inline(__always)
   nonisolated(nonsending) func get(_ key: AccountKey) async throws -> AuthModel {
     try await coordinator.authModel(for: key)
   }

@@ -207,6 +207,8 @@ extension AuthCoordinator {
       queue.leave(ticket, .cancelled)
       return "joined"
     case .miss: return "miss"
+    // Never from a lookup (admission alone answers it): the expected summaries fail on it.
+    case .retry: return "retry"
     }
   }
 }

@@ -18,6 +18,7 @@ final class BareLockSource: TokenSource {
 
   var parked: Int { 0 }
 
+  @inline(__always)
   nonisolated(nonsending) func get(_ key: AccountKey) async throws -> AuthModel {
     let date = now()
     if let model = models.withLock({ $0[key] }), model.isValid(at: date, leeway: refreshLeeway) {

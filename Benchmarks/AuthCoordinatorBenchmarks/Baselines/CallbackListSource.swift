@@ -32,6 +32,7 @@ final class CallbackListSource: TokenSource {
 
   var parked: Int { state.withLock { $0.parked } }
 
+  @inline(__always)
   nonisolated(nonsending) func get(_ key: AccountKey) async throws -> AuthModel {
     try await perform(key, rejecting: nil)
   }

@@ -21,6 +21,7 @@ final class NoSyncSource: TokenSource {
 
   var parked: Int { 0 }
 
+  @inline(__always)
   nonisolated(nonsending) func get(_ key: AccountKey) async throws -> AuthModel {
     let date = now()
     if let model = models[key], model.isValid(at: date, leeway: refreshLeeway) {

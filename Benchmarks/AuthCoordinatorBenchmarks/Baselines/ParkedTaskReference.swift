@@ -28,6 +28,7 @@ final class ParkedTaskReference: TokenSource {
 
   var parked: Int { state.withLock { $0.waiters.count } }
 
+  @inline(__always)
   nonisolated(nonsending) func get(_ key: AccountKey) async throws -> AuthModel {
     try await withUnsafeThrowingContinuation { (waiter: Waiter) in
       let starts = state.withLock { state -> Bool in

@@ -26,6 +26,7 @@ final class RWLockSource: TokenSource {
 
   var parked: Int { 0 }
 
+  @inline(__always)
   nonisolated(nonsending) func get(_ key: AccountKey) async throws -> AuthModel {
     let date = now()
     if let model = models.withReadLock({ $0[key] }), model.isValid(at: date, leeway: refreshLeeway)

@@ -26,6 +26,7 @@ final class SerialBarrierSource: TokenSource {
   /// Callers queued at the barrier plus the one inside the authorizer.
   var parked: Int { barrier.queued + authorizing.withLock { $0 } }
 
+  @inline(__always)
   nonisolated(nonsending) func get(_ key: AccountKey) async throws -> AuthModel {
     try await serially(key, rejecting: nil)
   }

@@ -14,6 +14,10 @@ extension AuthCoordinator {
     case joined(WaiterQueue, ticket: Int)
     /// Neither: the caller asks again through ``admit(_:refresh:)``.
     case miss
+    /// A forced refresh of the token a flight is persisting: the caller waits with this ticket
+    /// for the flight to end, then asks again rejecting `rejecting` (set by
+    /// ``AuthCoordinator/ticket(for:key:refresh:)``).
+    case retry(WaiterQueue, ticket: Int, rejecting: String)
 
     /// Whether it is a ``hit(_:)``, read in place: matching the case in the caller's async
     /// function copied the whole model-sized enum into its frame. (So did one `case` with two
@@ -25,13 +29,26 @@ extension AuthCoordinator {
       case .hit: true
       case .joined: false
       case .miss: false
+      case .retry: false
+      }
+    }
+
+    /// The ticket to park with and the token to reject afterwards, if it holds one: out of
+    /// line, as ``isHit``.
+    @inline(never)
+    var pending: (WaiterQueue, Int, String?)? {
+      switch self {
+      case .joined(let queue, let ticket): (queue, ticket, nil)
+      case .retry(let queue, let ticket, let rejecting): (queue, ticket, rejecting)
+      case .hit: nil
+      case .miss: nil
       }
     }
 
     /// Becomes the ``hit(_:)`` with the model a caller woken with `wake` from `queue` gets, or
     /// throws its error. Out of line, like ``WaiterQueue/result(of:)``: the model is a
     /// temporary of this frame only.
-    @inline(never)
+    @inline(never) @usableFromInline
     mutating func fill(from queue: WaiterQueue, _ wake: WaiterQueue.Wake) throws {
       self = .hit(try queue.result(of: wake))
     }
@@ -87,77 +104,48 @@ extension AuthCoordinator {
     return .joined(flight.queue, ticket: ticket)
   }
 
-  /// Everything but a hit: parks on the flight the request joined in ``lookup(_:)``, or admits
-  /// it (``admit(_:refresh:)``) and parks on the flight it joined or started; then leaves the
-  /// model in `found` as ``Lookup/hit(_:)``, or throws.
-  ///
-  /// The model travels in `found`, the caller's own variable, never as an async call's result:
-  /// each such result takes a model-sized temporary in the frame that receives it. This frame
-  /// parks the caller itself, so the common case (no deadline, one park) takes the entry
-  /// point's frame, this one, and the park's handler and continuation: a first caller in B5
-  /// fits in its task's first allocation slab (docs/benchmarks.md, "a flight in two slabs").
-  /// A deadline of the caller's own, and a forced refresh that must wait for a flight to end
-  /// and ask again, go on in ``settleSlowly(_:key:refresh:timeout:from:)``.
+  /// Admits the request unless it holds a ticket already, and returns the ticket to park with
+  /// when it has one and nothing to ask again afterwards. Otherwise `found` says what is
+  /// left: a ``Lookup/hit(_:)`` (admission answered at once), or a
+  /// ``Lookup/retry(_:ticket:rejecting:)`` (a forced refresh that waits for a flight to end
+  /// and asks again). The ticket comes back in two registers: returned with the token to
+  /// reject (33 bytes, through memory), it took the frame that parks 16 bytes more.
   @inline(never) @usableFromInline
-  nonisolated(nonsending) func settle(
-    _ found: inout Lookup, key: AccountKey, refresh: RefreshPolicy, timeout: Duration?
-  ) async throws {
-    guard timeout == nil,
-      let (queue, ticket, rejecting) = try ticket(for: &found, key: key, refresh: refresh)
-    else { return try await settleSlowly(&found, key: key, refresh: refresh, timeout: timeout) }
-    // The token unwrapped: passed on as an optional, it took this frame 16 bytes past what a
-    // first caller has in its slab (B5's heap threshold fails then).
-    if let rejecting {
-      return try await settleSlowly(
-        &found, key: key, refresh: refresh, timeout: nil, from: (queue, ticket, rejecting))
-    }
-    // `WaiterQueue/park(_:)`, written out: its frame would come between this one and the
-    // handler's.
-    let wake = await withTaskCancellationHandler {
-      await withUnsafeContinuation { queue.park(ticket, $0) }
-    } onCancel: {
-      queue.leave(ticket, .cancelled)
-    }
-    try found.fill(from: queue, wake)
-  }
-
-  /// The ticket to park with: the one the request joined with in ``lookup(_:)``, or the one
-  /// ``admit(_:refresh:)`` gives it, with the token to reject when it asks again after the
-  /// flight ended, if admission says so. Nil when admission answered at once: the model is
-  /// then in `found`.
-  @inline(never)
   func ticket(
     for found: inout Lookup, key: AccountKey, refresh: RefreshPolicy
-  ) throws -> (WaiterQueue, Int, String?)? {
-    if case .joined(let queue, let ticket) = found { return (queue, ticket, nil) }
+  ) throws -> (WaiterQueue, Int)? {
+    switch found {
+    case .joined(let queue, let ticket): return (queue, ticket)
+    case .retry: return nil
+    case .hit: return nil
+    case .miss: break
+    }
     switch try admit(key, refresh: refresh) {
     case .answered(let answer):
       found = .hit(try answer.get())
       return nil
     case .wait(let queue, let ticket):
-      return (queue, ticket, nil)
+      found = .joined(queue, ticket: ticket)
+      return (queue, ticket)
     case .retryAfter(let queue, let ticket, let rejecting):
-      return (queue, ticket, rejecting)
+      found = .retry(queue, ticket: ticket, rejecting: rejecting)
+      return nil
     }
   }
 
-  /// What ``settle(_:key:refresh:timeout:)`` leaves: a request with a deadline of its own, whose
-  /// every park is bounded by it, and a forced refresh that waits for a flight to end and asks
-  /// again, as often as admission says so. It starts from `admitted` (a ticket admission
-  /// already gave) if there is one, else from `found`: a hit (an immediate answer: nothing left
-  /// to do), a ticket the request joined with, or a miss.
-  @inline(never)
+  /// The requests ``authModel(for:refresh:timeout:)`` does not park itself: one with a
+  /// deadline of its own, whose every park is bounded by it, and a forced refresh that waits
+  /// for a flight to end and asks again, as often as admission says so. It starts from
+  /// `found`: a hit (nothing left to do), a ticket (joined or admitted), a retry, or a miss.
+  @inline(never) @usableFromInline
   nonisolated(nonsending) func settleSlowly(
-    _ found: inout Lookup, key: AccountKey, refresh: RefreshPolicy, timeout: Duration?,
-    from admitted: (WaiterQueue, Int, String)? = nil
+    _ found: inout Lookup, key: AccountKey, refresh: RefreshPolicy, timeout: Duration?
   ) async throws {
     let deadline = timeout.map { clock.deadline(after: $0) }
     var refresh = refresh
-    var next: (WaiterQueue, Int, String?)? = admitted.map { ($0, $1, $2) }
-    while true {
-      if next == nil, !found.isHit { next = try ticket(for: &found, key: key, refresh: refresh) }
-      guard let (queue, ticket, rejecting) = next else { return }
-      next = nil
+    while !found.isHit {
+      _ = try ticket(for: &found, key: key, refresh: refresh)
+      guard let (queue, ticket, rejecting) = found.pending else { return }
       let wake =
         if let deadline {
           await park(on: queue, ticket: ticket, until: deadline)

@@ -194,11 +194,29 @@ public final class AuthCoordinator: Sendable {
     // What is not a hit ends as one in `found`, or throws: the model never comes back as an
     // async call's result, which takes a model-sized temporary in the caller's frame.
     var found: Lookup = if case .ifNeeded = refresh { lookup(key) } else { .miss }
-    if !found.isHit { try await settle(&found, key: key, refresh: refresh, timeout: timeout) }
+    if !found.isHit {
+      // Not a hit: park on the flight the lookup joined, or on the one admission joins or
+      // starts, here. A frame of its own for the park (as the entry point had) put a caller
+      // that joins a flight past its task's first allocation slab: a kilobyte more per parked
+      // caller (docs/benchmarks.md). The ticket comes back in two registers; a deadline of
+      // the caller's own, or a forced refresh that waits for the flight to end and asks again
+      // (left in `found`), go on in `settleSlowly`.
+      if timeout == nil, let (queue, ticket) = try ticket(for: &found, key: key, refresh: refresh) {
+        let wake = await withTaskCancellationHandler {
+          await withUnsafeContinuation { queue.park(ticket, $0) }
+        } onCancel: {
+          queue.leave(ticket, .cancelled)
+        }
+        try found.fill(from: queue, wake)
+      } else if !found.isHit {
+        try await settleSlowly(&found, key: key, refresh: refresh, timeout: timeout)
+      }
+    }
     switch consume found {
     case .hit(let model): return model
     case .joined: preconditionFailure("Internal inconsistency: a request settled without a model")
     case .miss: preconditionFailure("Internal inconsistency: a request settled without a model")
+    case .retry: preconditionFailure("Internal inconsistency: a request settled without a model")
     }
   }
 

@@ -20,6 +20,7 @@ final class WaiterQueue: @unchecked Sendable {
   }
 
   /// Why a caller left before the flight ended.
+  @usableFromInline
   enum LeaveReason: Sendable {
     case cancelled
     case timedOut
@@ -41,6 +42,7 @@ final class WaiterQueue: @unchecked Sendable {
 
   /// Why a parked caller woke. One byte, so the parked frames stay small: the outcome itself
   /// (which holds a model) is read from the queue after waking.
+  @usableFromInline
   enum Wake: Sendable {
     case finished
     case cancelled
@@ -151,7 +153,8 @@ final class WaiterQueue: @unchecked Sendable {
 
   /// Parks `continuation` in the slot of `ticket`, or resumes it at once when the flight ended
   /// or the caller left first: the body of ``park(_:)``'s continuation, which
-  /// ``AuthCoordinator/settle(_:key:refresh:timeout:)`` writes out.
+  /// ``AuthCoordinator/authModel(for:refresh:timeout:)`` writes out.
+  @usableFromInline
   func park(_ ticket: Int, _ continuation: UnsafeContinuation<Wake, Never>) {
     lock.lock()
     switch slots[ticket] {
@@ -183,6 +186,7 @@ final class WaiterQueue: @unchecked Sendable {
   var finalOutcome: Outcome? { outcome }
 
   /// Makes the caller holding `ticket` leave early, unless the flight already ended.
+  @usableFromInline
   func leave(_ ticket: Int, _ reason: LeaveReason) {
     lock.lock()
     guard outcome == nil else {
