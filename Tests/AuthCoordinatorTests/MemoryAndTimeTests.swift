@@ -56,6 +56,20 @@ import Testing
     #expect(sizes.storeOrder >= 2, "a latch per key for its last store operation")
   }
 
+  // A flight's read is done before its authorization starts: the store order keeps no latch
+  // for it while the authorizer runs (it did, 72 bytes of every authorizing key's heap, until
+  // the save's turn replaced it).
+  @Test func anAuthorizingFlightKeepsNoLatchOfItsFinishedRead() async throws {
+    let h = Harness()
+    let key = AccountKey(account: "cold")
+    let request = h.request(key)
+    let call = await h.authorizer.nextCall()
+    #expect(h.coordinator.stateSizes.flights == 1)
+    #expect(h.coordinator.stateSizes.storeOrder == 0, "the read's latch, kept past the read")
+    call.succeed(with: makeModel("t1", mcUid: "cold"))
+    #expect(try await request.value.accessToken == "t1")
+  }
+
   // Rule 14: a request the loop guard refuses starts no flight, so it must not make the
   // eviction think a flight is still running (found by reading: refusals drew a flight id).
   @Test func requestsTheLoopGuardRefusedDoNotHideIdleKeysFromEviction() async throws {

@@ -106,7 +106,8 @@ extension AuthCoordinator {
       $0.flightsInProgress += 1
     }
     let first = prepare(step, key: key, flight: id, in: stripe, wake: &wake)
-    let flight = Flight(key: key, id: id, queue: queue)
+    let flight = Flight(
+      key: key, id: id, queue: queue, lease: lease == nil ? unleased : HeldLease(), first: first)
     let stopped = slot.machine.attach(flight, to: id)
     let stopping = stopped.cancelling.compactMap(\.cancellation)
     let discarded = stopped.discarded.compactMap(\.work)
@@ -117,7 +118,7 @@ extension AuthCoordinator {
       if !discarded.isEmpty || !stopping.isEmpty {
         await Self.stop(discarded, awaiting: stopping)
       }
-      await self?.runFlight(flight, first: first)
+      await self?.runFlight(flight)
     }
     // Events are emitted under the lock, so that a key's events are in the order of its
     // decisions (the flight's task may end it on another thread as soon as it is released).

@@ -102,9 +102,9 @@ extension AuthCoordinator {
   /// runs and holds that step's values only (docs/benchmarks.md, "Issue 38: the flight's
   /// memory").
   @inline(never)
-  func runFlight(_ effects: Flight, first: FlightStep) async {
+  func runFlight(_ effects: Flight) async {
     var authorized = false
-    var next: FlightStep? = first
+    var next = effects.takeFirst()
     while let step = next {
       if step.authorizes { authorized = true }
       next = await Self.stepFunction(for: step)(self, StepCall(effects: effects, step: step))
@@ -143,7 +143,7 @@ extension AuthCoordinator {
 
   /// Reports a step's outcome to the machine and carries out its answer.
   ///
-  /// Out of line, for the step functions' frames: see ``runFlight(_:first:)``.
+  /// Out of line, for the step functions' frames: see ``runFlight(_:)``.
   @inline(never)
   func advance(
     _ key: AccountKey, flight id: UInt64, _ outcome: KeyMachine.StepOutcome
@@ -247,6 +247,10 @@ extension AuthCoordinator {
       .checkUnsavedGrant:
       break
     }
+    // A step that reserves no store operation (the authorization, a wait) lets the key's last
+    // one go if it is done: the sequencer would keep its latch until the key's next operation,
+    // through the whole authorization.
+    if turn == nil { stripe.storeOperations.dropFinished(key) }
     return FlightStep(kind: step.kind, turn: turn, predecessors: predecessors, request: request)
   }
 

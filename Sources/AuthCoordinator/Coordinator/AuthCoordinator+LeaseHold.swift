@@ -9,14 +9,31 @@ extension AuthCoordinator {
   /// The cross-process lease a flight holds, and the task that renews it. A reference, used by
   /// the flight's task alone (one step at a time), so that passing it to a step costs the
   /// flight's frame a pointer, not a copy.
+  ///
+  /// A coordinator without a lease gives every flight one shared record (``unleased``): only
+  /// taking a grant writes to it, and that needs a lease, so the shared record stays empty
+  /// and its readers never race (a debug build checks every write). A record per flight was
+  /// 192 bytes of every flight's heap for nothing.
   final class HeldLease {
-    var grant: LeaseGrant?
-    var renewal: Task<Void, Never>?
+    var grant: LeaseGrant? {
+      didSet { assert(!isShared, "a write to the record every unleased flight shares") }
+    }
+    var renewal: Task<Void, Never>? {
+      didSet { assert(!isShared, "a write to the record every unleased flight shares") }
+    }
     /// Whether the grant is still held, as far as its renewal knows.
-    var hold: LeaseHold?
+    var hold: LeaseHold? {
+      didSet { assert(!isShared, "a write to the record every unleased flight shares") }
+    }
     /// The lease changes counted before the last attempt: a release announced after the
     /// attempt wakes the wait that follows it.
-    var seenVersion: UInt64 = 0
+    var seenVersion: UInt64 = 0 {
+      didSet { assert(!isShared, "a write to the record every unleased flight shares") }
+    }
+    /// The one record of a coordinator without a lease, which no flight writes to.
+    let isShared: Bool
+
+    init(shared: Bool = false) { isShared = shared }
 
     /// Whether a grant is held. Out of line: reading `grant` in an async function copies the
     /// whole grant into its frame.

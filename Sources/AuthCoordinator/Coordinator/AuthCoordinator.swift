@@ -75,6 +75,9 @@ public final class AuthCoordinator: Sendable {
   var policy: KeyMachine.Policy { machineSettings.policy }
   /// Wakes the stripes when their deadlines are due.
   let scheduler: DeadlineScheduler
+  /// The lease record every flight shares when there is no lease (``HeldLease``). Unchecked:
+  /// only taking a grant writes to a record, which needs a lease, so this one is only read.
+  nonisolated(unsafe) let unleased = HeldLease(shared: true)
   /// The changes the lease announced, for flights waiting for another process's result.
   let leaseWatch = LeaseWatch()
   /// Listens to the lease's changes.

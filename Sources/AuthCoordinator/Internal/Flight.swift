@@ -39,16 +39,34 @@ final class Flight: FlightEffects, @unchecked Sendable {
   /// The cross-process lease the flight holds (its grant, the hold its renewal shares, the task
   /// renewing it): used by the flight's task alone, one step at a time, never under the lock.
   /// The state machine decides when it is taken, confirmed and given back (its steps), and the
-  /// hold (``LeaseHoldState``) whether it is still held.
-  let lease = AuthCoordinator.HeldLease()
+  /// hold (``LeaseHoldState``) whether it is still held. Without a lease, the coordinator's one
+  /// shared record, which nothing writes to.
+  let lease: AuthCoordinator.HeldLease
   /// The grant the flight holds, as its task last published it (after taking, confirming or
   /// giving back the lease): what a sign-out announcement asks the lease about.
-  var publishedGrant: LeaseGrant?
+  /// Out of line (``Rare``): a grant is 144 bytes, and a flight without a lease never has one.
+  @Rare var publishedGrant: LeaseGrant?
+  /// The flight's first step, from its start until its task takes it
+  /// (``AuthCoordinator/runFlight(_:)``). Set before the task is made and taken by the task
+  /// alone. Captured by the task's closure instead, the step and the store turn it holds (the
+  /// read's latch) lived as long as the flight.
+  var first: AuthCoordinator.FlightStep?
 
-  init(key: AccountKey, id: UInt64, queue: WaiterQueue) {
+  init(
+    key: AccountKey, id: UInt64, queue: WaiterQueue, lease: AuthCoordinator.HeldLease,
+    first: AuthCoordinator.FlightStep
+  ) {
     self.key = key
     self.id = id
     self.queue = queue
+    self.lease = lease
+    self.first = first
+  }
+
+  /// The first step, handed over once to the flight's task.
+  func takeFirst() -> AuthCoordinator.FlightStep? {
+    defer { first = nil }
+    return first
   }
 
   var workStopped: Bool { cancellation?.isOpen ?? true }

@@ -79,6 +79,14 @@ struct StoreSequencer {
     return StoreTurn(after: after, done: latch)
   }
 
+  /// Forgets `key`'s last operation if it is done: nothing issued later needs to wait for it.
+  /// One hash of the key, where ``forget(_:)`` takes three.
+  mutating func dropFinished(_ key: AccountKey) {
+    if let index = tails.index(forKey: key), tails.values[index].isOpen {
+      tails.remove(at: index)
+    }
+  }
+
   /// Forgets `key`'s finished operations, so that idle and evicted keys cost nothing here.
   mutating func forget(_ key: AccountKey) {
     if tails[key]?.isOpen == true { tails.removeValue(forKey: key) }
