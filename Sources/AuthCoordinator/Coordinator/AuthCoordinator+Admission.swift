@@ -83,12 +83,18 @@ extension AuthCoordinator {
     return admission
   }
 
-  /// Cancels the discarded refreshes' tasks and waits until the cancelled ones have ended:
+  /// Cancels the discarded refreshes' tasks, opening each one's cancellation latch once it was
+  /// delivered, and waits until the cancellations of the flights stopped before were delivered:
   /// out of line, so that the flight task's frame, kept for the whole flight, has no room for
   /// the loops.
   @inline(never)
-  private static func stop(_ discarded: [Task<Void, Never>], awaiting stopping: [Latch]) async {
-    for work in discarded { work.cancel() }
+  private static func stop(
+    _ discarded: [(work: Task<Void, Never>, cancellation: Latch)], awaiting stopping: [Latch]
+  ) async {
+    for refresh in discarded {
+      refresh.work.cancel()
+      refresh.cancellation.open()
+    }
     for latch in stopping { await latch.wait() }
   }
 
@@ -110,7 +116,16 @@ extension AuthCoordinator {
       key: key, id: id, queue: queue, lease: lease == nil ? unleased : HeldLease(), first: first)
     let stopped = slot.machine.attach(flight, to: id)
     let stopping = stopped.cancelling.compactMap(\.cancellation)
-    let discarded = stopped.discarded.compactMap(\.work)
+    // A discarded refresh is cancelled by this flight's task, and recorded as cancelled until
+    // then: a flight after this one waits for it too (this one may be stopped before its task
+    // ran).
+    let discarded = stopped.discarded.compactMap { refresh in
+      refresh.work.map { work in
+        let cancellation = Latch()
+        refresh.cancellation = cancellation
+        return (work: work, cancellation: cancellation)
+      }
+    }
     flight.work = Task { [weak self] in
       // Stopped flights' authorizers are told to stop before this one's starts. A discarded
       // refresh was never cancelled: this is the first cancel, whose handlers run before it

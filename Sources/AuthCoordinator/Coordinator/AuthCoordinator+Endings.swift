@@ -157,7 +157,7 @@ extension AuthCoordinator {
       // only for a deadline that can change a machine, so that the threads' replicas of the
       // stripe's models (`HitReplicas`) outlive a deadline that changes nothing.
       stripe.lock.lockToRead()
-      var abandoned: [(AccountKey, UInt64, Latch?, Task<Void, Never>?)] = []
+      var abandoned: [(AccountKey, UInt64, Latch?, Task<Void, Never>?, Latch?)] = []
       for entry in stripe.deadlines.popDue(now: now) {
         guard let slot = stripe.accounts[entry.key],
           slot.machine.hasLiveDeadline(of: entry.flight, abandons: entry.abandons)
@@ -167,7 +167,12 @@ extension AuthCoordinator {
           let stopped = slot.machine.effects(ofStopped: entry.flight)
           guard slot.machine.abandon(entry.flight) else { continue }
           stripe.counters.update { $0.holdsEnded += 1 }
-          abandoned.append((entry.key, entry.flight, stopped?.finished, stopped?.work))
+          // Recorded as cancelled now: the key's next flight waits until the cancellation
+          // below was delivered (rule 1).
+          let cancellation = stopped?.work.map { _ in Latch() }
+          stopped?.cancellation = cancellation
+          abandoned.append(
+            (entry.key, entry.flight, stopped?.finished, stopped?.work, cancellation))
           continue
         }
         guard
@@ -180,11 +185,12 @@ extension AuthCoordinator {
       stripe.reportedEarliest = next
       stripe.lock.unlock()
       if let next { scheduler.wake(by: next) }
-      for (key, flight, latch, work) in abandoned {
+      for (key, flight, latch, work, cancellation) in abandoned {
         broadcaster.emit(.refreshAbandoned(key: key, flight: flight))
         // Its result will be discarded: its work is cancelled before the flights that waited
         // for it go on (rule 1; the first cancel, whose handlers run before it returns).
         work?.cancel()
+        cancellation?.open()
         latch?.open()
       }
       for closing in closings { carryOut(closing) }

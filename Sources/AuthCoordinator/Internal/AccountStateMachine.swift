@@ -214,11 +214,21 @@ struct AccountStateMachine<Effects: FlightEffects> {
     for (stoppedID, flight) in stopped {
       switch flight.fate {
       case .cancelled:
-        stopped.removeValue(forKey: stoppedID)
-        if let effects = flight.effects { work.cancelling.append(effects) }
+        // Recorded until its cancellation was delivered: a flight that waits for it may be
+        // stopped before that, and the one after it must wait for it too.
+        guard let effects = flight.effects, !effects.workStopped else {
+          stopped.removeValue(forKey: stoppedID)
+          continue
+        }
+        work.cancelling.append(effects)
       case .refreshing(storesResult: false):
-        stopped.removeValue(forKey: stoppedID)
-        if let effects = flight.effects { work.discarded.append(effects) }
+        // The new flight's task cancels it; until that was delivered, it is a cancelled one.
+        if let effects = flight.effects {
+          work.discarded.append(effects)
+          stopped[stoppedID] = StoppedFlight(fate: .cancelled, effects: effects)
+        } else {
+          stopped.removeValue(forKey: stoppedID)
+        }
       case .refreshing(storesResult: true):
         break
       }
