@@ -107,8 +107,9 @@ import Testing
   }
 
   /// Rule 1: the next flight after a sign-out does not wait for the old user's refresh, nor
-  /// run beside it: the machine hands it over to be cancelled first, and forgets it
-  /// (`StoppedRefreshCancellationTests` through the coordinator).
+  /// run beside it: the machine hands it over to be cancelled first, and records it as
+  /// cancelled until that was delivered (`StoppedRefreshCancellationTests` through the
+  /// coordinator).
   @Test func theNextFlightAfterASignOutCancelsTheStoppedRefreshFirst() throws {
     let refresh = TestFlight()
     var (machine, _) = machineWithStoppedRefresh(refresh)

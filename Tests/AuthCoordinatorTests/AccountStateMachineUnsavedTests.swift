@@ -32,6 +32,10 @@ import Testing
         == .serve(unsaved))
     machine.unsavedModelSettled(unsaved)
     #expect(!machine.needsSave(unsaved))
+    #expect(!machine.isEvictable(now: .seconds(1000)), "its retry still runs")
+    _ = machine.advance(2, .backedOff, date: date, now: .seconds(1))
+    #expect(
+      machine.advance(2, .saved, date: date, now: .seconds(1)) == .saveRetryOver(saved: false))
     #expect(machine.isEvictable(now: .seconds(1000)))
   }
 
@@ -145,6 +149,35 @@ import Testing
     #expect(
       machine.advance(id, .backedOff, date: date, now: .seconds(1))
         == .next(.init(kind: .checkWrite(model("t2")), deadline: nil)))
+  }
+
+  /// Found by the randomized stress under load (seed 0x5a8016f8c649661c, one million
+  /// operations beside two busy loops): a save that ran past its deadline served its model,
+  /// the key was evicted while the save went on, and the save then failed. Its report found no
+  /// key, so no retry began, and the model, served, never reached the store (the next read
+  /// brought back the model whose refresh token it had spent). The key is kept while such a
+  /// save is outstanding, and while any retry of a save runs, even one memory no longer needs.
+  @Test func theKeyIsKeptUntilASavePastItsDeadlineAndItsRetryAreDone() {
+    var (machine, id) = machine(in: .persisting)
+    #expect(machine.deadlineReached(id, phase: .save, date: date) != nil)
+    let later = Duration.seconds(1_000)  // past the refresh-loop window
+    #expect(!machine.isEvictable(now: later), "the save goes on, and may still fail")
+    guard case .next = machine.advance(id, .saveFailed(model("t2")), date: date, now: later)
+    else {
+      Issue.record("a failed save past its deadline is retried")
+      return
+    }
+    _ = machine.signOut()
+    #expect(!machine.hasUnsavedModel, "a logout here took the model out of memory")
+    #expect(!machine.isEvictable(now: later), "the retry still runs: its report needs the key")
+    _ = machine.advance(id, .backedOff, date: date, now: later + .seconds(1))
+    #expect(machine.advance(id, .saved, date: date, now: later) == .saveRetryOver(saved: false))
+    #expect(machine.isEvictable(now: later), "nothing is outstanding")
+
+    var (saving, flight) = self.machine(in: .persisting)
+    #expect(saving.deadlineReached(flight, phase: .save, date: date) != nil)
+    #expect(saving.advance(flight, .saved, date: date, now: later) == .ignore)
+    #expect(saving.isEvictable(now: later), "its save landed")
   }
 
   @Test func aStoppedRefreshIsAbandonedOnceAndItsLateResultDiscarded() {

@@ -175,8 +175,12 @@ struct AccountStateMachine<Effects: FlightEffects> {
   /// A stopped flight whose work is not yet cancelled keeps the key too: the key's next flight
   /// waits until that cancellation was delivered before it starts, which a forgotten key could
   /// not.
+  /// A save that ran past its deadline, or a save's retry, keeps the key too: its outcome
+  /// decides whether the model it served is saved again, and a report that finds no key is
+  /// dropped (randomized stress under load, seed 0x5a8016f8c649661c).
   func isEvictable(now: Duration) -> Bool {
-    guard case .idle = state, !hasUnsavedModel else { return false }
+    guard case .idle = state, !hasUnsavedModel, savesPastDeadline.isEmpty, saveRetries.isEmpty
+    else { return false }
     for flight in stopped.values {
       guard case .cancelled = flight.fate, flight.effects?.workStopped ?? true else { return false }
     }
