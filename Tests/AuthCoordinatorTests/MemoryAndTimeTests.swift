@@ -14,6 +14,7 @@ import Testing
   // Rule 14
   @Test func idleKeysBeyondTheLimitAreEvictedLeastRecentlyUsedFirst() async throws {
     let h = Harness { $0.maxIdleKeys = 2 }
+    let events = EventRecorder(h.coordinator)
     let a = AccountKey(account: "a")
     let b = AccountKey(account: "b")
     let c = AccountKey(account: "c")
@@ -21,6 +22,9 @@ import Testing
     try await warm(h, b)
     _ = try await h.coordinator.authModel(for: a)  // a is now more recent than b
     try await warm(h, c)
+    // c's flight evicts after its caller was answered: waited for, not raced.
+    let evicted = try await events.first { if case .evicted = $0 { true } else { false } }
+    #expect(evicted == .evicted(key: b))
     #expect(h.stats.evictions == 1)
     #expect(h.stats.keysInMemory == 2)
     // a and c are still hits; b was evicted, so it is loaded from the store again.
@@ -95,12 +99,17 @@ import Testing
   // Rule 14
   @Test func aKeyWithAFlightInProgressIsNeverEvicted() async throws {
     let h = Harness { $0.maxIdleKeys = 0 }
+    let events = EventRecorder(h.coordinator)
     let busy = h.request(u1)
     let call = await h.authorizer.nextCall()
     for index in 0..<20 {
       let key = AccountKey(account: "idle-\(index)")
       try await warm(h, key)
     }
+    // The last idle key is evicted by its flight's ending after its caller was answered: the
+    // test waits for it (asserted at once, the count lost that race beside two busy loops).
+    let coordinator = h.coordinator
+    try await events.waitUntil { coordinator.statistics.evictions >= 20 }
     #expect(h.stats.evictions >= 20)
     call.succeed(with: makeModel("t1"))
     #expect(try await busy.value.accessToken == "t1")
