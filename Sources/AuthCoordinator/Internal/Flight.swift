@@ -30,9 +30,11 @@ final class Flight: FlightEffects, @unchecked Sendable {
   /// same refresh token waits for it (opened when the task ended, or when the refresh is
   /// abandoned).
   var finished: Latch?
-  /// Made when the flight is stopped before its work ended; opened once its task's
-  /// cancellation was delivered (its cancellation handlers ran, outside the stripe's lock).
-  /// The key's next flight waits for it: a new authorization never starts beside one whose
+  /// Made when the flight is stopped before its work ended, or when a refresh left to finish
+  /// is abandoned (the maximum hold) or discarded (a sign-out; the next flight's task cancels
+  /// it); opened once its task's cancellation was delivered (its cancellation handlers ran,
+  /// outside the stripe's lock). Every later flight of the key waits for it while the machine
+  /// records the flight as cancelled: a new authorization never starts beside one whose
   /// handler has not run yet. (`Task.isCancelled` turns true before the handlers run, and a
   /// second `cancel()` returns while another thread is still running them.)
   var cancellation: Latch?
