@@ -8,15 +8,24 @@ import Testing
 /// the caller's variable for `settleSlowly`, with or without a deadline of the caller's own.
 /// These run it through the public API with the save held, as a stuck store holds it.
 @Suite struct ForcedRefreshOfASavingTokenTests {
-  @Test func itWaitsForTheSaveAndThenAsksAgain() async throws {
+  /// A flight that authorized t1 and holds in its save, its caller `first`, and a forced
+  /// refresh rejecting t1, parked beside it.
+  func forcedRefreshOfASavingToken(timeout: Duration? = nil) async throws -> (
+    Harness, GatedStore, first: Task<AuthModel, any Error>, forced: Task<AuthModel, any Error>
+  ) {
     let store = GatedStore()
     store.hold(.save)
     let h = Harness(store: store)
     let first = h.request()
     await h.authorizer.nextCall().succeed(with: makeModel("t1"))
     await store.waitForHeld(.save)
-    let forced = h.request(refresh: .force(rejecting: "t1"))
+    let forced = h.request(refresh: .force(rejecting: "t1"), timeout: timeout)
     try await h.waitForWaiters(2)
+    return (h, store, first, forced)
+  }
+
+  @Test func itWaitsForTheSaveAndThenAsksAgain() async throws {
+    let (h, store, first, forced) = try await forcedRefreshOfASavingToken()
     #expect(h.authorizer.callCount == 1, "no new authorization while t1 is being saved")
     store.release(.save)
     #expect(try await first.value.accessToken == "t1")
@@ -28,14 +37,7 @@ import Testing
   }
 
   @Test func aLogoutDuringTheWaitLeavesNoOneTheSignedOutToken() async throws {
-    let store = GatedStore()
-    store.hold(.save)
-    let h = Harness(store: store)
-    let first = h.request()
-    await h.authorizer.nextCall().succeed(with: makeModel("t1"))
-    await store.waitForHeld(.save)
-    let forced = h.request(refresh: .force(rejecting: "t1"))
-    try await h.waitForWaiters(2)
+    let (h, store, first, forced) = try await forcedRefreshOfASavingToken()
     // The logout ends the flight and its waiters at once; its removal waits for the save.
     let logout = Task { await h.coordinator.accountStatusChanged(.logout(account: "u1")) }
     // Bounded: a waiter that asked again would park on a new flight, and this throws.
@@ -50,15 +52,8 @@ import Testing
   }
 
   @Test func itsOwnDeadlineEndsTheWaitAndTheFlightGoesOn() async throws {
-    let store = GatedStore()
-    store.hold(.save)
-    let h = Harness(store: store)
-    let first = h.request()
-    await h.authorizer.nextCall().succeed(with: makeModel("t1"))
-    await store.waitForHeld(.save)
-    let forced = h.request(refresh: .force(rejecting: "t1"), timeout: .seconds(2))
     // Parked, so its deadline is set (a timer armed after the clock moved wakes at once).
-    try await h.waitForWaiters(2)
+    let (h, store, first, forced) = try await forcedRefreshOfASavingToken(timeout: .seconds(2))
     h.clock.advance(by: .seconds(2))
     // Bounded: a caller whose deadline is ignored stays parked, and this throws.
     let coordinator = h.coordinator
