@@ -43,6 +43,16 @@ enum ChaosFault: String, CaseIterable, Sendable, Comparable {
 ///
 /// It also records which models were returned *after* their call was cancelled: those came from
 /// stopped flights and must never reach a caller.
+///
+/// **Refresh tokens (`refreshTokens`, `STRESS_REFRESH=1`).** Every model then carries a refresh
+/// token, `rt|<account>|<seq>`, and a call whose ``AuthorizationRequest/replacing`` model has one
+/// spends it, as a refresh-token grant at a server that rotates them would: a call that issues a
+/// model has rotated the token it was given. Rule 16 says such a token is never sent again, so a
+/// later call that presents it is a violation, unless the call that rotated it was cancelled
+/// before it issued (a logout or the maximum hold let go of it: documented as not guaranteed) or
+/// issued a model for another user (which the coordinator must refuse). A call whose fault fails
+/// spent nothing; its token may be sent again. A refresh token of another account is a violation
+/// too.
 final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
   struct Weights: Sendable {
     var table: [(ChaosFault, Double)] = [
@@ -71,6 +81,11 @@ final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
     var misdirected: Set<UInt64> = []
     var overlaps: [String] = []
     var overlapCount = 0
+    /// Refresh tokens that a call rotated (it issued a model), with that model's number.
+    var rotated: [String: UInt64] = [:]
+    var refreshSpends = 0
+    var respent: [String] = []
+    var respentCount = 0
     var maxInFlightKeys = 0
   }
 
@@ -80,11 +95,17 @@ final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
   private let authorizationTimeout: Duration
   private let exchangeTimeout: Duration
   private let weights: Weights
+  private let refreshTokens: Bool
+  /// The wall clock that expiries are counted from (the manual clock's date unless stepped).
+  private let now: @Sendable () -> Date
 
   init(
     seed: UInt64, clock: ManualClock, authorizationTimeout: Duration, exchangeTimeout: Duration,
-    weights: Weights = Weights()
+    weights: Weights = Weights(), refreshTokens: Bool = false,
+    now: (@Sendable () -> Date)? = nil
   ) {
+    self.refreshTokens = refreshTokens
+    self.now = now ?? clock.dateSource
     self.seed = seed
     self.clock = clock
     self.authorizationTimeout = authorizationTimeout
@@ -106,6 +127,12 @@ final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
   var overlaps: (count: Int, first: [String]) { state.withLock { ($0.overlapCount, $0.overlaps) } }
   /// The most keys that had an authorization in flight at the same moment.
   var maxInFlightKeys: Int { state.withLock { $0.maxInFlightKeys } }
+  /// Calls that presented a refresh token.
+  var refreshSpends: Int { state.withLock { $0.refreshSpends } }
+  /// Refresh tokens presented again after a call rotated them (and the first few described).
+  var respent: (count: Int, first: [String]) {
+    state.withLock { ($0.respentCount, $0.respent) }
+  }
   /// Models returned after their call was cancelled.
   var abandonedCount: Int { state.withLock { $0.abandoned.count } }
 
@@ -122,10 +149,11 @@ final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
 
   func authorize(_ request: AuthorizationRequest) async throws -> AuthModel {
     let call = CallState(key: request.key.account)
+    let presented = refreshTokens ? request.replacing?.refreshToken : nil
     return try await withTaskCancellationHandler {
-      let fault = register(call)
+      let fault = register(call, presenting: presented)
       defer { deregister(call) }
-      return try await run(fault, request)
+      return try await run(fault, request, presented: presented)
     } onCancel: {
       state.withLock { state in
         guard !call.cancelled else { return }
@@ -137,9 +165,25 @@ final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
     }
   }
 
-  private func register(_ call: CallState) -> (ChaosFault, UInt64) {
+  private func register(_ call: CallState, presenting token: String?) -> (ChaosFault, UInt64) {
     state.withLock { state in
       call.registered = true
+      if let token {
+        state.refreshSpends += 1
+        var problem: String?
+        let account = token.split(separator: "|").dropFirst().first.map(String.init)
+        if let seq = state.rotated[token] {
+          problem =
+            "key \(call.key): refresh token \(token) sent again, after a call rotated it "
+            + "(it issued model #\(seq))"
+        } else if account != call.key {
+          problem = "key \(call.key): given refresh token \(token) of another account"
+        }
+        if let problem {
+          state.respentCount += 1
+          if state.respent.count < 10 { state.respent.append(problem) }
+        }
+      }
       state.running += 1
       let index = state.callsPerKey[call.key, default: 0]
       state.callsPerKey[call.key] = index + 1
@@ -182,12 +226,16 @@ final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
     return .succeed
   }
 
-  private func run(_ choice: (ChaosFault, UInt64), _ request: AuthorizationRequest) async throws
-    -> AuthModel
-  {
+  private func run(
+    _ choice: (ChaosFault, UInt64), _ request: AuthorizationRequest, presented: String?
+  ) async throws -> AuthModel {
     let (fault, draw) = choice
     var rng = SplitMix64(seed: draw)
     let key = request.key
+    // Every model issued below rotates the presented token, except one for another user.
+    func issue(for key: AccountKey, rng: inout SplitMix64) -> AuthModel {
+      self.issue(for: key, rng: &rng, rotating: fault == .wrongUser ? nil : presented)
+    }
     switch fault {
     case .succeed:
       return issue(for: key, rng: &rng)
@@ -225,17 +273,21 @@ final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
   }
 
   /// A new model for `key`, numbered; marked abandoned if the call was already cancelled.
-  private func issue(for key: AccountKey, rng: inout SplitMix64) -> AuthModel {
+  private func issue(
+    for key: AccountKey, rng: inout SplitMix64, rotating presented: String?
+  ) -> AuthModel {
     let cancelled = Task.isCancelled
     let seq = state.withLock { state -> UInt64 in
       state.nextSeq += 1
       if cancelled { state.abandoned.insert(state.nextSeq) }
+      if !cancelled, let presented { state.rotated[presented] = state.nextSeq }
       return state.nextSeq
     }
     let lifetime = Double(Int.random(in: 90...900, using: &rng))
-    let expiresAt: Date? = rng.chance(35) ? nil : clock.date.addingTimeInterval(lifetime)
+    let expiresAt: Date? = rng.chance(35) ? nil : now().addingTimeInterval(lifetime)
     return AuthModel(
       uid: "2088" + String(seq), accessToken: "tok|\(key.account)|\(seq)", mcUid: key.account,
-      expiresAt: expiresAt, extraInfo: ["seq": String(seq), "key": key.account])
+      expiresAt: expiresAt, extraInfo: ["seq": String(seq), "key": key.account],
+      refreshToken: refreshTokens ? "rt|\(key.account)|\(seq)" : nil)
   }
 }

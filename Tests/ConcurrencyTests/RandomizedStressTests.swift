@@ -9,11 +9,27 @@ extension ConcurrencySuites {
   /// key) and ``StressDriver`` (hangs, statistics).
   ///
   /// `STRESS_SEED=0x...` replays a seed, `STRESS_OPS=n` sets the length, `STRESS_SOAK=1` runs
-  /// a million operations.
+  /// a million operations; `STRESS_REFRESH`, `STRESS_LEASE`, `STRESS_SLOW_STORE` and
+  /// `STRESS_ABANDON` turn on the variants (``StressParameters``).
   @Suite struct RandomizedStressTests {
     @Test(.timeLimit(.minutes(60)))
     func randomizedOperationsKeepEveryInvariant() async {
-      let parameters = StressParameters.fromEnvironment()
+      await run(StressParameters.fromEnvironment())
+    }
+
+    /// The same, with refresh tokens spent and checked, a lease that the clock's jumps pause
+    /// past its time to live, and a slow store whose deadline some operations pass: the seams
+    /// between them meet the same faults on real threads (`docs/reliability.md`, "Variants").
+    @Test(.timeLimit(.minutes(60)))
+    func refreshTokensLeaseAndSlowStoreKeepEveryInvariant() async {
+      var parameters = StressParameters.fromEnvironment()
+      parameters.refreshTokens = true
+      parameters.lease = true
+      if parameters.slowStore == 0 { parameters.slowStore = 10 }
+      await run(parameters)
+    }
+
+    private func run(_ parameters: StressParameters) async {
       print("RandomizedStress: starting, \(parameters)")
       let report = await StressDriver(parameters).run()
       print(report.summary)

@@ -1,4 +1,5 @@
 import AuthCoordinator
+import AuthCoordinatorTestKit
 import SyncPrimitives
 
 /// An in-memory ``TokenStore`` that numbers every operation in the order it ran.
@@ -10,7 +11,15 @@ import SyncPrimitives
 /// superseded by a newer model of the user that was stored, or removed by a logout (rule 21).
 ///
 /// `failingSaves` percent of saves throw before they write (a fault; drawn from `seed`).
-final class RecordingStore: TokenStore, @unchecked Sendable {
+///
+/// `slow` makes a share of its operations wait on a ``ManualClock`` first (a slow disk or
+/// database; `STRESS_SLOW_STORE`), some past the coordinator's store deadline, before they act.
+///
+/// It takes part in the lease's fencing (``FencedTokenStore``) as `InMemoryTokenStore` does for
+/// saves: a fenced save is refused when a save with a larger fence wrote the key's current
+/// model. It matters only to a run with a lease (`STRESS_LEASE=1`); without one, no save
+/// carries a fence.
+final class RecordingStore: FencedTokenStore, @unchecked Sendable {
   struct SaveFault: Error {}
 
   private struct State {
@@ -19,6 +28,10 @@ final class RecordingStore: TokenStore, @unchecked Sendable {
     /// Per user, the highest model number stored.
     var newestSaved: [String: UInt64] = [:]
     var models: [AccountKey: AuthModel] = [:]
+    /// The fence of the fenced save that wrote each key's current model.
+    var fences: [AccountKey: UInt64] = [:]
+    var refusedFencedSaves = 0
+    var slowOperations = 0
     var index = 0
     var lastRemoval: [String: Int] = [:]
     var lastRemoveAll = 0
@@ -29,12 +42,37 @@ final class RecordingStore: TokenStore, @unchecked Sendable {
     var removeAlls = 0
   }
 
+  /// Which operations wait on the clock first, and for how long at most.
+  struct Slowness: Sendable {
+    var percent: Double
+    var clock: ManualClock
+    var longest: Duration
+  }
+
   private let state: LockedState<State>
   let failingSaves: Double
+  let slowness: Slowness?
 
-  init(failingSaves: Double = 0, seed: UInt64 = 0) {
+  init(failingSaves: Double = 0, seed: UInt64 = 0, slowness: Slowness? = nil) {
     self.failingSaves = failingSaves
+    self.slowness = slowness
     state = LockedState(State(rng: SplitMix64(seed: seed)))
+  }
+
+  /// How many operations waited on the clock.
+  var slowOperations: Int { state.withLock { $0.slowOperations } }
+
+  /// Waits on the clock first, for a share of the operations. A cancelled wait ends early and
+  /// the operation goes on, as a store's write already sent would.
+  private func delay() async {
+    guard let slowness else { return }
+    let wait = state.withLock { state -> Duration? in
+      guard state.rng.chance(slowness.percent) else { return nil }
+      state.slowOperations += 1
+      let longest = Int(slowness.longest.components.seconds)
+      return .seconds(Int.random(in: 1...max(longest, 1), using: &state.rng))
+    }
+    if let wait { try? await slowness.clock.sleep(for: wait) }
   }
 
   /// The store's operation count so far.
@@ -60,52 +98,81 @@ final class RecordingStore: TokenStore, @unchecked Sendable {
   }
 
   func model(for key: AccountKey) async throws -> AuthModel? {
-    state.withLock {
+    await delay()
+    return state.withLock {
       $0.reads += 1
       return $0.models[key]
     }
   }
 
+  var refusedFencedSaves: Int { state.withLock { $0.refusedFencedSaves } }
+
   func save(_ model: AuthModel, for key: AccountKey) async throws {
-    let failed = state.withLock { state -> Bool in
+    await delay()
+    _ = try write(model, for: key, fence: nil)
+  }
+
+  func save(_ model: AuthModel, for key: AccountKey, fence: UInt64) async throws -> Bool {
+    await delay()
+    return try write(model, for: key, fence: fence)
+  }
+
+  private func write(_ model: AuthModel, for key: AccountKey, fence: UInt64?) throws -> Bool {
+    enum Answer { case failed, refused, stored }
+    let answer = state.withLock { state -> Answer in
       if failingSaves > 0, state.rng.chance(failingSaves) {
         state.failedSaves += 1
-        return true
+        return .failed
+      }
+      if let fence, state.models[key] != nil, let landed = state.fences[key], landed > fence {
+        state.refusedFencedSaves += 1
+        return .refused
       }
       state.index += 1
       state.models[key] = model
+      if let fence { state.fences[key] = fence }
       if let seq = model.extraInfo["seq"].flatMap(UInt64.init) {
         state.saves[seq] = state.index
         state.newestSaved[key.account] = max(state.newestSaved[key.account] ?? 0, seq)
       }
-      return false
+      return .stored
     }
-    if failed { throw SaveFault() }
+    switch answer {
+    case .failed: throw SaveFault()
+    case .refused: return false
+    case .stored: return true
+    }
   }
 
   func removeModel(for key: AccountKey) async throws {
+    await delay()
     state.withLock {
       $0.index += 1
       $0.removals += 1
       $0.models[key] = nil
+      $0.fences[key] = nil
       $0.lastRemoval[key.account] = $0.index
     }
   }
 
   func removeModels(forAccount account: String) async throws {
+    await delay()
     state.withLock {
       $0.index += 1
       $0.removals += 1
       $0.models = $0.models.filter { $0.key.account != account }
+      $0.fences = $0.fences.filter { $0.key.account != account }
       $0.lastRemoval[account] = $0.index
     }
   }
 
   func removeAll() async throws {
+    await delay()
     state.withLock {
       $0.index += 1
       $0.removeAlls += 1
       $0.models.removeAll()
+      $0.fences.removeAll()
       $0.lastRemoveAll = $0.index
     }
   }

@@ -8,11 +8,28 @@ import Foundation
 /// - `STRESS_OPS`: how many operations; `STRESS_SOAK=1` makes the default 1,000,000.
 /// - `STRESS_KEYS`: how many account keys (default 100).
 /// - `STRESS_FAILING_SAVES`: the percentage of saves that fail (default 2; 0 for none).
+/// - `STRESS_LEASE=1`: the coordinator takes an ``InMemoryAuthorizationLease`` on the run's clock
+///   for every authorization, so the clock's jumps pause holders past the lease's time to live.
+/// - `STRESS_SLOW_STORE=p`: p percent of store operations wait 1-15 s on the run's clock first;
+///   the store deadline is then 10 s, so some of them run past it.
+/// - `STRESS_REFRESH=1`: every model carries a refresh token, which the ``ChaosAuthorizer``
+///   spends when a flight replaces the model, and checks is never sent again once rotated
+///   (rule 16).
+/// - `STRESS_WALL_STEPS=1`: the wall clock (models' dates, the authorizer's expiries, the
+///   lease's records) is stepped now and then by 1 minute to 2 hours, forwards or backwards;
+///   deadlines stay on the monotonic clock.
+/// - `STRESS_ABANDON=finish`: a flight whose last caller left finishes and caches its model
+///   (``AuthCoordinator/Configuration/AbandonPolicy/finishAndCache``) instead of being cancelled.
 struct StressParameters: Sendable, CustomStringConvertible {
   var seed: UInt64
   var operations: Int
   var keys: Int
   var failingSaves: Double
+  var lease = false
+  var finishAbandoned = false
+  var slowStore = 0.0
+  var refreshTokens = false
+  var wallSteps = false
   /// Calls and logouts outstanding at most before the driver waits for some to end.
   var window = 512
   /// The clock moves every this many operations.
@@ -25,7 +42,12 @@ struct StressParameters: Sendable, CustomStringConvertible {
       seed: environment["STRESS_SEED"].flatMap(parseSeed) ?? UInt64.random(in: 1...UInt64.max),
       operations: environmentInt("STRESS_OPS", soak ? 1_000_000 : 100_000),
       keys: environmentInt("STRESS_KEYS", 100),
-      failingSaves: Double(environmentInt("STRESS_FAILING_SAVES", 2)))
+      failingSaves: Double(environmentInt("STRESS_FAILING_SAVES", 2)),
+      lease: environment["STRESS_LEASE"] == "1",
+      finishAbandoned: environment["STRESS_ABANDON"] == "finish",
+      slowStore: Double(environmentInt("STRESS_SLOW_STORE", 0)),
+      refreshTokens: environment["STRESS_REFRESH"] == "1",
+      wallSteps: environment["STRESS_WALL_STEPS"] == "1")
   }
 
   static func parseSeed(_ text: String) -> UInt64? {
@@ -37,7 +59,11 @@ struct StressParameters: Sendable, CustomStringConvertible {
   var seedText: String { "0x" + String(seed, radix: 16) }
 
   var description: String {
-    "seed=\(seedText) operations=\(operations) keys=\(keys) failing saves \(failingSaves)% (rerun: STRESS_SEED=\(seedText))"
+    "seed=\(seedText) operations=\(operations) keys=\(keys) failing saves \(failingSaves)%"
+      + (lease ? " lease" : "") + (finishAbandoned ? " abandoned flights finish" : "")
+      + (slowStore > 0 ? " slow store \(slowStore)%" : "")
+      + (refreshTokens ? " refresh tokens" : "") + (wallSteps ? " wall clock steps" : "")
+      + " (rerun: STRESS_SEED=\(seedText))"
   }
 }
 
@@ -60,6 +86,10 @@ struct StressReport: Sendable {
   var pacingAdvances = 0
   var storeCounts = (reads: 0, saves: 0, removals: 0, removeAlls: 0)
   var failedSaves = 0
+  var refusedFencedSaves = 0
+  var slowStoreOperations = 0
+  var refreshSpends = 0
+  var wallSteps = 0
   var drainRounds = 0
   var servedBeforeSaved = 0
   var seconds = 0.0
@@ -82,10 +112,10 @@ struct StressReport: Sendable {
       RandomizedStress: \(parameters)
         operations \(parameters.operations), calls \(calls), keys \(parameters.keys), \
       \(String(format: "%.2f", seconds)) s, clock advanced \(clockAdvanced) (\(pacingAdvances) \
-      steps taken to make room)
+      steps taken to make room; wall clock stepped \(wallSteps) times)
         operations by kind: \(list(kinds))
         faults injected by kind: \(list(faults)) (results returned after cancellation: \
-      \(abandonedResults))
+      \(abandonedResults)); refresh tokens spent \(refreshSpends)
         outcomes: \(list(outcomes))
         flights: started \(s.flightsStarted) succeeded \(s.flightsSucceeded) failed \
       \(s.flightsFailed) cancelled \(s.flightsCancelled) timedOut \(s.flightsTimedOut) \
@@ -94,7 +124,8 @@ struct StressReport: Sendable {
       \(s.callersLeftEarly), loops stopped \(s.refreshLoopsStopped), late results discarded \
       \(s.lateResultsDiscarded), evictions \(s.evictions), waiting \(s.waitingCallers)
         store: reads \(storeCounts.reads) saves \(storeCounts.saves) removals \
-      \(storeCounts.removals) removeAlls \(storeCounts.removeAlls); saves failed \(failedSaves) \
+      \(storeCounts.removals) removeAlls \(storeCounts.removeAlls); saves failed \(failedSaves), \
+      fenced saves refused \(refusedFencedSaves), slow operations \(slowStoreOperations) \
       (unsaved models \(s.unsavedModels), retries \(s.saveRetries)); most keys authorizing at \
       once \(maxKeysInFlight); drain rounds \(drainRounds); served before their save finished \
       (store deadline) \(servedBeforeSaved)
@@ -115,6 +146,7 @@ struct StressReport: Sendable {
 final class StressDriver {
   let parameters: StressParameters
   let clock = ManualClock()
+  let wall: SteppingWallClock
   let authorizer: ChaosAuthorizer
   let store: RecordingStore
   let coordinator: AuthCoordinator
@@ -122,6 +154,9 @@ final class StressDriver {
   let keys: [AccountKey]
   static let authorizationTimeout = Duration.seconds(30)
   static let exchangeTimeout = Duration.seconds(10)
+  static let slowStoreTimeout = Duration.seconds(10)
+  static let refreshMaximumHold = Duration.seconds(500)
+  static let slowStoreLongest = Duration.seconds(15)
 
   private var rng: SplitMix64
   /// Clock steps taken when the driver must wait; a separate stream so that the main script
@@ -134,25 +169,46 @@ final class StressDriver {
   init(_ parameters: StressParameters) {
     self.parameters = parameters
     rng = SplitMix64(seed: parameters.seed)
+    wall = SteppingWallClock(following: clock)
     pacing = SplitMix64(seed: SplitMix64.hash(parameters.seed, 1))
     store = RecordingStore(
-      failingSaves: parameters.failingSaves, seed: SplitMix64.hash(parameters.seed, 4))
+      failingSaves: parameters.failingSaves, seed: SplitMix64.hash(parameters.seed, 4),
+      slowness: parameters.slowStore > 0
+        ? .init(percent: parameters.slowStore, clock: clock, longest: Self.slowStoreLongest)
+        : nil)
     authorizer = ChaosAuthorizer(
       seed: parameters.seed, clock: clock, authorizationTimeout: Self.authorizationTimeout,
-      exchangeTimeout: Self.exchangeTimeout)
+      exchangeTimeout: Self.exchangeTimeout, refreshTokens: parameters.refreshTokens,
+      now: wall.source)
     var configuration = AuthCoordinator.Configuration(
       authorizationTimeout: Self.authorizationTimeout, exchangeTimeout: Self.exchangeTimeout)
     configuration.clock = clock
-    configuration.now = clock.dateSource
+    configuration.now = wall.source
     // The store answers at once here; store deadlines fire only when the driver jumps the clock
     // past a store operation still queued. As long as the authorization's, so that they do not
     // crowd out the authorization paths the run is for (they still fire thousands of times).
     configuration.storeTimeout = Self.authorizationTimeout
+    // A slow store: its deadline shorter than its longest wait, so loads fail, saves serve
+    // before they land and logouts return with their removal still going on.
+    if parameters.slowStore > 0 { configuration.storeTimeout = Self.slowStoreTimeout }
     // Fewer idle keys than keys: eviction and cold reloads from the store happen all the time.
     configuration.maxIdleKeys = max(parameters.keys * 2 / 5, 1)
+    if parameters.refreshTokens {
+      // A stopped refresh is abandoned this long after its authorizer was called. Its result,
+      // if it arrives after that, is discarded, and the token it spent may be sent again
+      // (documented as not guaranteed). Far beyond the latest a chaos call answers (90 s), by
+      // more than the clock's largest step (200 s), no step reaches both at once, so a result
+      // either lands before the hold ends or comes from a call already cancelled, which the
+      // authorizer's check does not count.
+      configuration.maximumHold = Self.refreshMaximumHold
+    }
+    if parameters.finishAbandoned { configuration.whenAbandoned = .finishAndCache }
     coordinator = AuthCoordinator(
-      store: store, authorizer: authorizer, configuration: configuration)
-    ledger = StressLedger(expectedCalls: parameters.operations * 11 / 10)
+      store: store,
+      lease: parameters.lease ? InMemoryAuthorizationLease(now: wall.source) : nil,
+      authorizer: authorizer, configuration: configuration)
+    ledger = StressLedger(
+      expectedCalls: parameters.operations * 11 / 10, lease: parameters.lease)
     keys = (0..<parameters.keys).map { AccountKey(account: "k\($0)") }
     ring = Array(repeating: nil, count: parameters.window)
     report = StressReport(parameters: parameters)
@@ -168,6 +224,7 @@ final class StressDriver {
           ? Int.random(in: 30...200, using: &rng)
           : Int.random(in: 0...8, using: &rng)
         advance(.seconds(seconds))
+        if parameters.wallSteps, rng.chance(2) { stepWallClock() }
       }
       if step.isMultiple(of: 97) { sampleStatistics() }
       await waitForRoom()
@@ -183,6 +240,9 @@ final class StressDriver {
     report.maxKeysInFlight = authorizer.maxInFlightKeys
     report.storeCounts = store.counts
     report.failedSaves = store.failedSaves
+    report.refusedFencedSaves = store.refusedFencedSaves
+    report.slowStoreOperations = store.slowOperations
+    report.refreshSpends = authorizer.refreshSpends
     report.servedBeforeSaved = ledger.servedBeforeSaved
     report.statistics = coordinator.statistics
     (report.violationCount, report.violations) = ledger.violations
@@ -275,6 +335,16 @@ final class StressDriver {
     }
   }
 
+  /// Steps the wall clock by 1 minute to 2 hours, forwards or backwards; back towards the
+  /// monotonic clock's date when it is already more than a day off, so it stays within reach.
+  private func stepWallClock() {
+    var seconds = TimeInterval(Int.random(in: 60...7_200, using: &rng))
+    if rng.chance(50) { seconds = -seconds }
+    if abs(wall.totalStep) > 86_400 { seconds = wall.totalStep > 0 ? -abs(seconds) : abs(seconds) }
+    wall.step(by: seconds)
+    report.wallSteps += 1
+  }
+
   private func advance(_ duration: Duration) {
     report.clockAdvanced += duration
     clock.advance(by: duration)
@@ -358,6 +428,10 @@ final class StressDriver {
       ledger.violation(
         "\(overlaps.count) authorizations started while another of the same key was in "
           + "flight: \(overlaps.first)")
+    }
+    let respent = authorizer.respent
+    if respent.count > 0 {
+      ledger.violation("\(respent.count) refresh tokens sent again: \(respent.first)")
     }
     let logouts = ledger.logouts
     if logouts.started != logouts.finished {
