@@ -52,7 +52,8 @@ enum ChaosFault: String, CaseIterable, Sendable, Comparable {
 /// before it issued (a logout or the maximum hold let go of it: documented as not guaranteed) or
 /// issued a model for another user (which the coordinator must refuse). A call whose fault fails
 /// spent nothing; its token may be sent again. A refresh token of another account is a violation
-/// too.
+/// too, and so is a refresh whose task is cancelled early with no logout of its key since it
+/// began: a refresh is left to finish, and only a logout or the maximum hold cancels it.
 final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
   struct Weights: Sendable {
     var table: [(ChaosFault, Double)] = [
@@ -65,10 +66,22 @@ final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
 
   private final class CallState: @unchecked Sendable {
     let key: String
+    /// The refresh token the call spends, if any.
+    let presented: String?
+    let began: ManualClock.Instant
     // Guarded by the authorizer's lock.
     var registered = false
     var cancelled = false
-    init(key: String) { self.key = key }
+    /// The logouts of the key, and of everyone, begun when the call began.
+    var logouts = (key: 0, all: 0)
+    /// Whether a logout of the key or of everyone had begun and not returned when the call
+    /// began: the coordinator may not have heard of it yet.
+    var logoutPending = false
+    init(key: String, presented: String?, began: ManualClock.Instant) {
+      self.key = key
+      self.presented = presented
+      self.began = began
+    }
   }
 
   private struct State {
@@ -86,6 +99,12 @@ final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
     var refreshSpends = 0
     var respent: [String] = []
     var respentCount = 0
+    /// Logouts begun, per key and of everyone (``noteLogout(of:)``).
+    var logoutsPerKey: [String: Int] = [:]
+    var logoutsOfAll = 0
+    /// Logouts begun and not yet returned, per key and of everyone.
+    var pendingLogoutsPerKey: [String: Int] = [:]
+    var pendingLogoutsOfAll = 0
     var maxInFlightKeys = 0
   }
 
@@ -129,7 +148,8 @@ final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
   var maxInFlightKeys: Int { state.withLock { $0.maxInFlightKeys } }
   /// Calls that presented a refresh token.
   var refreshSpends: Int { state.withLock { $0.refreshSpends } }
-  /// Refresh tokens presented again after a call rotated them (and the first few described).
+  /// Refresh tokens presented again after a call rotated them, or refreshes cancelled that
+  /// should have been left to finish (and the first few described).
   var respent: (count: Int, first: [String]) {
     state.withLock { ($0.respentCount, $0.respent) }
   }
@@ -147,18 +167,62 @@ final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
 
   // MARK: - Authorizer
 
+  /// Notes that a logout of `account` (`nil`: of everyone) begins, before the coordinator
+  /// hears of it: a refresh it cancels is not a violation.
+  func noteLogout(of account: String?) {
+    state.withLock { state in
+      if let account {
+        state.logoutsPerKey[account, default: 0] += 1
+        state.pendingLogoutsPerKey[account, default: 0] += 1
+      } else {
+        state.logoutsOfAll += 1
+        state.pendingLogoutsOfAll += 1
+      }
+    }
+  }
+
+  /// Notes that a logout noted by ``noteLogout(of:)`` returned.
+  func noteLogoutReturned(of account: String?) {
+    state.withLock { state in
+      if let account {
+        state.pendingLogoutsPerKey[account, default: 0] -= 1
+      } else {
+        state.pendingLogoutsOfAll -= 1
+      }
+    }
+  }
+
+  /// Before this long after it began, a refresh may be cancelled only by a logout: the maximum
+  /// hold (``StressDriver/refreshMaximumHold``, 500 s from the coordinator's call) is further
+  /// off, even if the clock took steps (200 s at most each) between that call and this one.
+  static let earliestAbandonment = Duration.seconds(100)
+
   func authorize(_ request: AuthorizationRequest) async throws -> AuthModel {
-    let call = CallState(key: request.key.account)
     let presented = refreshTokens ? request.replacing?.refreshToken : nil
+    let call = CallState(key: request.key.account, presented: presented, began: clock.now)
     return try await withTaskCancellationHandler {
       let fault = register(call, presenting: presented)
       defer { deregister(call) }
       return try await run(fault, request, presented: presented)
     } onCancel: {
+      let now = clock.now
       state.withLock { state in
         guard !call.cancelled else { return }
         call.cancelled = true
         guard call.registered else { return }
+        // Rule 16: a refresh is left to finish; only a logout or the maximum hold cancels it.
+        if let token = call.presented, !call.logoutPending,
+          state.logoutsPerKey[call.key, default: 0] == call.logouts.key,
+          state.logoutsOfAll == call.logouts.all,
+          call.began.duration(to: now) < Self.earliestAbandonment
+        {
+          state.respentCount += 1
+          if state.respent.count < 10 {
+            state.respent.append(
+              "key \(call.key): the refresh spending \(token) was cancelled "
+                + "\(call.began.duration(to: now)) after it began, with no logout since or pending")
+          }
+        }
         let left = state.inFlightPerKey[call.key, default: 0] - 1
         state.inFlightPerKey[call.key] = left == 0 ? nil : left
       }
@@ -168,6 +232,9 @@ final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
   private func register(_ call: CallState, presenting token: String?) -> (ChaosFault, UInt64) {
     state.withLock { state in
       call.registered = true
+      call.logouts = (state.logoutsPerKey[call.key, default: 0], state.logoutsOfAll)
+      call.logoutPending =
+        state.pendingLogoutsPerKey[call.key, default: 0] > 0 || state.pendingLogoutsOfAll > 0
       if let token {
         state.refreshSpends += 1
         var problem: String?

@@ -327,10 +327,12 @@ final class StressDriver {
   private func logout(_ change: AccountStatusChange) {
     if change == .logoutAll { report.logoutAlls += 1 } else { report.logouts += 1 }
     ledger.logoutBegan()
+    authorizer.noteLogout(of: change.account)
     let issuedBefore = authorizer.issuedSeq
-    let (coordinator, ledger) = (coordinator, ledger)
+    let (coordinator, ledger, authorizer) = (coordinator, ledger, authorizer)
     Task {
       await coordinator.accountStatusChanged(change)
+      authorizer.noteLogoutReturned(of: change.account)
       ledger.logoutReturned(change.account, issuedBefore: issuedBefore)
     }
   }
@@ -431,7 +433,8 @@ final class StressDriver {
     }
     let respent = authorizer.respent
     if respent.count > 0 {
-      ledger.violation("\(respent.count) refresh tokens sent again: \(respent.first)")
+      ledger.violation(
+        "\(respent.count) refresh tokens sent again or refreshes cancelled: \(respent.first)")
     }
     let logouts = ledger.logouts
     if logouts.started != logouts.finished {
