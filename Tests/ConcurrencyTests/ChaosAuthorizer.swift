@@ -54,6 +54,11 @@ enum ChaosFault: String, CaseIterable, Sendable, Comparable {
 /// spent nothing; its token may be sent again. A refresh token of another account is a violation
 /// too, and so is a refresh whose task is cancelled early with no logout of its key since it
 /// began: a refresh is left to finish, and only a logout or the maximum hold cancels it.
+///
+/// **A silent authorizer (`silent`, `STRESS_SILENT=1`).** It is not interactive and brings the
+/// recommended ``SilentRefreshPolicy`` with stale-if-error on: refreshes ahead of expiry,
+/// retries of transient failures after a back-off, remembered failures. Half its failures are
+/// then transient (`network_error`), a third of those with a `Retry-After` of 1-20 s.
 final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
   struct Weights: Sendable {
     var table: [(ChaosFault, Double)] = [
@@ -115,15 +120,17 @@ final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
   private let exchangeTimeout: Duration
   private let weights: Weights
   private let refreshTokens: Bool
+  private let silent: Bool
   /// The wall clock that expiries are counted from (the manual clock's date unless stepped).
   private let now: @Sendable () -> Date
 
   init(
     seed: UInt64, clock: ManualClock, authorizationTimeout: Duration, exchangeTimeout: Duration,
-    weights: Weights = Weights(), refreshTokens: Bool = false,
+    weights: Weights = Weights(), refreshTokens: Bool = false, silent: Bool = false,
     now: (@Sendable () -> Date)? = nil
   ) {
     self.refreshTokens = refreshTokens
+    self.silent = silent
     self.now = now ?? clock.dateSource
     self.seed = seed
     self.clock = clock
@@ -166,6 +173,15 @@ final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
   }
 
   // MARK: - Authorizer
+
+  var isInteractive: Bool { !silent }
+
+  var silentRefresh: SilentRefreshPolicy? {
+    guard silent else { return nil }
+    var policy = SilentRefreshPolicy.recommended
+    policy.servesStaleOnError = true
+    return policy
+  }
 
   /// Notes that a logout of `account` (`nil`: of everyone) begins, before the coordinator
   /// hears of it: a refresh it cancels is not a violation.
@@ -319,6 +335,11 @@ final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
         return issue(for: key, rng: &rng)
       }
     case .fail:
+      if silent, rng.chance(50) {
+        throw AuthCoordinatorError(
+          .networkError, "chaos: the token endpoint did not answer", transient: true,
+          retryAfter: rng.chance(33) ? .seconds(Int.random(in: 1...20, using: &rng)) : nil)
+      }
       if rng.chance(30) { throw AuthCoordinatorError(.userCancelled, "chaos: the user said no") }
       throw ChaosError()
     case .hang:

@@ -9,8 +9,9 @@ extension ConcurrencySuites {
   /// key) and ``StressDriver`` (hangs, statistics).
   ///
   /// `STRESS_SEED=0x...` replays a seed, `STRESS_OPS=n` sets the length, `STRESS_SOAK=1` runs
-  /// a million operations; `STRESS_REFRESH`, `STRESS_LEASE`, `STRESS_SLOW_STORE` and
-  /// `STRESS_ABANDON` turn on the variants (``StressParameters``).
+  /// a million operations; `STRESS_REFRESH`, `STRESS_LEASE`, `STRESS_SLOW_STORE`,
+  /// `STRESS_WALL_STEPS`, `STRESS_SILENT` and `STRESS_ABANDON` turn on the variants
+  /// (``StressParameters``).
   @Suite struct RandomizedStressTests {
     @Test(.timeLimit(.minutes(60)))
     func randomizedOperationsKeepEveryInvariant() async {
@@ -26,6 +27,19 @@ extension ConcurrencySuites {
       parameters.refreshTokens = true
       parameters.lease = true
       if parameters.slowStore == 0 { parameters.slowStore = 10 }
+      await run(parameters)
+    }
+
+    /// The same, with a silent authorizer that brings a refresh policy (refresh ahead, retries
+    /// after a back-off, remembered failures, stale-if-error), refresh tokens, a wall clock that
+    /// steps, and abandoned flights left to finish.
+    @Test(.timeLimit(.minutes(60)))
+    func silentRefreshesWallClockStepsAndFinishedFlightsKeepEveryInvariant() async {
+      var parameters = StressParameters.fromEnvironment()
+      parameters.silent = true
+      parameters.refreshTokens = true
+      parameters.wallSteps = true
+      parameters.finishAbandoned = true
       await run(parameters)
     }
 

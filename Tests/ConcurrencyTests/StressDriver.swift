@@ -18,6 +18,9 @@ import Foundation
 /// - `STRESS_WALL_STEPS=1`: the wall clock (models' dates, the authorizer's expiries, the
 ///   lease's records) is stepped now and then by 1 minute to 2 hours, forwards or backwards;
 ///   deadlines stay on the monotonic clock.
+/// - `STRESS_SILENT=1`: the authorizer is silent and brings a refresh policy (refresh ahead,
+///   retries after a back-off, remembered failures, stale-if-error); half its failures are
+///   transient.
 /// - `STRESS_ABANDON=finish`: a flight whose last caller left finishes and caches its model
 ///   (``AuthCoordinator/Configuration/AbandonPolicy/finishAndCache``) instead of being cancelled.
 struct StressParameters: Sendable, CustomStringConvertible {
@@ -30,6 +33,7 @@ struct StressParameters: Sendable, CustomStringConvertible {
   var slowStore = 0.0
   var refreshTokens = false
   var wallSteps = false
+  var silent = false
   /// Calls and logouts outstanding at most before the driver waits for some to end.
   var window = 512
   /// The clock moves every this many operations.
@@ -47,7 +51,8 @@ struct StressParameters: Sendable, CustomStringConvertible {
       finishAbandoned: environment["STRESS_ABANDON"] == "finish",
       slowStore: Double(environmentInt("STRESS_SLOW_STORE", 0)),
       refreshTokens: environment["STRESS_REFRESH"] == "1",
-      wallSteps: environment["STRESS_WALL_STEPS"] == "1")
+      wallSteps: environment["STRESS_WALL_STEPS"] == "1",
+      silent: environment["STRESS_SILENT"] == "1")
   }
 
   static func parseSeed(_ text: String) -> UInt64? {
@@ -63,6 +68,7 @@ struct StressParameters: Sendable, CustomStringConvertible {
       + (lease ? " lease" : "") + (finishAbandoned ? " abandoned flights finish" : "")
       + (slowStore > 0 ? " slow store \(slowStore)%" : "")
       + (refreshTokens ? " refresh tokens" : "") + (wallSteps ? " wall clock steps" : "")
+      + (silent ? " silent authorizer" : "")
       + " (rerun: STRESS_SEED=\(seedText))"
   }
 }
@@ -123,6 +129,10 @@ struct StressReport: Sendable {
       coalesced \(s.coalescedCallers), cache hits \(s.cacheHits), left early \
       \(s.callersLeftEarly), loops stopped \(s.refreshLoopsStopped), late results discarded \
       \(s.lateResultsDiscarded), evictions \(s.evictions), waiting \(s.waitingCallers)
+        late results saved \(s.lateResultsSaved), holds ended \(s.holdsEnded), leases lost \
+      \(s.leasesLost), refreshes ahead \(s.refreshesAhead), retries \(s.retriesScheduled), \
+      stale served \(s.staleServed), cooldowns \(s.cooldownsEntered), failed fast \
+      \(s.failedFast)
         store: reads \(storeCounts.reads) saves \(storeCounts.saves) removals \
       \(storeCounts.removals) removeAlls \(storeCounts.removeAlls); saves failed \(failedSaves), \
       fenced saves refused \(refusedFencedSaves), slow operations \(slowStoreOperations) \
@@ -179,7 +189,7 @@ final class StressDriver {
     authorizer = ChaosAuthorizer(
       seed: parameters.seed, clock: clock, authorizationTimeout: Self.authorizationTimeout,
       exchangeTimeout: Self.exchangeTimeout, refreshTokens: parameters.refreshTokens,
-      now: wall.source)
+      silent: parameters.silent, now: wall.source)
     var configuration = AuthCoordinator.Configuration(
       authorizationTimeout: Self.authorizationTimeout, exchangeTimeout: Self.exchangeTimeout)
     configuration.clock = clock
@@ -208,7 +218,8 @@ final class StressDriver {
       lease: parameters.lease ? InMemoryAuthorizationLease(now: wall.source) : nil,
       authorizer: authorizer, configuration: configuration)
     ledger = StressLedger(
-      expectedCalls: parameters.operations * 11 / 10, lease: parameters.lease)
+      expectedCalls: parameters.operations * 11 / 10, lease: parameters.lease,
+      silent: parameters.silent)
     keys = (0..<parameters.keys).map { AccountKey(account: "k\($0)") }
     ring = Array(repeating: nil, count: parameters.window)
     report = StressReport(parameters: parameters)

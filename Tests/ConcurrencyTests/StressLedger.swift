@@ -48,12 +48,17 @@ final class StressLedger: @unchecked Sendable {
 
   private let state = LockedState(State())
 
-  /// The codes a call may fail with: ``allowedCodes``, and `lease_lost` in a run with a lease
-  /// (a flight whose grant lapsed in the clock's jumps three times gives up, rule 22).
+  /// The codes a call may fail with: ``allowedCodes``, `lease_lost` in a run with a lease (a
+  /// flight whose grant lapsed in the clock's jumps three times gives up, rule 22), and
+  /// `network_error` with a silent authorizer.
   let allowed: Set<AuthCoordinatorError.Code>
 
-  init(expectedCalls: Int, lease: Bool = false) {
-    allowed = lease ? Self.allowedCodes.union([.leaseLost]) : Self.allowedCodes
+  init(expectedCalls: Int, lease: Bool = false, silent: Bool = false) {
+    var allowed = Self.allowedCodes
+    if lease { allowed.insert(.leaseLost) }
+    // A silent authorizer's transient failures reach the callers after the retries.
+    if silent { allowed.insert(.networkError) }
+    self.allowed = allowed
     state.withLock {
       $0.ends.reserveCapacity(expectedCalls)
       $0.cancelledByDriver.reserveCapacity(expectedCalls)
