@@ -51,6 +51,29 @@ import Testing
     #expect(machine.needsSave(unsaved), "still unsaved: the retry goes on")
   }
 
+  /// Found by the randomized stress with a slow store and refresh tokens (seed
+  /// 0xa274008b6f676027, 2026-12-06): a save that ran past its deadline served and cached its
+  /// model, then failed. A flight whose re-read of the store (ordered after that save) came back
+  /// before the failure was reported found the older model the failed save left behind, moved
+  /// memory back to it, and spent its refresh token, which the first flight had rotated. While
+  /// its save is outstanding, memory's model wins over a stored one, as an unsaved one does.
+  @Test func aModelWhoseSaveIsPastItsDeadlineWinsOverTheOlderStoredOne() {
+    let stored = model("t0", expiresIn: -10, refreshToken: "r0")
+    let served = model("t1", expiresIn: 3600, refreshToken: "r1")
+    var machine = self.machine(holding: stored)
+    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
+    _ = machine.advance(2, .loaded(stored), date: date, now: .zero)
+    _ = machine.advance(2, .authorized(.success(served)), date: date, now: .zero)
+    #expect(machine.deadlineReached(2, phase: .save, date: date) != nil, "served at the deadline")
+    let later = date.addingTimeInterval(3700)
+    #expect(
+      machine.request(.ifNeeded, date: later, now: .seconds(3700), newFlightID: 3)
+        == .start(flight: 3, load(by: .seconds(3707))))
+    // The save failed; its report has not reached the machine when the re-read's does.
+    let action = machine.advance(3, .loaded(stored), date: later, now: .seconds(3700))
+    #expect(action == .next(authorize(.expired, by: .seconds(3820), replacing: served)))
+  }
+
   /// Found by the shared-lease stress with failing saves: the stored model's expiry said
   /// nothing of which model is newer (lifetimes vary), so a re-read moved memory back to the
   /// older stored model and the next refresh spent a spent refresh token. While unsaved, memory's

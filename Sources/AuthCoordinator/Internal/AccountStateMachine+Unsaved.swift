@@ -57,8 +57,15 @@ extension AccountStateMachine {
   /// flight that obtained memory's model lapsed (its check after the write hung, or it paused):
   /// it is newer, and memory follows it; its own model is settled (its retry ends), since
   /// spending its refresh token again would be a reuse (seed 0x8c89).
+  ///
+  /// A model served at its save's deadline counts as unsaved until that save reports: a read
+  /// ordered after a save that failed can come back before the failure is reported, with the
+  /// model the save would have replaced (randomized stress with a slow store, seed
+  /// 0xa274008b6f676027).
   func preferred(overStored stored: AuthModel?) -> AuthModel? {
-    guard case .model(let cached) = cache, cached.unsaved else { return stored }
+    guard case .model(let cached) = cache,
+      cached.unsaved || savesPastDeadline.values.contains(cached.model)
+    else { return stored }
     if let stored, stored != cached.model, let token = stored.refreshToken,
       !replacedRefreshTokens.contains(token)
     {
