@@ -91,6 +91,84 @@ import Testing
     #expect(machine.cachedModel == newer)
   }
 
+  /// Found by the randomized stress with refresh tokens, a slow store and failing saves
+  /// (2026-12-06): the retry's wait ended while a forced refresh that had spent the unsaved
+  /// model's refresh token was saving its result. Memory still held the unsaved model, so the
+  /// retry saved it, in the store's order after the newer model, and the store went back to
+  /// the spent refresh token, which the next refresh sent again. While a flight spends the
+  /// retried model's refresh token, or a stopped refresh that may have spent it is left to
+  /// finish, the retry waits again: their outcome says whether the model is still needed.
+  @Test func aRetryWaitsWhileAFlightSpendsItsModelsRefreshToken() {
+    var (machine, unsaved, _) = self.unsaved()
+    _ = machine.request(.force(rejecting: "t1"), date: date, now: .milliseconds(10), newFlightID: 3)
+    let stored = model("t0", expiresIn: -10, refreshToken: "r0")
+    guard
+      case .next(let step) = machine.advance(3, .loaded(stored), date: date, now: .milliseconds(10)),
+      case .authorize(_, let replacing) = step.kind
+    else {
+      Issue.record("the forced refresh authorizes")
+      return
+    }
+    #expect(replacing == unsaved, "it spends r1, the unsaved model's refresh token")
+    let newer = model("t2", refreshToken: "r2")
+    _ = machine.advance(3, .authorized(.success(newer)), date: date, now: .milliseconds(20))
+    // Its save is issued; the retry's wait ends before it lands.
+    #expect(
+      machine.advance(2, .backedOff, date: date, now: .seconds(1))
+        == .next(wait(until: .seconds(2))),
+      "no save of t1 now: it would land after t2's and bring back r1, which was spent")
+    _ = machine.advance(3, .saved, date: date, now: .seconds(1))
+    #expect(
+      machine.advance(2, .backedOff, date: date, now: .seconds(2))
+        == .next(.init(kind: .checkWrite(unsaved), deadline: nil)),
+      "t2 replaced it: only the check of an earlier write")
+
+    // A refresh that failed spent nothing for sure, and memory still needs the model saved.
+    var (failing, kept, _) = self.unsaved()
+    _ = failing.request(.force(rejecting: "t1"), date: date, now: .milliseconds(10), newFlightID: 3)
+    _ = failing.advance(3, .loaded(stored), date: date, now: .milliseconds(10))
+    #expect(
+      failing.advance(2, .backedOff, date: date, now: .seconds(1))
+        == .next(wait(until: .seconds(2))))
+    _ = failing.advance(
+      3, .authorized(.failure(AuthCoordinatorError(.authorizationFailed, "no"))), date: date,
+      now: .seconds(1))
+    #expect(failing.needsSave(kept))
+    #expect(
+      failing.advance(2, .backedOff, date: date, now: .seconds(2)) == .next(save(kept, attempt: 1)),
+      "a wait that saved nothing is no attempt")
+  }
+
+  /// Found by the same stress: the refresh that spent the unsaved model's refresh token was
+  /// stopped at its deadline and left to finish. Its late result, stored, expired sooner than
+  /// the unsaved model, so memory kept the unsaved one (an expiry says nothing of which is
+  /// newer), and its retry then saved it over the late result. A late result that spent the
+  /// refresh token of memory's model replaces it, whatever the expiries, and the retry only
+  /// checks its earlier write.
+  @Test func aLateResultThatSpentTheUnsavedModelsRefreshTokenEndsItsRetry() {
+    var (machine, unsaved, _) = self.unsaved()
+    _ = machine.request(.force(rejecting: "t1"), date: date, now: .milliseconds(10), newFlightID: 3)
+    let stored = model("t0", expiresIn: -10, refreshToken: "r0")
+    _ = machine.advance(3, .loaded(stored), date: date, now: .milliseconds(10))
+    #expect(
+      machine.deadlineReached(3, phase: .authorization, date: date)?.letsRefreshFinish == true)
+    #expect(
+      machine.advance(2, .backedOff, date: date, now: .seconds(1))
+        == .next(wait(until: .seconds(2))),
+      "the stopped refresh spends r1: the retry waits for its result")
+    let late = model("t2", expiresIn: 60, refreshToken: "r2")  // sooner than t1's hour
+    #expect(
+      machine.advance(3, .authorized(.success(late)), date: date, now: .seconds(1))
+        == .next(.init(kind: .persistLateResult(late), deadline: nil)))
+    #expect(machine.advance(3, .lateResultSaved(late), date: date, now: .seconds(1)) == .ignore)
+    #expect(machine.cachedModel == late, "it spent r1: newer than t1, whatever the expiries")
+    #expect(!machine.needsSave(unsaved))
+    #expect(
+      machine.advance(2, .backedOff, date: date, now: .seconds(2))
+        == .next(.init(kind: .checkWrite(unsaved), deadline: nil)),
+      "no save of t1 over t2")
+  }
+
   /// Fleet simulation, seed 0x10853: the question whether an earlier write came after a
   /// sign-out outlives memory's model; a check the lease cannot answer is asked again.
   @Test func aLogoutDuringTheWaitEndsTheRetryOnceItsWriteIsChecked() {

@@ -73,6 +73,7 @@ final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
     let key: String
     /// The refresh token the call spends, if any.
     let presented: String?
+    let reason: AuthorizationReason
     let began: ManualClock.Instant
     // Guarded by the authorizer's lock.
     var registered = false
@@ -82,9 +83,12 @@ final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
     /// Whether a logout of the key or of everyone had begun and not returned when the call
     /// began: the coordinator may not have heard of it yet.
     var logoutPending = false
-    init(key: String, presented: String?, began: ManualClock.Instant) {
+    init(
+      key: String, presented: String?, reason: AuthorizationReason, began: ManualClock.Instant
+    ) {
       self.key = key
       self.presented = presented
+      self.reason = reason
       self.began = began
     }
   }
@@ -99,8 +103,11 @@ final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
     var misdirected: Set<UInt64> = []
     var overlaps: [String] = []
     var overlapCount = 0
-    /// Refresh tokens that a call rotated (it issued a model), with that model's number.
-    var rotated: [String: UInt64] = [:]
+    /// Refresh tokens that a call rotated (it issued a model), with that model's number and
+    /// why the call was made.
+    var rotated: [String: (seq: UInt64, reason: AuthorizationReason)] = [:]
+    /// The models whose rotations were undone by a later call that sent the same token.
+    var respentModels: [UInt64] = []
     var refreshSpends = 0
     var respent: [String] = []
     var respentCount = 0
@@ -120,6 +127,9 @@ final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
   private let exchangeTimeout: Duration
   private let weights: Weights
   private let refreshTokens: Bool
+  /// The store's recent operations on an account, added to a refresh violation's report.
+  /// Set before the run starts.
+  var storeHistory: (@Sendable (String) -> [String])?
   private let silent: Bool
   /// The wall clock that expiries are counted from (the manual clock's date unless stepped).
   private let now: @Sendable () -> Date
@@ -153,6 +163,8 @@ final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
   var overlaps: (count: Int, first: [String]) { state.withLock { ($0.overlapCount, $0.overlaps) } }
   /// The most keys that had an authorization in flight at the same moment.
   var maxInFlightKeys: Int { state.withLock { $0.maxInFlightKeys } }
+  /// The models whose refresh token was rotated and then sent again (their rotation undone).
+  var respentModels: [UInt64] { state.withLock { $0.respentModels } }
   /// Calls that presented a refresh token.
   var refreshSpends: Int { state.withLock { $0.refreshSpends } }
   /// Refresh tokens presented again after a call rotated them, or refreshes cancelled that
@@ -215,7 +227,8 @@ final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
 
   func authorize(_ request: AuthorizationRequest) async throws -> AuthModel {
     let presented = refreshTokens ? request.replacing?.refreshToken : nil
-    let call = CallState(key: request.key.account, presented: presented, began: clock.now)
+    let call = CallState(
+      key: request.key.account, presented: presented, reason: request.reason, began: clock.now)
     return try await withTaskCancellationHandler {
       let fault = register(call, presenting: presented)
       defer { deregister(call) }
@@ -255,10 +268,16 @@ final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
         state.refreshSpends += 1
         var problem: String?
         let account = token.split(separator: "|").dropFirst().first.map(String.init)
-        if let seq = state.rotated[token] {
+        if let (seq, reason) = state.rotated[token] {
           problem =
-            "key \(call.key): refresh token \(token) sent again, after a call rotated it "
-            + "(it issued model #\(seq))"
+            "key \(call.key): refresh token \(token) sent again (\(call.reason)), after a call "
+            + "(\(reason)) rotated it (it issued model #\(seq))"
+          state.respentModels.append(seq)
+          if let storeHistory {
+            problem! +=
+              "; the store's last operations on the account: "
+              + storeHistory(call.key).joined(separator: ", ")
+          }
         } else if account != call.key {
           problem = "key \(call.key): given refresh token \(token) of another account"
         }
@@ -317,7 +336,9 @@ final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
     let key = request.key
     // Every model issued below rotates the presented token, except one for another user.
     func issue(for key: AccountKey, rng: inout SplitMix64) -> AuthModel {
-      self.issue(for: key, rng: &rng, rotating: fault == .wrongUser ? nil : presented)
+      self.issue(
+        for: key, rng: &rng, rotating: fault == .wrongUser ? nil : presented,
+        reason: request.reason)
     }
     switch fault {
     case .succeed:
@@ -362,13 +383,14 @@ final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
 
   /// A new model for `key`, numbered; marked abandoned if the call was already cancelled.
   private func issue(
-    for key: AccountKey, rng: inout SplitMix64, rotating presented: String?
+    for key: AccountKey, rng: inout SplitMix64, rotating presented: String?,
+    reason: AuthorizationReason
   ) -> AuthModel {
     let cancelled = Task.isCancelled
     let seq = state.withLock { state -> UInt64 in
       state.nextSeq += 1
       if cancelled { state.abandoned.insert(state.nextSeq) }
-      if !cancelled, let presented { state.rotated[presented] = state.nextSeq }
+      if !cancelled, let presented { state.rotated[presented] = (state.nextSeq, reason) }
       return state.nextSeq
     }
     let lifetime = Double(Int.random(in: 90...900, using: &rng))

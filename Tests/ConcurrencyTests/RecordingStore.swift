@@ -22,7 +22,7 @@ import SyncPrimitives
 final class RecordingStore: FencedTokenStore, @unchecked Sendable {
   struct SaveFault: Error {}
 
-  private struct State {
+  fileprivate struct State {
     var rng: SplitMix64
     var failedSaves = 0
     /// Per user, the highest model number stored.
@@ -31,6 +31,8 @@ final class RecordingStore: FencedTokenStore, @unchecked Sendable {
     /// The fence of the fenced save that wrote each key's current model.
     var fences: [AccountKey: UInt64] = [:]
     var refusedFencedSaves = 0
+    /// The last operations on each account's keys, for a violation's report.
+    var recent: [String: [String]] = [:]
     var slowOperations = 0
     var index = 0
     var lastRemoval: [String: Int] = [:]
@@ -75,6 +77,11 @@ final class RecordingStore: FencedTokenStore, @unchecked Sendable {
     if let wait { try? await slowness.clock.sleep(for: wait) }
   }
 
+  /// The last operations on `account`'s keys, oldest first (`removeAll`s are not listed).
+  func recentHistory(of account: String) -> [String] {
+    state.withLock { $0.recent[account] ?? [] }
+  }
+
   /// The store's operation count so far.
   var index: Int { state.withLock { $0.index } }
 
@@ -101,7 +108,9 @@ final class RecordingStore: FencedTokenStore, @unchecked Sendable {
     await delay()
     return state.withLock {
       $0.reads += 1
-      return $0.models[key]
+      let model = $0.models[key]
+      $0.note("read \(model?.extraInfo["seq"].map { "#" + $0 } ?? "nothing")", for: key.account)
+      return model
     }
   }
 
@@ -120,15 +129,19 @@ final class RecordingStore: FencedTokenStore, @unchecked Sendable {
   private func write(_ model: AuthModel, for key: AccountKey, fence: UInt64?) throws -> Bool {
     enum Answer { case failed, refused, stored }
     let answer = state.withLock { state -> Answer in
+      let seq = model.extraInfo["seq"] ?? "?"
       if failingSaves > 0, state.rng.chance(failingSaves) {
         state.failedSaves += 1
+        state.note("save #\(seq) failed", for: key.account)
         return .failed
       }
       if let fence, state.models[key] != nil, let landed = state.fences[key], landed > fence {
         state.refusedFencedSaves += 1
+        state.note("save #\(seq) refused by the fence", for: key.account)
         return .refused
       }
       state.index += 1
+      state.note("op \(state.index): save #\(seq)", for: key.account)
       state.models[key] = model
       if let fence { state.fences[key] = fence }
       if let seq = model.extraInfo["seq"].flatMap(UInt64.init) {
@@ -152,6 +165,7 @@ final class RecordingStore: FencedTokenStore, @unchecked Sendable {
       $0.models[key] = nil
       $0.fences[key] = nil
       $0.lastRemoval[key.account] = $0.index
+      $0.note("op \($0.index): removal", for: key.account)
     }
   }
 
@@ -163,6 +177,7 @@ final class RecordingStore: FencedTokenStore, @unchecked Sendable {
       $0.models = $0.models.filter { $0.key.account != account }
       $0.fences = $0.fences.filter { $0.key.account != account }
       $0.lastRemoval[account] = $0.index
+      $0.note("op \($0.index): removal", for: account)
     }
   }
 
@@ -175,5 +190,13 @@ final class RecordingStore: FencedTokenStore, @unchecked Sendable {
       $0.fences.removeAll()
       $0.lastRemoveAll = $0.index
     }
+  }
+}
+
+extension RecordingStore.State {
+  /// Keeps the last 24 operations of each account.
+  mutating func note(_ entry: String, for account: String) {
+    recent[account, default: []].append(entry)
+    if recent[account]!.count > 24 { recent[account]!.removeFirst() }
   }
 }

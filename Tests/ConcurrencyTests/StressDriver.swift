@@ -217,6 +217,7 @@ final class StressDriver {
       store: store,
       lease: parameters.lease ? InMemoryAuthorizationLease(now: wall.source) : nil,
       authorizer: authorizer, configuration: configuration)
+    authorizer.storeHistory = { [store] in store.recentHistory(of: $0) }
     ledger = StressLedger(
       expectedCalls: parameters.operations * 11 / 10, lease: parameters.lease,
       silent: parameters.silent)
@@ -443,6 +444,11 @@ final class StressDriver {
           + "flight: \(overlaps.first)")
     }
     let respent = authorizer.respent
+    for seq in authorizer.respentModels.prefix(10) {
+      // What became of the model whose rotation was undone.
+      let saved = store.saveIndex(of: seq).map { "saved at store operation \($0)" } ?? "never saved"
+      ledger.violation("model #\(seq), whose refresh token was sent again: \(saved)")
+    }
     if respent.count > 0 {
       ledger.violation(
         "\(respent.count) refresh tokens sent again or refreshes cancelled: \(respent.first)")

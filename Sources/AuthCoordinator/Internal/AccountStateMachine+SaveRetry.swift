@@ -74,6 +74,24 @@ extension AccountStateMachine {
     return !replacedRefreshTokens.contains(token)
   }
 
+  /// Whether a flight's outcome will say if `model` still needs saving: the flight in progress
+  /// spends its refresh token, or saves a model obtained since that token was spent, or a
+  /// stopped refresh left to finish may have spent it. A retry saved meanwhile would land in
+  /// the store after the newer model and bring back the spent refresh token, which the next
+  /// refresh would send again (randomized stress with refresh tokens, a slow store and failing
+  /// saves, 2026-12-06).
+  func replacementPending(for model: AuthModel) -> Bool {
+    guard let token = model.refreshToken, replacedRefreshTokens.contains(token) else {
+      return false
+    }
+    if !predecessors.isEmpty { return true }
+    switch state {
+    case .authorizing(let authorizing): return authorizing.spentRefreshToken == token
+    case .persisting: return true
+    default: return false
+    }
+  }
+
   /// Whether flight `id` is retrying a save (its outcomes are the retry's).
   func isRetryingSave(_ id: UInt64) -> Bool { saveRetries[id] != nil }
 
@@ -85,6 +103,13 @@ extension AccountStateMachine {
       // Atomic with the key's other store operations (the coordinator reserves the save's
       // turn under the same lock): a newer model's save or a logout's removal issued before
       // this point goes first, and then this one is not needed.
+      let writes =
+        (retry.forgottenOnAnnouncement && !retry.checksOnly && !holdsNewerModel(than: retry.model))
+        || needsSave(retry.model)
+      if writes, replacementPending(for: retry.model) {
+        // A save issued now would land after the newer model's: it waits again.
+        return .next(awaitSaveRetry(after: retry.delay, now: now))
+      }
       retry.attempts += 1
       // Memory forgot it on an announcement, and holds nothing newer: the lease decides.
       if retry.forgottenOnAnnouncement, !retry.checksOnly, !holdsNewerModel(than: retry.model) {

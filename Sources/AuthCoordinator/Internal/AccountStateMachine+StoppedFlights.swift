@@ -142,6 +142,13 @@ extension AccountStateMachine {
     case .empty: return true
     case .model(let cached):
       if !cached.model.isValid(at: date, leeway: cached.leeway) { return true }
+      // Memory's model carries a refresh token this process spent (every later refresh waited
+      // for this one): the result is newer whatever the expiries, which say nothing of it
+      // (randomized stress: memory kept an unsaved model over the result that spent its
+      // token, and its save retry brought that token back to the store).
+      if let token = cached.model.refreshToken, replacedRefreshTokens.contains(token) {
+        return true
+      }
       return (model.expiresAt ?? .distantFuture) > (cached.model.expiresAt ?? .distantFuture)
     }
   }
