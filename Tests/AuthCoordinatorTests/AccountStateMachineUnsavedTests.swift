@@ -7,15 +7,22 @@ import Testing
 /// kept unsaved, never replaced by an older stored model, and its refresh token is the one the
 /// next refresh spends; a stopped refresh is abandoned once.
 @Suite(.timeLimit(.minutes(2))) struct AccountStateMachineUnsavedTests: StateMachineFixture {
-  /// A machine whose flight 2 refreshed `t0` (refresh token `r0`) to `t1` (`r1`) and whose save
-  /// then failed.
-  func machineWithUnsavedModel() -> (Machine, stored: AuthModel, unsaved: AuthModel) {
+  /// A machine whose flight 2 refreshed `t0` (refresh token `r0`) to `t1` (`r1`) and is
+  /// saving `t1`.
+  func machineSavingRefresh() -> (Machine, stored: AuthModel, saving: AuthModel) {
     let stored = model("t0", expiresIn: -10, refreshToken: "r0")
-    let unsaved = model("t1", expiresIn: 3600, refreshToken: "r1")
+    let saving = model("t1", expiresIn: 3600, refreshToken: "r1")
     var machine = self.machine(holding: stored)
     _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
     _ = machine.advance(2, .loaded(stored), date: date, now: .zero)
-    _ = machine.advance(2, .authorized(.success(unsaved)), date: date, now: .zero)
+    _ = machine.advance(2, .authorized(.success(saving)), date: date, now: .zero)
+    return (machine, stored, saving)
+  }
+
+  /// A machine whose flight 2 refreshed `t0` (refresh token `r0`) to `t1` (`r1`) and whose save
+  /// then failed.
+  func machineWithUnsavedModel() -> (Machine, stored: AuthModel, unsaved: AuthModel) {
+    var (machine, stored, unsaved) = machineSavingRefresh()
     var ending = Ending(flight: 2, result: .succeeded(unsaved))
     ending.saveRetry = .init(kind: .awaitSaveRetry(until: .seconds(1)), deadline: nil)
     #expect(machine.advance(2, .saveFailed(unsaved), date: date, now: .zero) == .end(ending))
@@ -39,15 +46,23 @@ import Testing
     #expect(machine.isEvictable(now: .seconds(1000)))
   }
 
-  @Test func theNextRefreshSpendsTheUnsavedRefreshTokenNotTheStoredOne() {
-    var (machine, stored, unsaved) = machineWithUnsavedModel()
+  /// An hour later, when memory's model has expired, flight 3 re-reads the store and finds
+  /// `stored`, the older model a failed save left behind: what it goes on with.
+  func refreshAnHourLater(
+    _ machine: inout Machine, finding stored: AuthModel
+  ) -> Machine.AdvanceAction {
     let later = date.addingTimeInterval(3700)
     #expect(
       machine.request(.ifNeeded, date: later, now: .seconds(3700), newFlightID: 3)
         == .start(flight: 3, load(by: .seconds(3707))))
-    // The re-read finds the older model the failed save left behind.
-    let action = machine.advance(3, .loaded(stored), date: later, now: .seconds(3700))
-    #expect(action == .next(authorize(.expired, by: .seconds(3820), replacing: unsaved)))
+    return machine.advance(3, .loaded(stored), date: later, now: .seconds(3700))
+  }
+
+  @Test func theNextRefreshSpendsTheUnsavedRefreshTokenNotTheStoredOne() {
+    var (machine, stored, unsaved) = machineWithUnsavedModel()
+    #expect(
+      refreshAnHourLater(&machine, finding: stored)
+        == .next(authorize(.expired, by: .seconds(3820), replacing: unsaved)))
     #expect(machine.needsSave(unsaved), "still unsaved: the retry goes on")
   }
 
@@ -58,20 +73,12 @@ import Testing
   /// memory back to it, and spent its refresh token, which the first flight had rotated. While
   /// its save is outstanding, memory's model wins over a stored one, as an unsaved one does.
   @Test func aModelWhoseSaveIsPastItsDeadlineWinsOverTheOlderStoredOne() {
-    let stored = model("t0", expiresIn: -10, refreshToken: "r0")
-    let served = model("t1", expiresIn: 3600, refreshToken: "r1")
-    var machine = self.machine(holding: stored)
-    _ = machine.request(.ifNeeded, date: date, now: .zero, newFlightID: 2)
-    _ = machine.advance(2, .loaded(stored), date: date, now: .zero)
-    _ = machine.advance(2, .authorized(.success(served)), date: date, now: .zero)
+    var (machine, stored, served) = machineSavingRefresh()
     #expect(machine.deadlineReached(2, phase: .save, date: date) != nil, "served at the deadline")
-    let later = date.addingTimeInterval(3700)
-    #expect(
-      machine.request(.ifNeeded, date: later, now: .seconds(3700), newFlightID: 3)
-        == .start(flight: 3, load(by: .seconds(3707))))
     // The save failed; its report has not reached the machine when the re-read's does.
-    let action = machine.advance(3, .loaded(stored), date: later, now: .seconds(3700))
-    #expect(action == .next(authorize(.expired, by: .seconds(3820), replacing: served)))
+    #expect(
+      refreshAnHourLater(&machine, finding: stored)
+        == .next(authorize(.expired, by: .seconds(3820), replacing: served)))
   }
 
   /// Found by the shared-lease stress with failing saves: the stored model's expiry said
