@@ -52,8 +52,9 @@ enum ChaosFault: String, CaseIterable, Sendable, Comparable {
 /// before it issued (a logout or the maximum hold let go of it: documented as not guaranteed) or
 /// issued a model for another user (which the coordinator must refuse). A call whose fault fails
 /// spent nothing; its token may be sent again. A refresh token of another account is a violation
-/// too, and so is a refresh whose task is cancelled early with no logout of its key since it
-/// began: a refresh is left to finish, and only a logout or the maximum hold cancels it.
+/// too, and so is a refresh whose task is cancelled early with no logout of its key begun
+/// since, or pending when it began: a refresh is left to finish, and only a logout or the
+/// maximum hold cancels it.
 ///
 /// **A silent authorizer (`silent`, `STRESS_SILENT=1`).** It is not interactive and brings the
 /// recommended ``SilentRefreshPolicy`` with stale-if-error on: refreshes ahead of expiry,

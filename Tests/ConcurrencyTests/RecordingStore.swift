@@ -12,7 +12,7 @@ import SyncPrimitives
 ///
 /// `failingSaves` percent of saves throw before they write (a fault; drawn from `seed`).
 ///
-/// `slow` makes a share of its operations wait on a ``ManualClock`` first (a slow disk or
+/// `slowness` makes a share of its operations wait on a ``ManualClock`` first (a slow disk or
 /// database; `STRESS_SLOW_STORE`), some past the coordinator's store deadline, before they act.
 ///
 /// It takes part in the lease's fencing (``FencedTokenStore``) as `InMemoryTokenStore` does for
