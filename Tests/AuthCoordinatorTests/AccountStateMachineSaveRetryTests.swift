@@ -139,6 +139,35 @@ import Testing
       "a wait that saved nothing is no attempt")
   }
 
+  /// Faults during the wait that replaces a retry's save: the flight it waits for fails to
+  /// save its own model, or the user logs out. Either way the older model is not written
+  /// again; the retry only checks its earlier write.
+  @Test func aFailedSaveOrALogoutDuringTheWaitForAReplacementWritesNothingOld() {
+    let stored = model("t0", expiresIn: -10, refreshToken: "r0")
+    let newer = model("t2", refreshToken: "r2")
+    for fault in ["failed save", "logout"] {
+      var (machine, unsaved, _) = self.unsaved()
+      _ = machine.request(
+        .force(rejecting: "t1"), date: date, now: .milliseconds(10), newFlightID: 3)
+      _ = machine.advance(3, .loaded(stored), date: date, now: .milliseconds(10))
+      _ = machine.advance(3, .authorized(.success(newer)), date: date, now: .milliseconds(20))
+      #expect(
+        machine.advance(2, .backedOff, date: date, now: .seconds(1))
+          == .next(wait(until: .seconds(2))), "\(fault): the retry waits for flight 3")
+      if fault == "logout" {
+        _ = machine.signOut()
+      } else {
+        _ = machine.advance(3, .saveFailed(newer), date: date, now: .seconds(1))
+        #expect(machine.needsSave(newer), "t2 is now the unsaved model, retried itself")
+      }
+      #expect(!machine.needsSave(unsaved), "\(fault)")
+      #expect(
+        machine.advance(2, .backedOff, date: date, now: .seconds(2))
+          == .next(.init(kind: .checkWrite(unsaved), deadline: nil)),
+        "\(fault): no save of t1, whose refresh token t2 spent")
+    }
+  }
+
   /// Found by the same stress: the refresh that spent the unsaved model's refresh token was
   /// stopped at its deadline and left to finish. Its late result, stored, expired sooner than
   /// the unsaved model, so memory kept the unsaved one (an expiry says nothing of which is
