@@ -83,9 +83,9 @@ extension AuthCoordinator {
       // Grants taken before now can no longer store a result, before the store is emptied: a
       // holder in another process whose result lands meanwhile sees it (rule 19), and a
       // fenced store refuses its save once the removal marked the revoked fences.
-      let revokedThrough = await self?.revokeGrants(change)
-      if let self {
-        await self.removeAndAnnounce(change, refusingFencesThrough: revokedThrough ?? nil)
+      let revocation = await self?.revokeGrants(change)
+      if let self, let revocation {
+        await self.removeAndAnnounce(change, after: revocation)
       } else {
         // The coordinator is gone: the user's models still leave the store.
         try? await Self.remove(change, from: store)
@@ -199,21 +199,20 @@ extension AuthCoordinator {
 
   /// The one place that takes a sign-out's models out of the store and then tells the other
   /// processes (which read the store empty when they hear of it): a logout, and a save undone
-  /// because a sign-out elsewhere landed during it. A removal that failed is recorded
-  /// (``removalFinished(_:failure:)``): until one succeeds, what a read finds for the user is
-  /// not served.
+  /// because a sign-out elsewhere landed during it. A removal that failed, or one after a
+  /// revocation that failed, is recorded (``removalFinished(_:failure:revocationFailed:)``):
+  /// until a logout of the user succeeds, what a read finds for the user is not served.
   ///
   /// - Parameters:
   ///   - change: The sign-out.
-  ///   - fence: The largest fence of a grant the sign-out revoked, when the lease told it: a
-  ///     fenced store then refuses the late saves of those grants
+  ///   - revocation: What the revocation of the user's grants before it did. Its fence, when
+  ///     the lease told it, is the largest of a grant it revoked: a fenced store then refuses
+  ///     the late saves of those grants
   ///     (``FencedTokenStore/removeModels(forAccount:refusingFencesThrough:)``).
-  func removeAndAnnounce(
-    _ change: AccountStatusChange, refusingFencesThrough fence: UInt64? = nil
-  ) async {
+  func removeAndAnnounce(_ change: AccountStatusChange, after revocation: Revocation) async {
     var failure: (any Error)?
     do {
-      if let fence, let fenced = store as? any FencedTokenStore {
+      if let fence = revocation.fence, let fenced = store as? any FencedTokenStore {
         try await Self.remove(change, from: fenced, refusingFencesThrough: fence)
       } else {
         try await Self.remove(change, from: store)
@@ -221,7 +220,7 @@ extension AuthCoordinator {
     } catch {
       failure = error
     }
-    removalFinished(change, failure: failure)
+    removalFinished(change, failure: failure, revocationFailed: revocation.failed)
     await announceSignOut(change)
   }
 
@@ -253,25 +252,32 @@ extension AuthCoordinator {
   /// after the sign-out, must not store its refresh of it after the removal; fleet simulation,
   /// seed 0x1dbe), then the store's models are removed and the sign-out announced.
   func undoSave(of key: AccountKey) async {
-    let revokedThrough = await revokeGrants(.logout(account: key.account))
-    await removeAndAnnounce(
-      .logout(account: key.account), refusingFencesThrough: revokedThrough)
+    let revocation = await revokeGrants(.logout(account: key.account))
+    await removeAndAnnounce(.logout(account: key.account), after: revocation)
+  }
+
+  /// What a sign-out's revocation of the lease's grants did.
+  struct Revocation {
+    /// The largest fence of a grant it revoked, when the lease tells it.
+    var fence: UInt64?
+    /// The lease threw: grants taken before the sign-out may still be current, so another
+    /// process's flight may yet store a result of one (its checks before and after its save
+    /// pass).
+    var failed = false
   }
 
   /// Makes the lease's earlier grants of the user (or everyone) not current, silently.
-  ///
-  /// - Returns: The largest fence of a grant it revoked, when the lease tells it.
-  private func revokeGrants(_ change: AccountStatusChange) async -> UInt64? {
-    guard let lease else { return nil }
+  private func revokeGrants(_ change: AccountStatusChange) async -> Revocation {
+    guard let lease else { return Revocation() }
     do {
       switch change {
       case .logout(let account), .unbind(let account):
-        return try await lease.revokeGrantsReportingFence(ofAccount: account)
-      case .logoutAll: return try await lease.revokeAllGrantsReportingFence()
+        return Revocation(fence: try await lease.revokeGrantsReportingFence(ofAccount: account))
+      case .logoutAll: return Revocation(fence: try await lease.revokeAllGrantsReportingFence())
       }
     } catch {
       reportStoreFailure(nil, .lease, error)
-      return nil
+      return Revocation(failed: true)
     }
   }
 
@@ -290,17 +296,22 @@ extension AuthCoordinator {
     }
   }
 
-  /// Records whether a logout's removal reached the store: while it did not, whatever a load
-  /// finds for the user is not served.
-  func removalFinished(_ change: AccountStatusChange, failure: (any Error)?) {
+  /// Records whether a logout took effect in the store: while it did not, whatever a load
+  /// finds for the user is not served. It did not when the removal threw, or when the lease's
+  /// revocation did (`revocationFailed`): a flight of another process under a grant from
+  /// before the logout may then store its result after the removal.
+  func removalFinished(
+    _ change: AccountStatusChange, failure: (any Error)?, revocationFailed: Bool = false
+  ) {
+    let succeeded = failure == nil && !revocationFailed
     switch change {
     case .logout(let account), .unbind(let account):
       let stripe = table.stripe(forUser: account)
-      stripe.lock.withLock { stripe.unremoved.removal(of: change, succeeded: failure == nil) }
+      stripe.lock.withLock { stripe.unremoved.removal(of: change, succeeded: succeeded) }
       if let failure { reportStoreFailure(nil, .remove, failure, stripe: stripe) }
     case .logoutAll:
       for stripe in table.stripes {
-        stripe.lock.withLock { stripe.unremoved.removal(of: change, succeeded: failure == nil) }
+        stripe.lock.withLock { stripe.unremoved.removal(of: change, succeeded: succeeded) }
       }
       if let failure { reportStoreFailure(nil, .removeAll, failure) }
     }

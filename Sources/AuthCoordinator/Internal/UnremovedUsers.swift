@@ -1,6 +1,8 @@
-/// The users whose logout did not reach the store: the removal threw, so the store may still
-/// hold their pre-logout models. A load for such a user serves nothing it finds; a later
-/// removal that succeeds (another logout of the user, or a `logoutAll`) lifts it.
+/// The users whose logout did not take effect in the store: the removal threw, so the store
+/// may still hold their pre-logout models, or the lease's revocation of their grants threw, so
+/// another process may still store a result obtained under one (rule 19). A load for such a
+/// user serves nothing it finds; a later logout that succeeds (another logout of the user, or
+/// a `logoutAll`) lifts it.
 ///
 /// A pending removal needs no entry here: loads are ordered after it (``StoreSequencer``).
 struct UnremovedUsers {

@@ -1,0 +1,112 @@
+import AuthCoordinator
+import AuthCoordinatorTestKit
+import Foundation
+import SyncPrimitives
+import Testing
+
+/// A logout while the lease's storage is down: the revocation of the user's grants and the
+/// sign-out's announcement both throw. SIMULATED PROCESSES: coordinators in this test process
+/// share one store and one ``InMemoryAuthorizationLease`` (wrapped to fail its sign-outs), on a
+/// manual clock.
+@Suite(.timeLimit(.minutes(1))) struct SignOutLeaseFaultTests {
+  /// Another process's flight, begun before the logout, holds a grant the failed revocation
+  /// left current: its checks before and after its save pass, and its result lands in the store
+  /// after the logout's removal. The process that logged out must not serve it: its logout did
+  /// not take effect in the lease, as one whose removal failed did not in the store (rule 19).
+  @Test func aLateResultStoredWhileTheRevocationFailedIsNotServedByTheProcessThatLoggedOut()
+    async throws
+  {
+    let rig = await SharedLeaseTests.Rig(processes: 1, storing: .expired)
+    let failing = SignOutFailingLease(rig.lease)
+    let configuration = SharedLeaseTests.Rig.configuration(rig.clock)
+    let app = AuthCoordinator(
+      store: rig.store, lease: failing, authorizer: rig.authorizer, configuration: configuration)
+    let widget = AuthCoordinator(
+      store: rig.store, lease: failing, authorizer: rig.authorizer, configuration: configuration)
+    let appEvents = EventRecorder(app)
+
+    let widgetCaller = rig.request(widget)
+    let widgetCall = await rig.authorizer.nextCall()
+    failing.failSignOuts(true)
+    await app.accountStatusChanged(.logout(account: "u1"))
+    #expect(failing.failedSignOuts == 2, "the revocation and the announcement failed")
+    try await appEvents.first {
+      if case .storeFailed(_, .lease, _) = $0 { true } else { false }
+    }
+
+    // The widget never heard of the logout: its result passes its checks and is stored.
+    let late = makeModel("late-login", clock: rig.clock, expiresIn: 3600)
+    widgetCall.succeed(with: late)
+    _ = try? await widgetCaller.value
+    #expect(await rig.store.model(for: u1) == late)
+    failing.failSignOuts(false)
+
+    // The app signed the user out: it asks for a new login, whatever the store now holds.
+    let next = rig.request(app)
+    let answerer = Task { [authorizer = rig.authorizer, clock = rig.clock] in
+      let call = await authorizer.nextCall()
+      call.succeed(with: makeModel("next-login", clock: clock, expiresIn: 3600))
+      return call.request.replacing
+    }
+    #expect(try await next.value.accessToken == "next-login")
+    // (Served from the store instead, it would never call the authorizer: no wait for that.)
+    if rig.authorizer.callCount == 2 {
+      #expect(await answerer.value == nil, "nothing of the signed-out session is refreshed")
+    }
+  }
+}
+
+/// A lease whose sign-outs (revocations and announcements) throw while the test says so: its
+/// storage down during a logout.
+final class SignOutFailingLease: AuthorizationLease, @unchecked Sendable {
+  struct Failure: Error {}
+  let inner: InMemoryAuthorizationLease
+  private let state = LockedState((failing: false, failed: 0))
+
+  init(_ inner: InMemoryAuthorizationLease) { self.inner = inner }
+
+  func failSignOuts(_ failing: Bool) { state.withLock { $0.failing = failing } }
+  var failedSignOuts: Int { state.withLock { $0.failed } }
+
+  private func check() throws {
+    let fails = state.withLock { state -> Bool in
+      if state.failing { state.failed += 1 }
+      return state.failing
+    }
+    if fails { throw Failure() }
+  }
+
+  func revokeGrants(ofAccount account: String) async throws {
+    try check()
+    await inner.revokeGrants(ofAccount: account)
+  }
+  func revokeGrantsReportingFence(ofAccount account: String) async throws -> UInt64? {
+    try check()
+    return await inner.revokeGrantsReportingFence(ofAccount: account)
+  }
+  func revokeAllGrants() async throws {
+    try check()
+    await inner.revokeAllGrants()
+  }
+  func revokeAllGrantsReportingFence() async throws -> UInt64? {
+    try check()
+    return await inner.revokeAllGrantsReportingFence()
+  }
+  func signOut(account: String, by owner: String) async throws {
+    try check()
+    await inner.signOut(account: account, by: owner)
+  }
+  func signOutAll(by owner: String) async throws {
+    try check()
+    await inner.signOutAll(by: owner)
+  }
+  func acquire(_ key: AccountKey, owner: String, timeToLive: Duration) async -> LeaseAttempt {
+    await inner.acquire(key, owner: owner, timeToLive: timeToLive)
+  }
+  func renew(_ grant: LeaseGrant, timeToLive: Duration) async -> LeaseGrant? {
+    await inner.renew(grant, timeToLive: timeToLive)
+  }
+  func release(_ grant: LeaseGrant) async { await inner.release(grant) }
+  func isCurrent(_ grant: LeaseGrant) async -> Bool { await inner.isCurrent(grant) }
+  func changes() -> AsyncStream<LeaseChange> { inner.changes() }
+}
