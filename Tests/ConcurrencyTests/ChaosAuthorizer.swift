@@ -239,6 +239,7 @@ final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
       state.withLock { state in
         guard !call.cancelled else { return }
         call.cancelled = true
+        StressTimeline.shared.note(call.key, "authorizer: call (\(call.reason)) cancelled")
         guard call.registered else { return }
         // Rule 16: a refresh is left to finish; only a logout or the maximum hold cancels it.
         if let token = call.presented, !call.logoutPending,
@@ -293,6 +294,10 @@ final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
       let draw = SplitMix64.hash(seed, SplitMix64.hash(string: call.key), index)
       let fault = pick(draw)
       state.faults[fault, default: 0] += 1
+      StressTimeline.shared.note(
+        call.key,
+        "authorizer: call (\(call.reason)) presenting \(token ?? "-"): \(fault)"
+          + (call.cancelled ? " (cancelled before it began)" : ""))
       if !call.cancelled {
         let others = state.inFlightPerKey[call.key, default: 0]
         if others > 0 {
@@ -390,6 +395,9 @@ final class ChaosAuthorizer: Authorizer, @unchecked Sendable {
     let cancelled = Task.isCancelled
     let seq = state.withLock { state -> UInt64 in
       state.nextSeq += 1
+      StressTimeline.shared.note(
+        key.account,
+        "authorizer: issued #\(state.nextSeq)\(cancelled ? " after its cancellation" : "")")
       if cancelled { state.abandoned.insert(state.nextSeq) }
       if !cancelled, let presented { state.rotated[presented] = (state.nextSeq, reason) }
       return state.nextSeq

@@ -9,8 +9,9 @@ extension ConcurrencySuites {
   /// key) and ``StressDriver`` (hangs, statistics).
   ///
   /// `STRESS_SEED=0x...` replays a seed, `STRESS_OPS=n` sets the length, `STRESS_SOAK=1` runs
-  /// a million operations; `STRESS_REFRESH`, `STRESS_LEASE`, `STRESS_SLOW_STORE`,
-  /// `STRESS_WALL_STEPS`, `STRESS_SILENT` and `STRESS_ABANDON` turn on the variants
+  /// a million operations; `STRESS_REFRESH`, `STRESS_LEASE`, `STRESS_LEASE_FAULTS`,
+  /// `STRESS_SLOW_STORE`, `STRESS_WALL_STEPS`, `STRESS_SILENT` and `STRESS_ABANDON` turn on the
+  /// variants, and `STRESS_EVENTS` prints a timeline with each of the first violations
   /// (``StressParameters``).
   @Suite struct RandomizedStressTests {
     @Test(.timeLimit(.minutes(60)))

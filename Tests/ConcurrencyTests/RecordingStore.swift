@@ -109,7 +109,9 @@ final class RecordingStore: FencedTokenStore, @unchecked Sendable {
     return state.withLock {
       $0.reads += 1
       let model = $0.models[key]
-      $0.note("read \(model?.extraInfo["seq"].map { "#" + $0 } ?? "nothing")", for: key.account)
+      $0.note(
+        "read \(model?.extraInfo["seq"].map { "#" + $0 } ?? "nothing") (after op \($0.index))",
+        for: key.account)
       return model
     }
   }
@@ -189,6 +191,7 @@ final class RecordingStore: FencedTokenStore, @unchecked Sendable {
       $0.models.removeAll()
       $0.fences.removeAll()
       $0.lastRemoveAll = $0.index
+      StressTimeline.shared.note("*", "store: op \($0.index): removeAll")
     }
   }
 }
@@ -196,6 +199,7 @@ final class RecordingStore: FencedTokenStore, @unchecked Sendable {
 extension RecordingStore.State {
   /// Keeps the last 24 operations of each account.
   mutating func note(_ entry: String, for account: String) {
+    StressTimeline.shared.note(account, "store: " + entry)
     recent[account, default: []].append(entry)
     if recent[account]!.count > 24 { recent[account]!.removeFirst() }
   }

@@ -10,6 +10,9 @@ import Foundation
 /// - `STRESS_FAILING_SAVES`: the percentage of saves that fail (default 2; 0 for none).
 /// - `STRESS_LEASE=1`: the coordinator takes an ``InMemoryAuthorizationLease`` on the run's clock
 ///   for every authorization, so the clock's jumps pause holders past the lease's time to live.
+/// - `STRESS_LEASE_FAULTS=p` (with `STRESS_LEASE=1`): the lease is a ``ChaosLease``: p percent
+///   of its calls of every kind throw (an acquire, renewal or release half of the time after
+///   the lease made it, its answer lost), and p percent wait 1-20 s on the run's clock first.
 /// - `STRESS_SLOW_STORE=p`: p percent of store operations wait 1-15 s on the run's clock first;
 ///   the store deadline is then 10 s, so some of them run past it.
 /// - `STRESS_REFRESH=1`: every model carries a refresh token, which the ``ChaosAuthorizer``
@@ -21,6 +24,8 @@ import Foundation
 /// - `STRESS_SILENT=1`: the authorizer is silent and brings a refresh policy (refresh ahead,
 ///   retries after a back-off, remembered failures, stale-if-error); half its failures are
 ///   transient.
+/// - `STRESS_EVENTS=1`: the coordinator's last events and the store's last operations on each
+///   account a violation names are printed with the violations (``EventTrail``).
 /// - `STRESS_ABANDON=finish`: a flight whose last caller left finishes and caches its model
 ///   (``AuthCoordinator/Configuration/AbandonPolicy/finishAndCache``) instead of being cancelled.
 struct StressParameters: Sendable, CustomStringConvertible {
@@ -29,11 +34,13 @@ struct StressParameters: Sendable, CustomStringConvertible {
   var keys: Int
   var failingSaves: Double
   var lease = false
+  var leaseFaults = 0.0
   var finishAbandoned = false
   var slowStore = 0.0
   var refreshTokens = false
   var wallSteps = false
   var silent = false
+  var events = false
   /// Calls and logouts outstanding at most before the driver waits for some to end.
   var window = 512
   /// The clock moves every this many operations.
@@ -48,11 +55,12 @@ struct StressParameters: Sendable, CustomStringConvertible {
       keys: environmentInt("STRESS_KEYS", 100),
       failingSaves: Double(environmentInt("STRESS_FAILING_SAVES", 2)),
       lease: environment["STRESS_LEASE"] == "1",
+      leaseFaults: Double(environmentInt("STRESS_LEASE_FAULTS", 0)),
       finishAbandoned: environment["STRESS_ABANDON"] == "finish",
       slowStore: Double(environmentInt("STRESS_SLOW_STORE", 0)),
       refreshTokens: environment["STRESS_REFRESH"] == "1",
       wallSteps: environment["STRESS_WALL_STEPS"] == "1",
-      silent: environment["STRESS_SILENT"] == "1")
+      silent: environment["STRESS_SILENT"] == "1", events: environment["STRESS_EVENTS"] == "1")
   }
 
   static func parseSeed(_ text: String) -> UInt64? {
@@ -65,7 +73,9 @@ struct StressParameters: Sendable, CustomStringConvertible {
 
   var description: String {
     "seed=\(seedText) operations=\(operations) keys=\(keys) failing saves \(failingSaves)%"
-      + (lease ? " lease" : "") + (finishAbandoned ? " abandoned flights finish" : "")
+      + (lease ? " lease" : "")
+      + (lease && leaseFaults > 0 ? " lease faults \(leaseFaults)%" : "")
+      + (finishAbandoned ? " abandoned flights finish" : "")
       + (slowStore > 0 ? " slow store \(slowStore)%" : "")
       + (refreshTokens ? " refresh tokens" : "") + (wallSteps ? " wall clock steps" : "")
       + (silent ? " silent authorizer" : "")
@@ -93,6 +103,8 @@ struct StressReport: Sendable {
   var storeCounts = (reads: 0, saves: 0, removals: 0, removeAlls: 0)
   var failedSaves = 0
   var refusedFencedSaves = 0
+  var leaseFailures: [String: Int] = [:]
+  var slowLeaseCalls = 0
   var slowStoreOperations = 0
   var refreshSpends = 0
   var wallSteps = 0
@@ -135,7 +147,8 @@ struct StressReport: Sendable {
       \(s.failedFast)
         store: reads \(storeCounts.reads) saves \(storeCounts.saves) removals \
       \(storeCounts.removals) removeAlls \(storeCounts.removeAlls); saves failed \(failedSaves), \
-      fenced saves refused \(refusedFencedSaves), slow operations \(slowStoreOperations) \
+      fenced saves refused \(refusedFencedSaves), lease faults \(list(leaseFailures)) \
+      (slow lease calls \(slowLeaseCalls)), slow operations \(slowStoreOperations) \
       (unsaved models \(s.unsavedModels), retries \(s.saveRetries)); most keys authorizing at \
       once \(maxKeysInFlight); drain rounds \(drainRounds); served before their save finished \
       (store deadline) \(servedBeforeSaved)
@@ -159,6 +172,8 @@ final class StressDriver {
   let wall: SteppingWallClock
   let authorizer: ChaosAuthorizer
   let store: RecordingStore
+  let chaosLease: ChaosLease?
+  let trail: EventTrail?
   let coordinator: AuthCoordinator
   let ledger: StressLedger
   let keys: [AccountKey]
@@ -213,14 +228,26 @@ final class StressDriver {
       configuration.maximumHold = Self.refreshMaximumHold
     }
     if parameters.finishAbandoned { configuration.whenAbandoned = .finishAndCache }
+    var lease: (any AuthorizationLease)?
+    var chaos: ChaosLease?
+    if parameters.lease {
+      let inner = InMemoryAuthorizationLease(now: wall.source)
+      lease = inner
+      if parameters.leaseFaults > 0 {
+        chaos = ChaosLease(
+          inner, percent: parameters.leaseFaults, clock: clock,
+          seed: SplitMix64.hash(parameters.seed, 5))
+        lease = chaos
+      }
+    }
+    chaosLease = chaos
     coordinator = AuthCoordinator(
-      store: store,
-      lease: parameters.lease ? InMemoryAuthorizationLease(now: wall.source) : nil,
-      authorizer: authorizer, configuration: configuration)
+      store: store, lease: lease, authorizer: authorizer, configuration: configuration)
     authorizer.storeHistory = { [store] in store.recentHistory(of: $0) }
+    trail = parameters.events ? EventTrail() : nil
     ledger = StressLedger(
       expectedCalls: parameters.operations * 11 / 10, lease: parameters.lease,
-      silent: parameters.silent)
+      silent: parameters.silent, trail: trail)
     keys = (0..<parameters.keys).map { AccountKey(account: "k\($0)") }
     ring = Array(repeating: nil, count: parameters.window)
     report = StressReport(parameters: parameters)
@@ -228,6 +255,9 @@ final class StressDriver {
 
   func run() async -> StressReport {
     let began = ContinuousClock.now
+    let following = trail?.follow(coordinator)
+    if parameters.events { StressTimeline.shared.enable() }
+    defer { if parameters.events { StressTimeline.shared.disable() } }
     for step in 0..<parameters.operations {
       if step > 0, step.isMultiple(of: parameters.advanceEvery) {
         // Mostly small steps (expiry, per-caller timeouts), sometimes past every deadline.
@@ -253,11 +283,15 @@ final class StressDriver {
     report.storeCounts = store.counts
     report.failedSaves = store.failedSaves
     report.refusedFencedSaves = store.refusedFencedSaves
+    report.leaseFailures = chaosLease?.failures ?? [:]
+    report.slowLeaseCalls = chaosLease?.slowCalls ?? 0
     report.slowStoreOperations = store.slowOperations
     report.refreshSpends = authorizer.refreshSpends
     report.servedBeforeSaved = ledger.servedBeforeSaved
     report.statistics = coordinator.statistics
     (report.violationCount, report.violations) = ledger.violations
+    following?.cancel()
+    report.violations += ledger.diagnoses()
     return report
   }
 
@@ -339,11 +373,13 @@ final class StressDriver {
   private func logout(_ change: AccountStatusChange) {
     if change == .logoutAll { report.logoutAlls += 1 } else { report.logouts += 1 }
     ledger.logoutBegan()
+    StressTimeline.shared.note(change.account ?? "*", "\(change) begins")
     authorizer.noteLogout(of: change.account)
     let issuedBefore = authorizer.issuedSeq
     let (coordinator, ledger, authorizer) = (coordinator, ledger, authorizer)
     Task {
       await coordinator.accountStatusChanged(change)
+      StressTimeline.shared.note(change.account ?? "*", "\(change) returned")
       authorizer.noteLogoutReturned(of: change.account)
       ledger.logoutReturned(change.account, issuedBefore: issuedBefore)
     }

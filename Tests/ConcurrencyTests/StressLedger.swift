@@ -44,6 +44,10 @@ final class StressLedger: @unchecked Sendable {
     /// must still reach the store by the end of the run.
     var unsavedAtResume: [(call: Int, mcUid: String, seq: UInt64, storeIndex: Int)] = []
     var servedBeforeSaved = 0
+    var diagnoses = 0
+    /// The first violations' accounts, calls, the events recorded then, and the store's history.
+    var pendingDiagnoses: [(account: String, call: Int, events: Int, store: String)] = []
+    // (`events`: the trail's snapshot request.)
   }
 
   private let state = LockedState(State())
@@ -53,7 +57,14 @@ final class StressLedger: @unchecked Sendable {
   /// `network_error` with a silent authorizer.
   let allowed: Set<AuthCoordinatorError.Code>
 
-  init(expectedCalls: Int, lease: Bool = false, silent: Bool = false) {
+  /// The coordinator's last events, when the run records them (`STRESS_EVENTS=1`): the first
+  /// few violations of a call come with them and the store's last operations on its account.
+  let trail: EventTrail?
+
+  init(
+    expectedCalls: Int, lease: Bool = false, silent: Bool = false, trail: EventTrail? = nil
+  ) {
+    self.trail = trail
     var allowed = Self.allowedCodes
     if lease { allowed.insert(.leaseLost) }
     // A silent authorizer's transient failures reach the callers after the retries.
@@ -75,6 +86,8 @@ final class StressLedger: @unchecked Sendable {
     // The removal mark is read before the barrier is: both only grow, and either may be older
     // than the call's start, never newer, so neither check can raise a false alarm.
     let removalMark = store.removalMark(for: key.account)
+    StressTimeline.shared.note(
+      key.account, "call begins (\(refresh)), after store op \(store.index)")
     return state.withLock { state in
       let call = StressCall(
         id: state.ends.count, key: key, refresh: refresh, timeout: timeout,
@@ -114,6 +127,8 @@ final class StressLedger: @unchecked Sendable {
     _ call: StressCall, _ result: Result<AuthModel, any Error>, store: RecordingStore,
     authorizer: ChaosAuthorizer
   ) {
+    StressTimeline.shared.note(
+      call.key.account, "call \(call.id) ended: \(Self.describe(result))")
     var problems: [String] = []
     let outcome: String
     var servedToken: String?
@@ -177,7 +192,23 @@ final class StressLedger: @unchecked Sendable {
       if let servedToken { state.lastToken[mcUid] = servedToken }
       state.calls[call.id] = nil
       state.outcomes[outcome, default: 0] += 1
+      if let trail, !problems.isEmpty, state.diagnoses < 3 {
+        state.diagnoses += 1
+        state.pendingDiagnoses.append(
+          (
+            mcUid, call.id, trail.requestSnapshot(of: mcUid),
+            "\(mcUid) when call \(call.id) ended, the timeline:\n  "
+              + StressTimeline.shared.lines(of: mcUid).joined(separator: "\n  ")
+          ))
+      }
       Self.note(problems, in: &state)
+    }
+  }
+
+  private static func describe(_ result: Result<AuthModel, any Error>) -> String {
+    switch result {
+    case .success(let model): "served #\(model.extraInfo["seq"] ?? "?")"
+    case .failure(let error): String(String(describing: error).prefix(100))
     }
   }
 
@@ -218,6 +249,17 @@ final class StressLedger: @unchecked Sendable {
   private static func note(_ problems: [String], in state: inout State) {
     state.violationCount += problems.count
     for problem in problems where state.violations.count < 20 { state.violations.append(problem) }
+  }
+
+  /// The diagnoses of the first violations, with the coordinator's events up to each (the
+  /// trail's subscriber lags behind, so this is read at the end of the run).
+  func diagnoses() -> [String] {
+    guard let trail else { return [] }
+    return state.withLock { $0.pendingDiagnoses }.map { entry in
+      entry.store + "\n\(entry.account), the coordinator's events until call \(entry.call) "
+        + "ended (and up to 1,024 after):\n  "
+        + trail.snapshot(entry.events).joined(separator: "\n  ")
+    }
   }
 
   // MARK: - Reading
