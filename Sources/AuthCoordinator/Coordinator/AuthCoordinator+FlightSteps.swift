@@ -382,7 +382,11 @@ extension AuthCoordinator {
     case .current:
       return .saved
     case .notCurrent:
-      await undoSave(of: key)
+      // Only where the store still holds this write: the answer may come late (a slow lease,
+      // the check tried again), after a logout removed the write and a new session stored its
+      // own model, which a removal of the user's models would take out of the store, with an
+      // announced sign-out nobody made (randomized stress with lease faults, 2026-12-07).
+      await undoWrite(of: model, for: key)
       return .signedOut
     case .unknown(let error):
       // Not "in doubt, yes": a sign-out during the write would stay undone for good (fleet
