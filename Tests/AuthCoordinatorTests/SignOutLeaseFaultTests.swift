@@ -58,7 +58,7 @@ import Testing
 
 /// A lease whose sign-outs (revocations and announcements) throw while the test says so: its
 /// storage down during a logout.
-final class SignOutFailingLease: AuthorizationLease, @unchecked Sendable {
+final class SignOutFailingLease: ForwardingLease, @unchecked Sendable {
   struct Failure: Error {}
   let inner: InMemoryAuthorizationLease
   private let state = LockedState((failing: false, failed: 0))
@@ -100,13 +100,4 @@ final class SignOutFailingLease: AuthorizationLease, @unchecked Sendable {
     try check()
     await inner.signOutAll(by: owner)
   }
-  func acquire(_ key: AccountKey, owner: String, timeToLive: Duration) async -> LeaseAttempt {
-    await inner.acquire(key, owner: owner, timeToLive: timeToLive)
-  }
-  func renew(_ grant: LeaseGrant, timeToLive: Duration) async -> LeaseGrant? {
-    await inner.renew(grant, timeToLive: timeToLive)
-  }
-  func release(_ grant: LeaseGrant) async { await inner.release(grant) }
-  func isCurrent(_ grant: LeaseGrant) async -> Bool { await inner.isCurrent(grant) }
-  func changes() -> AsyncStream<LeaseChange> { inner.changes() }
 }

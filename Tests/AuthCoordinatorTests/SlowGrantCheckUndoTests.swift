@@ -104,7 +104,7 @@ final class WatchedStore: FencedTokenStore, @unchecked Sendable {
 
 /// A lease that holds its second answer about the first grant it gave (the check after that
 /// flight's write) until the test releases it, and can fail that grant's renewals.
-final class FirstGrantCheckGate: AuthorizationLease, @unchecked Sendable {
+final class FirstGrantCheckGate: ForwardingLease, @unchecked Sendable {
   struct Failure: Error {}
   let inner: InMemoryAuthorizationLease
   private struct State {
@@ -166,7 +166,6 @@ final class FirstGrantCheckGate: AuthorizationLease, @unchecked Sendable {
     }
     return await inner.isCurrent(grant)
   }
-  func release(_ grant: LeaseGrant) async { await inner.release(grant) }
   func revokeGrants(ofAccount account: String) async {
     state.withLock { $0.revocations += 1 }
     await inner.revokeGrants(ofAccount: account)
@@ -175,10 +174,4 @@ final class FirstGrantCheckGate: AuthorizationLease, @unchecked Sendable {
     state.withLock { $0.revocations += 1 }
     return await inner.revokeGrantsReportingFence(ofAccount: account)
   }
-  func revokeAllGrants() async { await inner.revokeAllGrants() }
-  func signOut(account: String, by owner: String) async {
-    await inner.signOut(account: account, by: owner)
-  }
-  func signOutAll(by owner: String) async { await inner.signOutAll(by: owner) }
-  func changes() -> AsyncStream<LeaseChange> { inner.changes() }
 }

@@ -20,13 +20,15 @@ extension ConcurrencySuites {
     }
 
     /// The same, with refresh tokens spent and checked, a lease that the clock's jumps pause
-    /// past its time to live, and a slow store whose deadline some operations pass: the seams
-    /// between them meet the same faults on real threads (`docs/reliability.md`, "Variants").
+    /// past its time to live and 5 % of whose calls fail or stall, and a slow store whose
+    /// deadline some operations pass: the seams between them meet the same faults on real
+    /// threads (`docs/reliability.md`, "Variants").
     @Test(.timeLimit(.minutes(60)))
     func refreshTokensLeaseAndSlowStoreKeepEveryInvariant() async {
       var parameters = StressParameters.fromEnvironment()
       parameters.refreshTokens = true
       parameters.lease = true
+      if parameters.leaseFaults == 0 { parameters.leaseFaults = 5 }
       if parameters.slowStore == 0 { parameters.slowStore = 10 }
       await run(parameters)
     }
