@@ -12,23 +12,33 @@ final class StressTimeline: Sendable {
   static let kept = 120
 
   private struct State {
-    var enabled = false
     var next = 0
     var lines: [String: [String]] = [:]
   }
 
   private let state = LockedState(State())
+  /// Odd while on: read without the lock, so that a run with the timeline off takes no lock
+  /// of it (a lock shared by every fake would order their threads).
+  private let switches = AtomicCounter()
 
-  func enable() { state.withLock { $0 = State(enabled: true) } }
-  func disable() { state.withLock { $0.enabled = false } }
+  private var enabled: Bool { switches.value & 1 == 1 }
+
+  /// Turns it on, empty (the driver's thread only).
+  func enable() {
+    state.withLock { $0 = State() }
+    if !enabled { _ = switches.next() }
+  }
+
+  func disable() {
+    if enabled { _ = switches.next() }
+  }
 
   /// Notes `what` on `account` ("*" for every account).
   func note(_ account: String, _ what: @autoclosure () -> String) {
-    guard state.withLock({ $0.enabled }) else { return }
+    guard enabled else { return }
     // Made outside the lock: it may take the caller's fakes' locks (no order between them).
     let text = what()
     state.withLock { state in
-      guard state.enabled else { return }
       state.next += 1
       state.lines[account, default: []].append("t\(state.next) \(text)")
       if state.lines[account]!.count > Self.kept { state.lines[account]!.removeFirst() }
