@@ -3,9 +3,10 @@ import Foundation
 import SyncPrimitives
 
 /// The coordinator's last events on each account, for a stress run's diagnosis
-/// (`STRESS_EVENTS=1`): printed, with the store's last operations, beside each violation that
-/// names an account. A subscriber that falls more than the coordinator's buffer behind loses
-/// the oldest events, so a trail may have gaps; it is for reading, never for a check.
+/// (`STRESS_EVENTS=1`): printed, with the account's timeline (``StressTimeline``), beside the
+/// first violations of calls. A subscriber that falls more than the coordinator's buffer
+/// (1,024) behind loses the oldest events, so a trail may have gaps; it is for reading, never
+/// for a check.
 final class EventTrail: Sendable {
   private let trails = LockedState([String: [String]]())
   private let count = LockedState(0)
@@ -57,8 +58,8 @@ final class EventTrail: Sendable {
       next: 0
     ))
 
-  /// Asks for the trail of `account` up to the events recorded now and the 1,024 after them
-  /// (the subscriber's lag), taken once those were recorded.
+  /// Asks for the trail of `account` up to the events recorded now and the 5,000 after them
+  /// (room for the subscriber's lag), taken once those were recorded.
   func requestSnapshot(of account: String) -> Int {
     let through = recorded + 5_000
     return snapshots.withLock {
@@ -78,9 +79,8 @@ final class EventTrail: Sendable {
   /// How many events were recorded so far.
   var recorded: Int { count.withLock { $0 } }
 
-  /// The last 80 events on `account` numbered at most `through`, oldest first, with the
-  /// all-accounts ones among them. A subscriber lags up to the coordinator's event buffer
-  /// (1,024) behind: pass the count at the moment of interest plus that.
+  /// The last 150 events on `account` numbered at most `through`, oldest first, with the
+  /// all-accounts ones among them.
   func trail(of account: String, through: Int = .max) -> [String] {
     func number(_ line: String) -> Int {
       Int(line.dropFirst().prefix { $0 != ":" }) ?? 0

@@ -24,8 +24,8 @@ import Foundation
 /// - `STRESS_SILENT=1`: the authorizer is silent and brings a refresh policy (refresh ahead,
 ///   retries after a back-off, remembered failures, stale-if-error); half its failures are
 ///   transient.
-/// - `STRESS_EVENTS=1`: the coordinator's last events and the store's last operations on each
-///   account a violation names are printed with the violations (``EventTrail``).
+/// - `STRESS_EVENTS=1`: the first violations of calls are printed with their account's timeline
+///   (``StressTimeline``) and the coordinator's events around them (``EventTrail``).
 /// - `STRESS_ABANDON=finish`: a flight whose last caller left finishes and caches its model
 ///   (``AuthCoordinator/Configuration/AbandonPolicy/finishAndCache``) instead of being cancelled.
 struct StressParameters: Sendable, CustomStringConvertible {

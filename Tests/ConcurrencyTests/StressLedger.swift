@@ -45,9 +45,9 @@ final class StressLedger: @unchecked Sendable {
     var unsavedAtResume: [(call: Int, mcUid: String, seq: UInt64, storeIndex: Int)] = []
     var servedBeforeSaved = 0
     var diagnoses = 0
-    /// The first violations' accounts, calls, the events recorded then, and the store's history.
-    var pendingDiagnoses: [(account: String, call: Int, events: Int, store: String)] = []
-    // (`events`: the trail's snapshot request.)
+    /// The first violations' accounts and calls, the trail's snapshot of the coordinator's
+    /// events asked for then, and the account's timeline at that moment.
+    var pendingDiagnoses: [(account: String, call: Int, snapshot: Int, timeline: String)] = []
   }
 
   private let state = LockedState(State())
@@ -57,8 +57,8 @@ final class StressLedger: @unchecked Sendable {
   /// `network_error` with a silent authorizer.
   let allowed: Set<AuthCoordinatorError.Code>
 
-  /// The coordinator's last events, when the run records them (`STRESS_EVENTS=1`): the first
-  /// few violations of a call come with them and the store's last operations on its account.
+  /// The coordinator's events, when the run records them (`STRESS_EVENTS=1`): the first few
+  /// violations of calls come with them and with their account's timeline.
   let trail: EventTrail?
 
   init(
@@ -256,9 +256,9 @@ final class StressLedger: @unchecked Sendable {
   func diagnoses() -> [String] {
     guard let trail else { return [] }
     return state.withLock { $0.pendingDiagnoses }.map { entry in
-      entry.store + "\n\(entry.account), the coordinator's events until call \(entry.call) "
-        + "ended (and up to 1,024 after):\n  "
-        + trail.snapshot(entry.events).joined(separator: "\n  ")
+      entry.timeline + "\n\(entry.account), the coordinator's events until call \(entry.call) "
+        + "ended (and up to 5,000 after, the subscriber's lag):\n  "
+        + trail.snapshot(entry.snapshot).joined(separator: "\n  ")
     }
   }
 
