@@ -13,9 +13,12 @@ import Testing
   /// left current: its checks before and after its save pass, and its result lands in the store
   /// after the logout's removal. The process that logged out must not serve it: its logout did
   /// not take effect in the lease, as one whose removal failed did not in the store (rule 19).
-  @Test func aLateResultStoredWhileTheRevocationFailedIsNotServedByTheProcessThatLoggedOut()
-    async throws
-  {
+  /// A later logout that succeeds (of the same kind) lifts that: what the store holds is
+  /// served again.
+  @Test(arguments: [AccountStatusChange.logout(account: "u1"), .logoutAll])
+  func aLateResultStoredWhileTheRevocationFailedIsNotServedByTheProcessThatLoggedOut(
+    _ change: AccountStatusChange
+  ) async throws {
     let rig = await SharedLeaseTests.Rig(processes: 1, storing: .expired)
     let failing = SignOutFailingLease(rig.lease)
     let configuration = SharedLeaseTests.Rig.configuration(rig.clock)
@@ -28,7 +31,7 @@ import Testing
     let widgetCaller = rig.request(widget)
     let widgetCall = await rig.authorizer.nextCall()
     failing.failSignOuts(true)
-    await app.accountStatusChanged(.logout(account: "u1"))
+    await app.accountStatusChanged(change)
     #expect(failing.failedSignOuts == 2, "the revocation and the announcement failed")
     try await appEvents.first {
       if case .storeFailed(_, .lease, _) = $0 { true } else { false }
@@ -53,6 +56,18 @@ import Testing
     if rig.authorizer.callCount == 2 {
       #expect(await answerer.value == nil, "nothing of the signed-out session is refreshed")
     }
+
+    // A logout that succeeds takes effect: a model stored afterwards is served from the store.
+    await app.accountStatusChanged(change)
+    #expect(failing.failedSignOuts == 2)
+    let stored = makeModel("stored-after", clock: rig.clock, expiresIn: 3600)
+    await rig.store.save(stored, for: u1)
+    let reauthorizer = Task { [authorizer = rig.authorizer, clock = rig.clock] in
+      await authorizer.nextCall().succeed(
+        with: makeModel("authorized-again", clock: clock, expiresIn: 3600))
+    }
+    #expect(try await rig.request(app).value == stored, "the record was lifted")
+    reauthorizer.cancel()
   }
 }
 
