@@ -225,6 +225,30 @@ final class PostgresConnection {
     return PostgresRows(rows: rows)
   }
 
+  /// Whether the server ended the session while the connection sat idle between calls (an
+  /// administrator's `pg_terminate_backend`, `idle_session_timeout`, a shutdown or a failover):
+  /// the server then sent its reason and closed the socket. A connection that only runs calls,
+  /// as a pool's does (it never `LISTEN`s), is sent nothing between them, so anything readable,
+  /// a hang-up or an error on the socket means the session is gone, and the connection is
+  /// marked broken: its owner opens another before the next call, instead of failing the call.
+  ///
+  /// One `poll(2)` that does not wait. A session that ends during a call still fails that call:
+  /// whether the statement took effect is unknown, so it is not run again.
+  func endedWhileIdle() -> Bool {
+    if isBroken { return true }
+    let socket = PQsocket(handle)
+    guard socket >= 0 else {
+      isBroken = true
+      return true
+    }
+    var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+    var ready = poll(&descriptor, 1, 0)
+    while ready < 0 && errno == EINTR { ready = poll(&descriptor, 1, 0) }
+    guard ready != 0 else { return false }
+    isBroken = true
+    return true
+  }
+
   /// Polls the connection's socket until it is ready or `deadline` passes.
   private func wait(
     forReading: Bool, forWriting: Bool, until deadline: ContinuousClock.Instant, connecting: Bool

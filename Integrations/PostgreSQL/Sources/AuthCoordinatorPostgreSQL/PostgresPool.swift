@@ -5,10 +5,11 @@ import Foundation
 /// its deadline (``PostgresConfiguration/callTimeout``) counts from when it was asked, so a
 /// call that waited too long in the queue fails without touching the database.
 ///
-/// A worker opens its connection when it first needs one and again after it broke; after a
-/// failed open it waits a jittered, doubling delay (``PostgresConfiguration/reconnectDelay``)
-/// before the next, and calls in that time fail at once with `connection_failed` instead of
-/// each waiting for a connect timeout.
+/// A worker opens its connection when it first needs one, again after it broke, and again when
+/// the server ended it while it sat idle (found before the call runs, so that costs the call
+/// nothing: `PostgresConnection.endedWhileIdle()`); after a failed open it waits a jittered,
+/// doubling delay (``PostgresConfiguration/reconnectDelay``) before the next, and calls in that
+/// time fail at once with `connection_failed` instead of each waiting for a connect timeout.
 final class PostgresPool: Sendable {
   private let queue: JobQueue
   private let configuration: PostgresConfiguration
@@ -61,7 +62,9 @@ final class PostgresPool: Sendable {
         job.run(.failure(PostgresError(.timedOut, "no connection was free in time")))
         continue
       }
-      if connection == nil || connection?.isBroken == true {
+      // A connection the server ended while it sat idle is replaced before the call runs.
+      let usable = connection.map { !$0.endedWhileIdle() } ?? false
+      if !usable {
         connection = nil
         guard backoff.mayTry(at: .now) else {
           job.run(.failure(PostgresError(.connectionFailed, backoff.lastFailure)))

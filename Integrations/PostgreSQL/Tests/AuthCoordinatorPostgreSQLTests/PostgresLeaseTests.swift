@@ -395,6 +395,42 @@ struct PostgresLeaseTests {
   }
 
   @Test(
+    "a pooled connection the server ended while it was idle costs no failed call: the pool opens another first"
+  )
+  func poolReplacesAConnectionEndedWhileIdle() async throws {
+    let schema = TestServer.freshSchema()
+    let name = "idle-\(schema)"
+    let database = try await PostgresDatabase(
+      TestServer.configuration(schema: schema, applicationName: name))
+    defer { database.close() }
+    let store = PostgresTokenStore(database: database)
+    let lease = PostgresAuthorizationLease(database: database, readingFrom: store)
+    let key = AccountKey(account: "alice")
+    // Both of the pool's connections open and go idle.
+    async let first: Void = store.save(sampleModel(account: "alice"), for: key)
+    async let second = store.model(for: key)
+    _ = try await (first, second)
+    // An administrator ends the sessions (as an idle timeout, a failover or a shutdown would);
+    // each session's process has exited, so its goodbye is on the socket, before any call.
+    for round in 1...2 {
+      let ended = try await TestServer.terminate(applicationName: name, waitingForExit: true)
+      #expect(ended >= 1, "round \(round): no pooled session to end")
+      for _ in 0..<(2 * database.configuration.poolSize + 1) {
+        #expect(try await store.model(for: key) == sampleModel(account: "alice"))
+      }
+      guard
+        case .acquired(let grant) = try await lease.acquire(
+          key, owner: "A", timeToLive: .seconds(5))
+      else {
+        Issue.record("round \(round): the lease was refused")
+        return
+      }
+      try await lease.release(grant)
+    }
+    withExtendedLifetime(lease) {}
+  }
+
+  @Test(
     "a call blocked in the database ends at the lock timeout, or at the call timeout with its connection closed"
   )
   func blockedCallsEnd() async throws {

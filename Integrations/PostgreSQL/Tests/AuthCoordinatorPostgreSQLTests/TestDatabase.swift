@@ -49,12 +49,15 @@ enum TestServer {
 
   /// Ends the server-side sessions whose application name is `name` (`pg_terminate_backend`),
   /// optionally only those whose last statement starts with `queryPrefix`; returns how many.
-  static func terminate(applicationName name: String, queryPrefix: String? = nil) async throws
-    -> Int
-  {
+  /// With `waitingForExit`, returns only once each session's process has exited (up to 5 s
+  /// each, PostgreSQL 14 and later), so that its goodbye is on its client's socket by then.
+  static func terminate(
+    applicationName name: String, queryPrefix: String? = nil, waitingForExit: Bool = false
+  ) async throws -> Int {
+    let terminate = waitingForExit ? "pg_terminate_backend(pid, 5000)" : "pg_terminate_backend(pid)"
     let rows = try await admin(
       """
-      SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+      SELECT count(*) FILTER (WHERE \(terminate)) FROM pg_stat_activity
       WHERE application_name = $1 AND ($2::text IS NULL OR query LIKE $2::text || '%')
       """, [.text(name), queryPrefix.map { .text($0) } ?? .null])
     return rows.first?[0].flatMap { Int($0) } ?? 0
