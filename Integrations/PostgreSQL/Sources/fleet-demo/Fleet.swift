@@ -93,11 +93,14 @@ enum Fleet {
       results.append(try JSONDecoder().decode(Replica.Result.self, from: data))
     }
     for result in results.sorted(by: { ($0.firstServed ?? 0) < ($1.firstServed ?? 0) }) {
-      log(
-        options, epoch,
+      var line =
         "replica \(result.replica): \(result.served) served from \(format(result.firstServed)) to "
-          + "\(format(result.lastServed)), \(result.failed.count) failed\(result.failed.first.map { " (\($0))" } ?? "")"
-      )
+        + "\(format(result.lastServed)), \(result.failedCalls) failed"
+      if let first = result.failed.first { line += " (first: \(first))" }
+      if let last = result.lastFailure, result.failedCalls > 1 {
+        line += "; the last at \(format(result.lastFailed)): \(last)"
+      }
+      log(options, epoch, line)
     }
     let latencies = results.flatMap(\.latencies).sorted()
     let tokens = Set(results.flatMap(\.tokens))

@@ -9,7 +9,12 @@ enum Replica {
     var replica: Int
     var served = 0
     var calls = 0
+    /// The first few failures' messages (at most 5).
     var failed: [String] = []
+    /// How many calls failed, and the last failure with its time (seconds since the start).
+    var failedCalls = 0
+    var lastFailure: String?
+    var lastFailed: Double?
     var tokens: [String] = []
     /// Callers' latencies in milliseconds, sorted.
     var latencies: [Double] = []
@@ -83,7 +88,15 @@ enum Replica {
         result.firstServed = min(result.firstServed ?? served, served)
         result.lastServed = max(result.lastServed ?? served, served)
       }
-      if let failure, result.failed.count < 5 { result.failed.append(failure) }
+      if let failure {
+        result.failedCalls += 1
+        if result.failed.count < 5 { result.failed.append(failure) }
+        let failed = at.timeIntervalSince(epoch)
+        if failed >= result.lastFailed ?? failed {
+          result.lastFailed = failed
+          result.lastFailure = failure
+        }
+      }
     }
     result.latencies.sort()
     try JSONEncoder().encode(result).write(
