@@ -16,8 +16,10 @@ let package = Package(
     .executable(name: "authcoord", targets: ["authcoord"]),
   ],
   targets: [
-    // A pthread-backed lock and a C11 atomic counter shared by the library modules (package
-    // access only).
+    // A pthread-backed lock and a C11 atomic counter shared by the library modules. Not a
+    // product; its declarations are public only because the compiler does not inline
+    // `@inlinable package` ones into another module (Swift 6.3), and a lock or counter call
+    // that is not inlined retains and releases its object around it.
     .target(name: "CSyncPrimitives"),
     .target(name: "SyncPrimitives", dependencies: ["CSyncPrimitives"]),
     .target(name: "TokenStore", dependencies: ["SyncPrimitives"]),

@@ -5,15 +5,15 @@ import CSyncPrimitives
 ///
 /// Relaxed ordering: each value is unique and increasing, and nothing else is published
 /// through it.
-package final class AtomicCounter: @unchecked Sendable {
-  private let counter: OpaquePointer
+public final class AtomicCounter: @unchecked Sendable {
+  @usableFromInline let counter: OpaquePointer
 
   /// - Parameters:
   ///   - initial: The first value.
   ///   - padded: Gives the counter cache lines of its own, so that threads reading it are not
   ///     disturbed by writes to memory allocated next to it (a hit's check of its stripe's
   ///     epoch, ``ThreadSlot``'s users).
-  package init(_ initial: UInt64 = 0, padded: Bool = false) {
+  public init(_ initial: UInt64 = 0, padded: Bool = false) {
     counter = OpaquePointer(
       padded ? csp_counter_create_padded(initial) : csp_counter_create(initial))
   }
@@ -21,21 +21,21 @@ package final class AtomicCounter: @unchecked Sendable {
   deinit { csp_counter_destroy(UnsafeMutablePointer(counter)) }
 
   /// Adds one and returns the new value.
-  @inline(__always)
-  package func next() -> UInt64 { csp_counter_increment(UnsafeMutablePointer(counter)) }
+  @inlinable @inline(__always)
+  public func next() -> UInt64 { csp_counter_increment(UnsafeMutablePointer(counter)) }
 
   /// Adds one, for a counter only one thread ever writes while others may read it: a plain
   /// load and store, cheaper than ``next()``'s read-modify-write. Never call it from two threads.
-  @inline(__always)
-  package func incrementOwned() { csp_counter_increment_owned(UnsafeMutablePointer(counter)) }
+  @inlinable @inline(__always)
+  public func incrementOwned() { csp_counter_increment_owned(UnsafeMutablePointer(counter)) }
 
   /// Adds `amount` and returns the new value.
   @discardableResult
-  package func add(_ amount: UInt64) -> UInt64 {
+  public func add(_ amount: UInt64) -> UInt64 {
     csp_counter_add(UnsafeMutablePointer(counter), amount)
   }
 
   /// The current value.
-  @inline(__always)
-  package var value: UInt64 { csp_counter_load(UnsafeMutablePointer(counter)) }
+  @inlinable @inline(__always)
+  public var value: UInt64 { csp_counter_load(UnsafeMutablePointer(counter)) }
 }

@@ -6,10 +6,10 @@ import CSyncPrimitives
 /// A C `_Thread_local` pointer, so that reading it costs a few instructions; a `pthread_key_t`
 /// behind it releases the object when its thread exits. There is one slot per process, for one
 /// type of object: every user in the package must agree on `Object`.
-package enum ThreadSlot<Object: AnyObject> {
+public enum ThreadSlot<Object: AnyObject> {
   /// This thread's object, if one was installed on it.
-  @inline(__always)
-  package static var current: Object? {
+  @inlinable @inline(__always)
+  public static var current: Object? {
     guard let raw = csp_thread_slot_get() else { return nil }
     #if DEBUG
       // A second type in the one slot would be read as the first: caught in debug builds.
@@ -22,7 +22,7 @@ package enum ThreadSlot<Object: AnyObject> {
 
   /// Installs `object` as this thread's, retained until the thread exits. Call it once per
   /// thread, when ``current`` is `nil`.
-  package static func install(_ object: Object) {
+  public static func install(_ object: Object) {
     precondition(csp_thread_slot_get() == nil, "ThreadSlot: this thread already has an object")
     csp_thread_slot_set(Unmanaged.passRetained(object).toOpaque(), releaseThreadObject)
   }

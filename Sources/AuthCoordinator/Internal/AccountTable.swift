@@ -117,6 +117,8 @@ final class Stripe: @unchecked Sendable {
   /// traffic is one user's). Cleared whenever a key is removed.
   var memo: (key: AccountKey, slot: AccountSlot)?
 
+  deinit { lock.destroy() }
+
   /// The slot of `key`, if it is in memory.
   @inline(__always)
   func slot(_ key: AccountKey) -> AccountSlot? {
