@@ -107,16 +107,25 @@ struct FleetLease: AuthorizationLease {
     ledger.leaseSignedOut(nil, began: began, by: process.index)
   }
 
-  func revokeGrants(ofAccount account: String) async {
-    _ = await revokeGrantsReportingFence(ofAccount: account)
+  func revokeGrants(ofAccount account: String) async throws {
+    _ = try await revokeGrantsReportingFence(ofAccount: account)
   }
 
   func revokeAllGrants() async {
     _ = await revokeAllGrantsReportingFence()
   }
 
-  func revokeGrantsReportingFence(ofAccount account: String) async -> UInt64? {
+  /// A logout's revocation fails at the seed's rate of failed lease calls, before it reaches
+  /// the lease: the lease's storage is unreachable, and grants taken before the logout stay
+  /// current. (An undo's revocation does not fail here.)
+  func revokeGrantsReportingFence(ofAccount account: String) async throws -> UInt64? {
     await process.gate(clock)
+    if ledger.isLogoutRevocation(account, by: process.index),
+      process.fails("logout's revocation", rate: \.failedLeaseCalls, ledger: ledger)
+    {
+      ledger.logoutRevocationFailed(account, by: process.index)
+      throw CallFault()
+    }
     let began = ledger.mark()
     let fence = await inner.revokeGrantsReportingFence(ofAccount: account)
     ledger.leaseSignedOut(account, began: began, by: process.index)

@@ -21,6 +21,10 @@ extension FleetLedger {
     var died = false
     /// The lease mark (``mark()``) when it began.
     var mark: Int
+    /// Its revocation of the account's grants threw: grants taken before it stay current, so
+    /// another process may store, and serve, a result of one after its removal. It binds its
+    /// own process only, which serves nothing it reads for the account from then on (rule 19).
+    var revocationFailed = false
   }
 
   /// A caller asked to log `account` out; returns the logout's index for ``logoutReturned(_:)``.
@@ -31,6 +35,30 @@ extension FleetLedger {
       logouts.append(
         Logout(account: account, started: at, process: process, mark: leaseSequence))
       return logouts.count - 1
+    }
+  }
+
+  /// Whether `process` revoking `account`'s grants now is a logout's revocation (a logout of
+  /// it by the process not yet announced), not an undo's.
+  func isLogoutRevocation(_ account: String, by process: Int) -> Bool {
+    lock.withLock {
+      pendingUndo[account]?[process] != true
+        && logouts.contains {
+          $0.account == account && $0.process == process && $0.announcedAt == nil && !$0.died
+            && !$0.revocationFailed
+        }
+    }
+  }
+
+  /// The revocation of `process`'s logout of `account` threw (``Logout/revocationFailed``).
+  func logoutRevocationFailed(_ account: String, by process: Int) {
+    lock.withLock {
+      if let index = logouts.firstIndex(where: {
+        $0.account == account && $0.process == process && $0.announcedAt == nil && !$0.died
+          && !$0.revocationFailed
+      }) {
+        logouts[index].revocationFailed = true
+      }
     }
   }
 
@@ -109,6 +137,14 @@ extension FleetLedger {
       return true
     }
     guard late else { return }
+    let unrevoked = lock.withLock {
+      logouts.contains {
+        $0.account == key.account && $0.revocationFailed && $0.process != process
+      }
+    }
+    if unrevoked {
+      count("phase: save landed after another process's logout whose revocation failed")
+    }
     count("phase: save landed after a logout")
     note("p\(process)'s save of \(access) for \(key.account) landed after its logout")
   }
@@ -192,19 +228,36 @@ extension FleetLedger {
     /// (not yet emptied), refreshed it under a current grant and stored it after the removal.
     /// An open race of the library (docs/reliability.md), counted apart.
     case resumedDuringTheLogout
+    /// After a logout whose revocation failed, by another process than the one that logged out
+    /// (or by that one after a crash): what rule 19 allows then, counted apart.
+    case afterAFailedRevocation
   }
 
   /// A call for `key` that started at `started` was served `access`: a token of a family born
   /// before a logout of the account that had ended (returned, and announced) before the call
   /// started is a signed-out session served again, unless a late save's undo is pending.
+  ///
+  /// A logout whose revocation failed binds its own process only (`process`, the call's), from
+  /// its return until the process crashes: that process serves nothing it reads for the
+  /// account.
   func signedOutSession(
-    _ key: AccountKey, access: String, started: Duration
+    _ key: AccountKey, access: String, started: Duration, process: Int
   ) -> SignedOutServing? {
     lock.withLock {
       guard let birth = births[access] else { return nil }
+      // The process keeps that record in memory: a crash since the logout began ended it.
+      if let logout = logouts.first(where: { logout in
+        guard logout.revocationFailed, logout.process == process, logout.account == key.account,
+          birth < logout.started, let returned = logout.returned,
+          crashes[process]?.contains(where: { $0 >= logout.started }) != true
+        else { return false }
+        return returned < started
+      }) {
+        return .afterLogout(logout)
+      }
       let logout = logouts.first { logout in
         guard logout.account == key.account, let returned = logout.returned,
-          birth < logout.started,
+          birth < logout.started, !logout.revocationFailed,
           // Its own announcement, which follows its removal: another process's (an earlier
           // logout's, paused, or an undo's) says nothing of this one. A logout whose store
           // work hung, or whose process crashed, before it announced has not ended for the
@@ -214,7 +267,15 @@ extension FleetLedger {
         // Another process hears of it up to the seed's notice delay after the announcement.
         return max(returned, announce + noticeDelayBound) < started
       }
-      guard let logout else { return nil }
+      guard let logout else {
+        let unrevoked = logouts.contains { logout in
+          guard logout.revocationFailed, logout.account == key.account, birth < logout.started,
+            let returned = logout.returned
+          else { return false }
+          return returned < started
+        }
+        return unrevoked ? .afterAFailedRevocation : nil
+      }
       if pendingUndo[key.account] != nil { return .inTheUndoWindow }
       // An undo's announcement, like the logout's, reaches another process up to the notice
       // delay late; until then that process serves what it read or refreshed while the undo

@@ -40,7 +40,7 @@ final class FleetLedger: @unchecked Sendable {
   /// Refresh tokens issued in replies that reached their client garbled.
   private var garbled: Set<String> = []
   /// When each process index crashed (a restarted process keeps its index).
-  private var crashes: [Int: [Duration]] = [:]
+  var crashes: [Int: [Duration]] = [:]
   private(set) var reuses: [Reuse] = []
   private var stored: [String: Duration] = [:]
   private var holders: [AccountKey: Holding] = [:]

@@ -186,7 +186,8 @@ extension FleetWorld {
       if let rejected = call.rejected, rejected == model.accessToken {
         ledger.violation("rejected served", "\(name) was served the token it rejected")
       }
-      switch ledger.signedOutSession(call.user, access: model.accessToken, started: call.started)
+      switch ledger.signedOutSession(
+        call.user, access: model.accessToken, started: call.started, process: call.process)
       {
       case nil: break
       case .inTheUndoWindow:
@@ -203,6 +204,8 @@ extension FleetWorld {
         ledger.count("signed-out session resumed during a stopped logout (open race)")
         ledger.note(
           "\(name) was served \(model.accessToken) of a session resumed during its logout")
+      case .afterAFailedRevocation:
+        ledger.count("signed-out session served after a logout whose revocation failed (rule 19)")
       case .afterLogout(let logout):
         ledger.violation(
           "signed-out session served",
