@@ -227,13 +227,15 @@ final class PostgresConnection {
 
   /// Whether the server ended the session while the connection sat idle between calls (an
   /// administrator's `pg_terminate_backend`, `idle_session_timeout`, a shutdown or a failover):
-  /// the server then sent its reason and closed the socket. A connection that only runs calls,
-  /// as a pool's does (it never `LISTEN`s), is sent nothing between them, so anything readable,
-  /// a hang-up or an error on the socket means the session is gone, and the connection is
-  /// marked broken: its owner opens another before the next call, instead of failing the call.
+  /// the server then sent its reason and closed the socket. When the socket has something to
+  /// read, libpq reads it without waiting (`PQconsumeInput`) and parses it (`PQisBusy`): a
+  /// closed socket makes the connection bad, and it is marked broken, so that its owner opens
+  /// another before the next call instead of failing the call. Anything else the server may
+  /// send an idle session (a notice, a parameter's new value, TLS records) is consumed and the
+  /// connection kept.
   ///
-  /// One `poll(2)` that does not wait. A session that ends during a call still fails that call:
-  /// whether the statement took effect is unknown, so it is not run again.
+  /// A few `poll(2)`s that do not wait. A session that ends during a call still fails that
+  /// call: whether the statement took effect is unknown, so it is not run again.
   func endedWhileIdle() -> Bool {
     if isBroken { return true }
     let socket = PQsocket(handle)
@@ -241,10 +243,21 @@ final class PostgresConnection {
       isBroken = true
       return true
     }
-    var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
-    var ready = poll(&descriptor, 1, 0)
-    while ready < 0 && errno == EINTR { ready = poll(&descriptor, 1, 0) }
-    guard ready != 0 else { return false }
+    // A goodbye and the close may come in two reads; a session sent more than that while idle
+    // is not one to trust either.
+    for _ in 0..<8 {
+      var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+      let ready = poll(&descriptor, 1, 0)
+      if ready == 0 { return false }
+      if ready < 0 {
+        if errno == EINTR { continue }
+        break
+      }
+      guard PQconsumeInput(handle) == 1, PQstatus(handle) != CONNECTION_BAD else { break }
+      // Parses what arrived: an idle session's error or notice goes to the (silent) notice
+      // processor, a parameter's value is recorded, and nothing is left for the next call.
+      _ = PQisBusy(handle)
+    }
     isBroken = true
     return true
   }

@@ -430,6 +430,29 @@ struct PostgresLeaseTests {
     withExtendedLifetime(lease) {}
   }
 
+  @Test("an idle connection sent something else than a goodbye (a notification) is kept")
+  func idleConnectionSentANotificationIsKept() async throws {
+    let configuration = TestServer.configuration(
+      schema: TestServer.freshSchema(), applicationName: "idle-kept")
+    let connection = try PostgresConnection.open(
+      configuration, redactor: Redactor(connectionStrings: [configuration.connectionString]),
+      deadline: .now + .seconds(5))
+    _ = try connection.execute("LISTEN idle_kept", until: .now + .seconds(5))
+    try await TestServer.admin("NOTIFY idle_kept, 'hello'")
+    // The notification reaches the idle connection's socket when the server sends it; only the
+    // check reads the socket here (a deadline already past makes `notifications` read nothing).
+    var received: [(String, String)] = []
+    let limit = ContinuousClock.now + .seconds(5)
+    while received.isEmpty, ContinuousClock.now < limit {
+      #expect(!connection.endedWhileIdle())
+      received = try connection.notifications(until: .now)
+      if received.isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+    }
+    #expect(received.map(\.1) == ["hello"])
+    #expect(!connection.isBroken)
+    #expect(try connection.execute("SELECT 1", until: .now + .seconds(5)).first?[0] == "1")
+  }
+
   @Test(
     "a call blocked in the database ends at the lock timeout, or at the call timeout with its connection closed"
   )
