@@ -20,14 +20,22 @@ public final class AtomicCounter: @unchecked Sendable {
 
   deinit { csp_counter_destroy(UnsafeMutablePointer(counter)) }
 
+  // Inlined, each call reads the counter through a raw pointer: `withExtendedLifetime` keeps
+  // the object, whose `deinit` frees that memory, alive until the access is done (it costs no
+  // retain: the caller already holds the object).
+
   /// Adds one and returns the new value.
   @inlinable @inline(__always)
-  public func next() -> UInt64 { csp_counter_increment(UnsafeMutablePointer(counter)) }
+  public func next() -> UInt64 {
+    withExtendedLifetime(self) { csp_counter_increment(UnsafeMutablePointer(counter)) }
+  }
 
   /// Adds one, for a counter only one thread ever writes while others may read it: a plain
   /// load and store, cheaper than ``next()``'s read-modify-write. Never call it from two threads.
   @inlinable @inline(__always)
-  public func incrementOwned() { csp_counter_increment_owned(UnsafeMutablePointer(counter)) }
+  public func incrementOwned() {
+    withExtendedLifetime(self) { csp_counter_increment_owned(UnsafeMutablePointer(counter)) }
+  }
 
   /// Adds `amount` and returns the new value.
   @discardableResult
@@ -37,5 +45,7 @@ public final class AtomicCounter: @unchecked Sendable {
 
   /// The current value.
   @inlinable @inline(__always)
-  public var value: UInt64 { csp_counter_load(UnsafeMutablePointer(counter)) }
+  public var value: UInt64 {
+    withExtendedLifetime(self) { csp_counter_load(UnsafeMutablePointer(counter)) }
+  }
 }
