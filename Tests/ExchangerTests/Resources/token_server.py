@@ -241,9 +241,16 @@ def watch_stdin():
     os._exit(0)
 
 
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # The default backlog is 5, and the test targets run their tests in parallel against this
+    # one server: as the rotating token server does, room for every connection a loaded
+    # machine has not accepted yet.
+    request_queue_size = 128
+
+
 def main():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
+    server = Server(("127.0.0.1", 0), Handler)
     threading.Thread(target=watch_stdin, daemon=True).start()
     timer = threading.Timer(HARD_TIMEOUT, lambda: os._exit(0))
     timer.daemon = True
