@@ -43,22 +43,28 @@ extension FleetLedger {
   func isLogoutRevocation(_ account: String, by process: Int) -> Bool {
     lock.withLock {
       pendingUndo[account]?[process] != true
-        && logouts.contains {
-          $0.account == account && $0.process == process && $0.announcedAt == nil && !$0.died
-            && !$0.revocationFailed
-        }
+        && unannouncedLogout(of: account, by: process, revoking: true) != nil
     }
   }
 
   /// The revocation of `process`'s logout of `account` threw (``Logout/revocationFailed``).
   func logoutRevocationFailed(_ account: String, by process: Int) {
     lock.withLock {
-      if let index = logouts.firstIndex(where: {
-        $0.account == account && $0.process == process && $0.announcedAt == nil && !$0.died
-          && !$0.revocationFailed
-      }) {
+      if let index = unannouncedLogout(of: account, by: process, revoking: true) {
         logouts[index].revocationFailed = true
       }
+    }
+  }
+
+  /// The first of `process`'s logouts of `account` it has not announced (and will: its process
+  /// did not crash since), and with `revoking`, whose revocation has not failed: the one its
+  /// next revocation or announcement belongs to. Under `lock`.
+  private func unannouncedLogout(
+    of account: String, by process: Int, revoking: Bool = false
+  ) -> Int? {
+    logouts.firstIndex {
+      $0.account == account && $0.process == process && $0.announcedAt == nil && !$0.died
+        && !(revoking && $0.revocationFailed)
     }
   }
 
@@ -80,9 +86,7 @@ extension FleetLedger {
       if pendingUndo[account]?[process] == true {
         pendingUndo[account]?[process] = nil
         undoAnnounced[account, default: []].append(at)
-      } else if let index = logouts.firstIndex(where: {
-        $0.account == account && $0.process == process && $0.announcedAt == nil && !$0.died
-      }) {
+      } else if let index = unannouncedLogout(of: account, by: process) {
         logouts[index].announcedAt = at
         logouts[index].announceMark = leaseSequence
       }
