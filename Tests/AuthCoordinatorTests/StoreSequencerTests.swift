@@ -22,6 +22,20 @@ import Testing
     #expect(!save.done.isOpen)
   }
 
+  /// Without a lease no call follows the write: the save's end is its store work, and its one
+  /// latch serves both (one allocation fewer per save of a coordinator without a lease).
+  @Test func withoutLeaseCallsAWriteKeepsOneLatchThatARemovalWaitsFor() {
+    var sequencer = StoreSequencer()
+    let save = sequencer.reserve(key, writes: true, leaseCallsFollow: false)
+    #expect(save.storeWork == nil)
+    let removal = sequencer.reserveUser("u1")
+    #expect(removal.after.count == 1)
+    #expect(removal.after.first === save.done)
+    #expect(!(removal.after.allSatisfy { $0.isOpen }))
+    save.finish()
+    #expect(removal.after.allSatisfy { $0.isOpen })
+  }
+
   @Test func aRemovalDoesNotWaitForReads() {
     var sequencer = StoreSequencer()
     let read = sequencer.reserve(key)

@@ -217,12 +217,12 @@ extension AuthCoordinator {
     case .load, .confirmLease, .acquireLease:
       turn = stripe.storeOperations.reserve(key)
     case .persist, .persistLateResult:
-      turn = stripe.storeOperations.reserve(key, writes: true)
+      turn = stripe.storeOperations.reserve(key, writes: true, leaseCallsFollow: lease != nil)
     case .retrySave:
       stripe.counters.update { $0.saveRetries += 1 }
-      turn = stripe.storeOperations.reserve(key, writes: true)
+      turn = stripe.storeOperations.reserve(key, writes: true, leaseCallsFollow: lease != nil)
     case .checkWrite:
-      turn = stripe.storeOperations.reserve(key, writes: true)
+      turn = stripe.storeOperations.reserve(key, writes: true, leaseCallsFollow: lease != nil)
     case .awaitPredecessors:
       if let machine = stripe.accounts[key]?.machine {
         predecessors = machine.predecessors.compactMap {

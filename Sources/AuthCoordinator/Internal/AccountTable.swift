@@ -130,7 +130,8 @@ final class Stripe: @unchecked Sendable {
 
   /// Inserts a deadline; returns the instant the scheduler must wake by, if it is earlier than
   /// anything this stripe asked for before.
-  func arm(_ entry: DeadlineQueue.Entry) -> Duration? {
+  func arm(_ entry: consuming DeadlineQueue.Entry) -> Duration? {
+    let at = entry.at
     deadlines.insert(entry)
     // Entries of ended flights (and of phases a flight left) stay until due; they are dropped
     // when the heap doubled since the last pruning, so that pruning costs amortised O(1).
@@ -141,9 +142,9 @@ final class Stripe: @unchecked Sendable {
       }
       pruneThreshold = max(2 * deadlines.count, 64)
     }
-    if let reported = reportedEarliest, reported <= entry.at { return nil }
-    reportedEarliest = entry.at
-    return entry.at
+    if let reported = reportedEarliest, reported <= at { return nil }
+    reportedEarliest = at
+    return at
   }
 }
 

@@ -25,7 +25,9 @@ struct DeadlineQueue {
   /// The earliest deadline, if any.
   var earliest: Duration? { entries.first?.at }
 
-  mutating func insert(_ entry: Entry) {
+  /// Consumes `entry`: the heap's array takes the caller's copy, and the sifts below move
+  /// entries (an entry's key is a string; each copy of it retained and released its storage).
+  mutating func insert(_ entry: consuming Entry) {
     entries.append(entry)
     siftUp(entries.count - 1)
   }
@@ -58,27 +60,34 @@ struct DeadlineQueue {
     }
   }
 
+  // Both sifts work in the array's buffer: its elements are read in place and swapped by
+  // moving, where the array's own subscript and `swapAt` copied whole entries.
+
   private mutating func siftUp(_ start: Int) {
-    var child = start
-    while child > 0 {
-      let parent = (child - 1) / 2
-      guard entries[child].at < entries[parent].at else { return }
-      entries.swapAt(child, parent)
-      child = parent
+    entries.withUnsafeMutableBufferPointer { heap in
+      var child = start
+      while child > 0 {
+        let parent = (child - 1) / 2
+        guard heap[child].at < heap[parent].at else { return }
+        heap.swapAt(child, parent)
+        child = parent
+      }
     }
   }
 
   private mutating func siftDown(_ start: Int) {
-    var parent = start
-    while true {
-      let left = 2 * parent + 1
-      let right = left + 1
-      var smallest = parent
-      if left < entries.count, entries[left].at < entries[smallest].at { smallest = left }
-      if right < entries.count, entries[right].at < entries[smallest].at { smallest = right }
-      guard smallest != parent else { return }
-      entries.swapAt(parent, smallest)
-      parent = smallest
+    entries.withUnsafeMutableBufferPointer { heap in
+      var parent = start
+      while true {
+        let left = 2 * parent + 1
+        let right = left + 1
+        var smallest = parent
+        if left < heap.count, heap[left].at < heap[smallest].at { smallest = left }
+        if right < heap.count, heap[right].at < heap[smallest].at { smallest = right }
+        guard smallest != parent else { return }
+        heap.swapAt(parent, smallest)
+        parent = smallest
+      }
     }
   }
 }

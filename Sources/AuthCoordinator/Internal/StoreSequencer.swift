@@ -34,10 +34,16 @@ struct StoreSequencer {
 
   /// Reserves the next operation for `key`.
   ///
-  /// - Parameter writes: The operation writes to the store (a save): a user's removal issued
-  ///   later waits for its store work (``StoreTurn/storeWork``), not for the lease calls after
-  ///   it.
-  mutating func reserve(_ key: AccountKey, writes: Bool = false) -> StoreTurn {
+  /// - Parameters:
+  ///   - writes: The operation writes to the store (a save): a user's removal issued later
+  ///     waits for its store work, not for the lease calls after it.
+  ///   - leaseCallsFollow: Lease calls may follow the write (a coordinator with a lease): the
+  ///     store work gets a latch of its own (``StoreTurn/storeWork``). Without them the write
+  ///     ends with the operation, and its ``StoreTurn/done`` stands for both: one latch fewer
+  ///     for every save of a coordinator without a lease.
+  mutating func reserve(
+    _ key: AccountKey, writes: Bool = false, leaseCallsFollow: Bool = true
+  ) -> StoreTurn {
     if barrier?.isOpen == true { barrier = nil }
     let previous = tails[key].flatMap { $0.isOpen ? nil : $0 }
     let user = pendingUserBarrier(key.account)
@@ -47,7 +53,8 @@ struct StoreSequencer {
     if let previous { after.append(previous) }
     if let user { after.append(user) }
     if let barrier { after.append(barrier) }
-    let turn = StoreTurn(after: after, done: Latch(), storeWork: writes ? Latch() : nil)
+    let turn = StoreTurn(
+      after: after, done: Latch(), storeWork: writes && leaseCallsFollow ? Latch() : nil)
     tails[key] = turn.done
     if writes { self.writes[key] = turn.storeWorkGate }
     return turn
