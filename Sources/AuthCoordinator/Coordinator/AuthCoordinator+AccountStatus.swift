@@ -164,7 +164,8 @@ extension AuthCoordinator {
     /// took effect; nothing waits for it.
     func revoke(_ plan: SignOutRevocations) async {
       for (key, model) in plan.models {
-        broadcaster.emit(.signOutRevocation(key: key, outcome: await revoke(model)))
+        let outcome = await revoke(model)
+        broadcaster.emit(.signOutRevocation(key: key, outcome: outcome))
       }
     }
 

@@ -15,6 +15,13 @@ package final class EventBroadcaster<Element: Sendable>: Sendable {
   }
 
   private let state = LockedState(State())
+  /// How many subscribers ``state`` holds: read without the lock by ``emit(_:)``, so that an
+  /// event nobody subscribed to costs one load of memory no one writes, not a lock every
+  /// thread of the process takes (a flight emits several, some under its stripe's lock).
+  /// Changed under the lock, with the subscribers. A subscription that happens before an
+  /// emission (a request made after `events` returned, say) is seen by it: a load never
+  /// reads a value older than a store that happens before it.
+  private let subscriberCount = AtomicCounter(padded: true)
   private let bufferSize: Int
 
   package init(bufferSize: Int = 256) { self.bufferSize = bufferSize }
@@ -26,6 +33,7 @@ package final class EventBroadcaster<Element: Sendable>: Sendable {
       guard !state.finished else { return nil }
       defer { state.nextID += 1 }
       state.subscribers[state.nextID] = continuation
+      subscriberCount.add(1)
       return state.nextID
     }
     guard let id else {
@@ -33,22 +41,31 @@ package final class EventBroadcaster<Element: Sendable>: Sendable {
       return stream
     }
     continuation.onTermination = { [weak self] _ in
-      _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
+      guard let self else { return }
+      state.withLock { state in
+        // Gone already when `finish()` took every subscriber.
+        if state.subscribers.removeValue(forKey: id) != nil { subscriberCount.add(.max) }
+      }
     }
     return stream
   }
 
-  /// Sends `element` to every subscriber. With none, it costs one lock.
-  package func emit(_ element: Element) {
+  /// Sends `element` to every subscriber. With none, it costs one load of a counter: the
+  /// element is not even made.
+  package func emit(_ element: @autoclosure () -> Element) {
+    guard subscriberCount.value != 0 else { return }
     let subscribers = state.withLock { state in
       state.subscribers.isEmpty ? [] : Array(state.subscribers.values)
     }
+    guard !subscribers.isEmpty else { return }
+    let element = element()
     for subscriber in subscribers { subscriber.yield(element) }
   }
 
   package func finish() {
     let subscribers = state.withLock { state in
       state.finished = true
+      subscriberCount.add(0 &- UInt64(state.subscribers.count))
       defer { state.subscribers = [:] }
       return Array(state.subscribers.values)
     }
