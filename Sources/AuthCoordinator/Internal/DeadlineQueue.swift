@@ -52,7 +52,18 @@ struct DeadlineQueue {
   /// array. It runs under the stripe's lock, so its cost is every other key's wait; rebuilding
   /// by inserting each kept entry again was O(n log n) and allocated a second array.
   mutating func prune(keeping isLive: (Entry) -> Bool) {
-    entries.removeAll { !isLive($0) }
+    // The kept entries are moved to the front in the array's buffer, read in place: the
+    // array's `removeAll(where:)` copied each entry it looked at, and a prune looks at every
+    // one.
+    let kept = entries.withUnsafeMutableBufferPointer { heap in
+      var kept = 0
+      for index in heap.indices where isLive(heap[index]) {
+        if kept != index { heap.swapAt(kept, index) }
+        kept += 1
+      }
+      return kept
+    }
+    entries.removeLast(entries.count - kept)
     var parent = entries.count / 2
     while parent > 0 {
       parent -= 1
